@@ -1,0 +1,16 @@
+"""torchbind-conformance: check a TorchBind class against its fake class across the PT2 stack.
+
+Public API:
+
+* :func:`examples` — register a factory of example objects for a class whose constructor needs specific args;
+* :func:`run_class` — run every check on a class outside pytest and get :class:`Outcome` objects.
+
+The pytest plugin (``conformance.plugin``, entry point ``torchbind``) turns each check into a test item.
+"""
+
+from .examples import examples
+from .results import Failure, Outcome
+from .runner import run_class
+
+__all__ = ["examples", "run_class", "Failure", "Outcome"]
+__version__ = "0.1.0"

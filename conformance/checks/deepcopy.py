@@ -1,0 +1,48 @@
+"""Check 8b: for a class bound with ``def_pickle``, ``copy.deepcopy`` preserves the object's state.
+
+Rule source: ``FakeScriptObject.__init__`` (``torch/_library/fake_class_registry.py``) deep-copies every real
+object it fakifies — through ``__getstate__`` / ``__setstate__`` — and keeps the copy as ``real_obj``; a lossy
+copy means the traced program sees a different object. The state is compared through ``__obj_flatten__``
+(``__getstate__`` when the class has no flatten). The original object must be unchanged too.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ..compare import flat_state_differences
+from ..examples import read_state
+from ..results import Failure
+from . import check
+
+
+def _targets(info):
+    return [None] if info.pickles else []
+
+
+@check("deepcopy", targets=_targets)
+def deepcopy(ctx, _target) -> list[Failure]:
+    """copy.deepcopy(obj), which torch does when it fakifies obj, preserves the state."""
+    for example in ctx.require_examples():
+        obj = example.build()
+        before = read_state(obj)
+        code = "\n".join(example.code())
+        repro = ctx.repro(example, ["import copy", "obj = make_obj()", "print(obj.__obj_flatten__())",
+                                    "print(copy.deepcopy(obj).__obj_flatten__())"])
+        try:
+            clone = copy.deepcopy(obj)
+            copied = read_state(clone)
+        except Exception as exc:  # noqa: BLE001
+            return [Failure("deepcopy", ctx.info.qualname, "__setstate__",
+                            f"copy.deepcopy raised {type(exc).__name__}: {exc}", example=code, repro=repro)]
+        diffs = flat_state_differences(before, copied, "state", ("original", "deep copy"))
+        if diffs:
+            return [Failure("deepcopy", ctx.info.qualname, "__setstate__",
+                            "copy.deepcopy (through __getstate__/__setstate__) does not preserve the state",
+                            details=tuple(diffs), example=code, repro=repro)]
+        diffs = flat_state_differences(before, read_state(obj), "state", ("before", "after"))
+        if diffs:
+            return [Failure("deepcopy", ctx.info.qualname, "__getstate__",
+                            "copy.deepcopy changed the original object", details=tuple(diffs), example=code,
+                            repro=repro)]
+    return []

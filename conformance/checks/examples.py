@@ -1,0 +1,35 @@
+"""Check: example objects of the class can be built (from generated constructor arguments or user factories),
+and rebuilding an example gives the same state (every other check relies on fresh, identical objects)."""
+
+from __future__ import annotations
+
+from ..compare import flat_state_differences
+from ..examples import read_state
+from ..results import Failure
+from . import check
+
+
+@check("examples")
+def examples(ctx, _target) -> list[Failure]:
+    """At least one example object can be built, and rebuilding gives the same state."""
+    info = ctx.info
+    exset = ctx.example_set
+    if exset.problem:
+        details = tuple(f"{code.splitlines()[-1]}  ->  {err}" for code, err in exset.rejected[:6])
+        return [Failure("examples", info.qualname, None, exset.problem,
+                        details=details + ("supply objects with @conformance.examples(" + repr(info.qualname) +
+                                           ") in a module passed to --torchbind-load",))]
+    failures = []
+    for ex in exset.examples:
+        try:
+            first, second = read_state(ex.build()), read_state(ex.build())
+        except Exception as exc:  # noqa: BLE001
+            failures.append(Failure("examples", info.qualname, None, "building an example object a second time "
+                                    f"raised {type(exc).__name__}: {exc}", example="\n".join(ex.code())))
+            continue
+        diffs = flat_state_differences(first, second, "state", ("first build", "second build"))
+        if diffs:
+            failures.append(Failure("examples", info.qualname, None,
+                                    "building the same example twice gave different states",
+                                    example="\n".join(ex.code()), details=tuple(diffs)))
+    return failures

@@ -1,0 +1,49 @@
+"""Check 6a: flatten -> fakify -> ``__obj_unflatten__`` succeeds for every example object.
+
+This is ``torch._library.fake_class_registry.maybe_to_fake_obj``, which dynamo and AOTAutograd run on every
+TorchBind input and attribute before tracing; it must also yield an instance of the registered fake class,
+because torch then dispatches method calls to that object.
+"""
+
+from __future__ import annotations
+
+from ..compare import describe
+from ..context import new_fake_mode
+from ..results import Failure
+from . import check
+
+
+@check("roundtrip")
+def roundtrip(ctx, _target) -> list[Failure]:
+    """maybe_to_fake_obj (flatten, fakify tensors, __obj_unflatten__) works on every example object."""
+    fake_class = ctx.require_fake()
+    info = ctx.info
+    if not info.has_flatten:
+        return []  # the flatten check reports the missing __obj_flatten__
+    failures = []
+    for example in ctx.require_examples():
+        code = "\n".join(example.code())
+        repro = ctx.repro(example, ["fake_obj = maybe_to_fake_obj(FakeTensorMode(shape_env=ShapeEnv()), make_obj())",
+                                    "print(fake_obj.wrapped_obj)"])
+        obj = example.build()
+        try:
+            flat = obj.__obj_flatten__()
+        except Exception:  # noqa: BLE001 - the flatten check reports it
+            continue
+        try:
+            fake_obj = ctx.fakify(obj, new_fake_mode())
+        except Exception as exc:  # noqa: BLE001
+            failures.append(Failure(
+                "roundtrip", info.qualname, "__obj_unflatten__",
+                "fakifying the object failed (flatten -> fake tensors -> __obj_unflatten__)",
+                cpp=f"__obj_flatten__() returned {describe(flat)}",
+                fake=f"raised {type(exc).__name__}: {exc}", example=code, repro=repro))
+            continue
+        wrapped = fake_obj.wrapped_obj
+        if not isinstance(wrapped, fake_class):
+            failures.append(Failure(
+                "roundtrip", info.qualname, "__obj_unflatten__",
+                f"__obj_unflatten__ must return an instance of the fake class {fake_class.__qualname__}",
+                cpp=f"__obj_flatten__() returned {describe(flat)}",
+                fake=f"__obj_unflatten__ returned {describe(wrapped)}", example=code, repro=repro))
+    return failures

@@ -1,0 +1,47 @@
+"""Check 8a: ``tracing_mode()``, where the C++ class defines it, returns ``"real"`` or ``"fake"``.
+
+Rule source: ``torch/_library/fake_class_registry.py::tracing_with_real`` raises an ``AssertionError`` during
+tracing for any other value. ``"real"`` makes torch trace with the real object (no fakification).
+"""
+
+from __future__ import annotations
+
+from ..results import Failure
+from . import check
+
+ALLOWED = ("real", "fake")
+
+
+def _targets(info):
+    return [None] if "tracing_mode" in info.methods else []
+
+
+def traces_with_real_object(ctx) -> bool:
+    """True when the class defines ``tracing_mode()`` and it returns ``"real"`` on the first example."""
+    if "tracing_mode" not in ctx.info.methods or not ctx.example_set.examples:
+        return False
+    try:
+        return ctx.example_set.examples[0].build().tracing_mode() == "real"
+    except Exception:  # noqa: BLE001 - the tracing_mode check reports it
+        return False
+
+
+@check("tracing_mode", targets=_targets)
+def tracing_mode(ctx, _target) -> list[Failure]:
+    """tracing_mode() returns "real" or "fake"."""
+    failures = []
+    for example in ctx.require_examples():
+        try:
+            value = example.build().tracing_mode()
+        except Exception as exc:  # noqa: BLE001
+            value, error = None, f"raised {type(exc).__name__}: {exc}"
+        else:
+            error = None if value in ALLOWED else f"returned {value!r}"
+        if error:
+            failures.append(Failure(
+                "tracing_mode", ctx.info.qualname, "tracing_mode",
+                "tracing_mode() must return \"real\" or \"fake\"; torch asserts this while tracing",
+                cpp=error, example="\n".join(example.code()),
+                repro=ctx.repro(example, ["print(make_obj().tracing_mode())"])))
+            break
+    return failures

@@ -1,0 +1,172 @@
+"""Compare what the C++ object produced with what the fake produced, and describe values for messages.
+
+The rules mirror how torch uses a fake's results while tracing: tensors stand for their metadata only (shape,
+dtype, device, strides, requires_grad — what ``FakeTensor`` carries), while every non-tensor result is burned into
+the graph as a constant (see "Constant burning-in graph" in the PT2 custom-class design notes), so it must be
+equal by value.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch._library.fake_class_registry import FakeScriptObject, global_fake_class_registry
+from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+__all__ = ["tensor_meta", "compare_results", "describe", "flat_state_differences", "script_class_name"]
+
+
+def tensor_meta(t: torch.Tensor) -> dict[str, Any]:
+    """The metadata a FakeTensor carries: ``shape``, ``dtype``, ``device``, ``stride``, ``requires_grad``."""
+    return {
+        "shape": tuple(t.shape),
+        "dtype": t.dtype,
+        "device": t.device,
+        "stride": tuple(t.stride()),
+        "requires_grad": t.requires_grad,
+    }
+
+
+def describe(value: Any, limit: int = 200) -> str:
+    """A short, readable rendering of a value; tensors by metadata (fake tensors have no data)."""
+    if isinstance(value, torch.Tensor):
+        m = tensor_meta(value)
+        extra = ", requires_grad=True" if m["requires_grad"] else ""
+        return (
+            f"Tensor(shape={list(m['shape'])}, dtype={str(m['dtype']).replace('torch.', '')}, "
+            f"device={m['device']}, stride={list(m['stride'])}{extra})"
+        )
+    if isinstance(value, list):
+        text = "[" + ", ".join(describe(v, limit) for v in value) + "]"
+    elif isinstance(value, tuple):
+        text = "(" + ", ".join(describe(v, limit) for v in value) + ("," if len(value) == 1 else "") + ")"
+    elif isinstance(value, dict):
+        text = "{" + ", ".join(f"{describe(k)}: {describe(v, limit)}" for k, v in value.items()) + "}"
+    elif isinstance(value, torch.ScriptObject):
+        text = f"<ScriptObject {value._type().qualified_name().replace('__torch__.torch.classes.', '')}>"
+    elif isinstance(value, FakeScriptObject):
+        text = f"<FakeScriptObject {object.__getattribute__(value, 'script_class_name')}>"
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _same_scalar(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def _meta_equal(key: str, real: Any, fake: Any) -> bool:
+    """Metadata equality where a fake size/stride that is an unbacked or symbolic ``SymInt`` (a data-dependent
+    output, ``ctx.new_dynamic_size()``) matches any concrete value."""
+    if key in ("shape", "stride") and len(real) == len(fake):
+        return all(is_concrete_int(f) is False or r == f for r, f in zip(real, fake))
+    return real == fake
+
+
+def compare_results(real: Any, fake: Any, where: str = "result", sides: tuple[str, str] = ("C++", "fake")
+                    ) -> list[str]:
+    """Differences between a real result and a fake result; an empty list means they agree.
+
+    Tensors: shape, dtype, device, strides and requires_grad must match (values are not compared: a FakeTensor
+    has none). Lists, tuples and dicts: same container type and length, compared element-wise. TorchBind objects:
+    same class. Anything else (int, float, bool, str, None, dtype, ...): same type and equal value, since torch burns
+    non-tensor results into graphs as constants. Each difference names its position, e.g. ``result[1].stride``.
+    ``sides`` names the two values in messages.
+    """
+    a, b = sides
+    diffs: list[str] = []
+    if isinstance(real, torch.Tensor) or isinstance(fake, torch.Tensor):
+        if not (isinstance(real, torch.Tensor) and isinstance(fake, torch.Tensor)):
+            return [f"{where}: {a} gave {describe(real)}, {b} gave {describe(fake)}"]
+        rm, fm = tensor_meta(real), tensor_meta(fake)
+        for key in rm:
+            if not _meta_equal(key, rm[key], fm[key]):
+                diffs.append(f"{where}.{key}: {a} {_fmt(rm[key])}, {b} {_fmt(fm[key])}")
+        return diffs
+    if isinstance(real, (list, tuple)) or isinstance(fake, (list, tuple)):
+        if type(real) is not type(fake):
+            return [f"{where}: {a} gave a {type(real).__name__} {describe(real)}, {b} gave a "
+                    f"{type(fake).__name__} {describe(fake)}"]
+        if len(real) != len(fake):
+            return [f"{where}: {a} gave {len(real)} elements {describe(real)}, {b} gave {len(fake)} "
+                    f"{describe(fake)}"]
+        for i, (r, f) in enumerate(zip(real, fake)):
+            diffs.extend(compare_results(r, f, f"{where}[{i}]", sides))
+        return diffs
+    if isinstance(real, dict) or isinstance(fake, dict):
+        if not (isinstance(real, dict) and isinstance(fake, dict)) or set(real) != set(fake):
+            return [f"{where}: {a} gave {describe(real)}, {b} gave {describe(fake)}"]
+        for k in real:
+            diffs.extend(compare_results(real[k], fake[k], f"{where}[{k!r}]", sides))
+        return diffs
+    if isinstance(real, torch.ScriptObject):
+        fake_name = script_class_name(fake)
+        real_name = real._type().qualified_name()
+        if fake_name != real_name:
+            return [f"{where}: {a} gave {describe(real)}, {b} gave {describe(fake)}"]
+        return []
+    if not _same_scalar(real, fake):
+        return [f"{where}: {a} gave {describe(real)} ({type(real).__name__}), "
+                f"{b} gave {describe(fake)} ({type(fake).__name__})"]
+    return []
+
+
+def script_class_name(obj: Any) -> str | None:
+    """The TorchScript class name (``__torch__.torch.classes.ns.Cls``) of a real object, a FakeScriptObject or
+    an instance of a registered fake class; ``None`` for anything else."""
+    if isinstance(obj, torch.ScriptObject):
+        return obj._type().qualified_name()
+    if isinstance(obj, FakeScriptObject):
+        return object.__getattribute__(obj, "script_class_name")
+    for name, klass in global_fake_class_registry._registered_class.items():
+        if isinstance(klass, type) and isinstance(obj, klass):
+            return name
+    return None
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, tuple):
+        return str(list(v))
+    return str(v).replace("torch.", "")
+
+
+def flat_state_differences(a: Any, b: Any, where: str = "state", sides: tuple[str, str] = ("first", "second")
+                           ) -> list[str]:
+    """Differences between two flattened states (``__obj_flatten__`` results) of real objects.
+
+    Unlike :func:`compare_results` this also compares tensor *values* (both sides are real), with
+    ``torch.equal`` semantics after a metadata match (NaNs compare equal).
+    """
+    diffs = compare_results(a, b, where, sides)
+    if diffs:
+        return diffs
+    return _value_diffs(a, b, where)
+
+
+def _value_diffs(a: Any, b: Any, where: str) -> list[str]:
+    if isinstance(a, torch.Tensor):
+        if a.is_meta or b.is_meta:
+            return []
+        if not torch.equal(a, b) and not (
+            a.is_floating_point() and torch.equal(torch.nan_to_num(a, nan=0.0), torch.nan_to_num(b, nan=0.0))
+            and torch.equal(a.isnan(), b.isnan())
+        ):
+            return [f"{where}: tensor values differ"]
+        return []
+    if isinstance(a, (list, tuple)):
+        out: list[str] = []
+        for i, (x, y) in enumerate(zip(a, b)):
+            out.extend(_value_diffs(x, y, f"{where}[{i}]"))
+        return out
+    if isinstance(a, dict):
+        out = []
+        for k in a:
+            out.extend(_value_diffs(a[k], b[k], f"{where}[{k!r}]"))
+        return out
+    return []

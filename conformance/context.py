@@ -1,0 +1,289 @@
+"""Per-class state shared by the checks: discovery, examples, fakification, calls on both sides, reproducers."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import traceback
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch._library.fake_class_registry import maybe_to_fake_obj
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+from .discovery import ClassInfo, discover
+from .examples import Example, ExampleSet, build_examples
+from .results import NotApplicable
+from .values import ArgumentSet, UnsupportedType, Value, argument_sets
+
+__all__ = ["new_fake_mode", "to_fake", "ClassContext", "CallResult", "context_for", "reset_contexts", "set_load_code", "quiet_torch_logs"]
+
+_CONTEXTS: dict[str, "ClassContext"] = {}
+_LOAD_CODE: list[str] = []
+
+
+def new_fake_mode() -> FakeTensorMode:
+    """A ``FakeTensorMode`` with a ``ShapeEnv``, as dynamo and export use, so fakes that allocate data-dependent
+    sizes (``torch.library.get_ctx().new_dynamic_size()``) work."""
+    return FakeTensorMode(shape_env=ShapeEnv())
+
+
+def to_fake(mode: FakeTensorMode, value: Any) -> Any:
+    """Replace every tensor in ``value`` (a pytree) by a fake tensor with the same, static, metadata."""
+    return pytree.tree_map_only(torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), value)
+
+
+def set_load_code(lines: list[str]) -> None:
+    """Python lines that load the user's libraries and fakes, put at the top of every reproducer."""
+    _LOAD_CODE[:] = lines
+
+
+def context_for(qualname: str) -> "ClassContext":
+    """The cached :class:`ClassContext` of ``ns::Cls`` (discovered on first use)."""
+    ctx = _CONTEXTS.get(qualname)
+    if ctx is None:
+        ctx = _CONTEXTS[qualname] = ClassContext(discover(qualname))
+    return ctx
+
+
+def reset_contexts() -> None:
+    """Forget cached contexts (after libraries or example factories change)."""
+    _CONTEXTS.clear()
+
+
+@contextlib.contextmanager
+def quiet_torch_logs():
+    """Silence torch's fake-class warnings (missing fake methods, tensor aliasing): checks report those."""
+    logger = logging.getLogger("torch._library.fake_class_registry")
+    old = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(old)
+
+
+@dataclasses.dataclass
+class CallResult:
+    """What one side did: ``value`` or ``error`` (an exception), with a one-line ``text`` for messages."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+    @property
+    def raised(self) -> bool:
+        return self.error is not None
+
+    def error_text(self) -> str:
+        first = str(self.error).strip().splitlines()
+        text = first[0] if first else ""
+        return f"raised {type(self.error).__name__}: {text if len(text) <= 300 else text[:297] + '...'}"
+
+
+def _resolver(script_qualname: str) -> list[Value]:
+    qual = script_qualname.replace("__torch__.torch.classes.", "").replace(".", "::", 1)
+    try:
+        ctx = context_for(qual)
+    except Exception:  # noqa: BLE001 - unknown class: no values
+        return []
+    if ctx._building:
+        # A constructor needing its own class: only the examples built so far (none for the constructor).
+        return []
+    exset = ctx.example_set
+    return [exset.examples[0].as_value()] if exset.examples else []
+
+
+class ClassContext:
+    """Everything the checks need about one class; examples are built lazily and cached."""
+
+    def __init__(self, info: ClassInfo):
+        self.info = info
+        self._examples: ExampleSet | None = None
+        self._building = False
+
+    # ----- examples -------------------------------------------------------------------------------------------
+    @property
+    def example_set(self) -> ExampleSet:
+        if self._examples is None:
+            self._building = True
+            try:
+                self._examples = build_examples(self.info, resolver=_resolver)
+            finally:
+                self._building = False
+        return self._examples
+
+    def require_examples(self) -> list[Example]:
+        """The examples, or :class:`NotApplicable` pointing at the ``examples`` item when there are none."""
+        exset = self.example_set
+        if not exset.examples:
+            raise NotApplicable(f"no example objects of {self.info.qualname} (see {self.info.test_name}::examples)")
+        return exset.examples
+
+    def require_fake(self) -> type:
+        fake = self.info.fake_class
+        if fake is None:
+            raise NotApplicable(f"no fake class registered for {self.info.qualname} "
+                                f"(see {self.info.test_name}::fake_class)")
+        return fake
+
+    def require_fake_method(self, method: str):
+        fake = self.require_fake()
+        if not _defined_on_fake(fake, method):
+            raise NotApplicable(f"the fake class does not define {method} (see {self.info.test_name}::"
+                                f"coverage[{method}])")
+        return getattr(fake, method)
+
+    def argument_sets(self, schema: torch.FunctionSchema, *, skip: tuple[int, ...] = (0,), limit: int = 3):
+        """:func:`conformance.values.argument_sets` with this plugin's class resolver; an unsupported argument
+        type becomes :class:`NotApplicable`."""
+        try:
+            return argument_sets(schema, skip=skip, limit=limit, resolver=_resolver)
+        except UnsupportedType as exc:
+            raise NotApplicable(f"cannot generate arguments for {schema}: {exc}; register example objects or "
+                                "use a baseline entry") from exc
+
+    # ----- calls --------------------------------------------------------------------------------------------
+    @staticmethod
+    def fakify(obj: torch.ScriptObject, mode: FakeTensorMode):
+        """``maybe_to_fake_obj(mode, obj)``, as dynamo and AOTAutograd do before tracing."""
+        with quiet_torch_logs():
+            return maybe_to_fake_obj(mode, obj)
+
+    @staticmethod
+    def call_real(obj: torch.ScriptObject, method: str, args: ArgumentSet) -> CallResult:
+        a, kw = args.make()
+        try:
+            return CallResult(getattr(obj, method)(*a, **kw))
+        except Exception as exc:  # noqa: BLE001 - C++ errors surface as RuntimeError and friends
+            return CallResult(error=exc)
+
+    @staticmethod
+    def call_fake(fake_obj, mode: FakeTensorMode, method: str, args: ArgumentSet) -> CallResult:
+        """Call ``fake_obj.<method>(...)`` under ``mode`` — the ``call_torchbind`` path used while tracing —
+        with fresh arguments whose tensors were converted with ``mode.from_tensor``."""
+        a, kw = args.make()
+        a, kw = to_fake(mode, (a, kw))
+        try:
+            with mode, quiet_torch_logs():
+                return CallResult(getattr(fake_obj, method)(*a, **kw))
+        except Exception as exc:  # noqa: BLE001
+            return CallResult(error=exc)
+
+    def paired_calls(self, method: str | None = None, op=None):
+        """Yield ``(example, args, real, fake)`` for every example and argument set of a method or an op.
+
+        Each pair of calls runs on two fresh objects in the example's state: the real one and a fake made from
+        the other with :meth:`fakify` under a new ``FakeTensorMode``. ``real`` and ``fake`` are
+        :class:`CallResult`; an example whose object cannot be built or fakified is skipped here (the
+        ``examples`` and ``roundtrip`` checks report those).
+        """
+        examples = self.require_examples()
+        if op is not None:
+            position = op.class_args[0]
+            sets = self.argument_sets(op.schema, skip=(position,))
+            overload = op.resolve()
+        else:
+            sets = self.argument_sets(self.info.methods[method])
+        for example in examples:
+            for args in sets:
+                try:
+                    real_obj, other = example.build(), example.build()
+                    mode = new_fake_mode()
+                    fake_obj = self.fakify(other, mode)
+                except Exception:  # noqa: BLE001 - reported by the examples / roundtrip checks
+                    continue
+                if op is not None:
+                    real = _call_op(overload, position, real_obj, args, None)
+                    fake = _call_op(overload, position, fake_obj, args, mode)
+                else:
+                    real = self.call_real(real_obj, method, args)
+                    fake = self.call_fake(fake_obj, mode, method, args)
+                yield example, args, real, fake
+
+    # ----- reproducers --------------------------------------------------------------------------------------
+    def repro(self, example: Example, body: list[str]) -> str:
+        """A standalone script: load the user's libraries, build ``obj`` from ``example``, then ``body``."""
+        lines = ["import torch", "import torch.utils._pytree as pytree",
+                 "from torch._subclasses.fake_tensor import FakeTensorMode",
+                 "from torch.fx.experimental.symbolic_shapes import ShapeEnv",
+                 "from torch._library.fake_class_registry import maybe_to_fake_obj", ""]
+        lines += _LOAD_CODE or ["# load your TorchBind library and fake classes here"]
+        lines.append("")
+        lines.append("def make_obj():")
+        lines += ["    " + ln for ln in example.code("obj")]
+        lines.append("    return obj")
+        lines.append("")
+        lines += body
+        return "\n".join(lines) + "\n"
+
+    def call_repro(self, example: Example, method: str, args: ArgumentSet, op: str | None = None,
+                   position: int = 0) -> str:
+        """Reproducer comparing one call on a fresh real object and on a fresh fake of the same state.
+
+        ``op`` (``torch.ops.ns.name``) calls a custom op with the object at argument ``position`` instead of
+        the method ``method``.
+        """
+        if op is not None:
+            call = f"{op}(*args[:{position}], {{obj}}, *args[{position}:], **kwargs)"
+        else:
+            call = f"{{obj}}.{method}(*args, **kwargs)"
+        pos = "".join(f"{v.code}, " for v in args.args)
+        kw = ", ".join(f"{k!r}: {v.code}" for k, v in args.kwargs)
+        body = _extra_defs(args) + [
+            "def make_args():",
+            f"    return ({pos}), {{{kw}}}",
+            "",
+            "obj = make_obj()",
+            "args, kwargs = make_args()",
+            f"print('C++: ', {call.format(obj='obj')})",
+            "",
+            "mode = FakeTensorMode(shape_env=ShapeEnv())",
+            "fake_obj = maybe_to_fake_obj(mode, make_obj())",
+            "args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), "
+            "make_args())",
+            "with mode:",
+            f"    print('fake:', {call.format(obj='fake_obj')})",
+        ]
+        return self.repro(example, body)
+
+
+def _call_op(overload, position: int, obj, args: ArgumentSet, mode: FakeTensorMode | None) -> CallResult:
+    a, kw = args.make()
+    if mode is not None:
+        a, kw = to_fake(mode, (a, kw))
+    a = [*a[:position], obj, *a[position:]]
+    try:
+        with (mode if mode is not None else contextlib.nullcontext()), quiet_torch_logs():
+            return CallResult(overload(*a, **kw))
+    except Exception as exc:  # noqa: BLE001
+        return CallResult(error=exc)
+
+
+def _extra_defs(args: ArgumentSet) -> list[str]:
+    """Definitions of the helper names that argument values refer to (objects of TorchBind classes)."""
+    lines: list[str] = []
+    for name, fn in args.extra:
+        example = getattr(fn, "__self__", None)
+        if isinstance(example, Example):
+            lines.append(f"def {name}():")
+            lines += ["    " + ln for ln in example.code("o")]
+            lines += ["    return o", ""]
+    return lines
+
+
+def _defined_on_fake(fake: type, method: str) -> bool:
+    """True when ``method`` is defined by the fake class or a base other than ``object``."""
+    for klass in fake.__mro__:
+        if klass is object:
+            return False
+        if method in vars(klass):
+            return True
+    return False
+
+
+def format_exception(exc: BaseException) -> str:
+    """The exception with its traceback, for checks that fail on an unexpected error."""
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

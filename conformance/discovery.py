@@ -1,0 +1,208 @@
+"""Find TorchBind classes, their method schemas, their fake class and the custom ops that take them.
+
+Sources (torch 2.13):
+
+* ``torch._C._jit_get_custom_class_schemas()`` — one ``torch.FunctionSchema`` per method of every loaded
+  ``torch::class_``; a method's first argument is ``self``, typed ``__torch__.torch.classes.<ns>.<Cls>``.
+  Static methods (no ``self``) are not methods of an object and are ignored.
+* ``torch._C._jit_get_all_schemas()`` — operator schemas; an op "takes the class" when one of its arguments has the
+  class's type (``foo(__torch__.torch.classes.ns.Cls obj, Tensor x) -> Tensor``).
+* ``torch._library.fake_class_registry.find_fake_class`` — the class registered with ``register_fake_class``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from collections import defaultdict
+
+import torch
+from torch._library import fake_class_registry
+
+__all__ = [
+    "CLASS_PREFIX",
+    "ClassInfo",
+    "OpInfo",
+    "ProtocolMethods",
+    "class_schemas",
+    "registered_classes",
+    "expand_selector",
+    "discover",
+    "SelectorError",
+]
+
+CLASS_PREFIX = "__torch__.torch.classes."
+
+# Methods that torch's fake-class protocol does not expect on the fake: see the ``override_skip_list`` in
+# ``torch/_library/fake_class_registry.py::maybe_to_fake_obj`` (plus ``__init__``, which fakes replace with
+# ``__obj_unflatten__``).
+ProtocolMethods = frozenset({"__init__", "__obj_flatten__", "__getstate__", "__setstate__"})
+
+
+class SelectorError(ValueError):
+    """A ``--torchbind-class`` selector names no loaded class; the message lists what does exist."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OpInfo:
+    """A custom operator with at least one argument of the class's type.
+
+    ``qualname`` is ``ns::op`` (overload name appended as ``ns::op.overload`` when not the default);
+    ``schema`` its ``torch.FunctionSchema``; ``class_args`` the positions of the arguments typed as the class.
+    """
+
+    qualname: str
+    schema: torch.FunctionSchema
+    class_args: tuple[int, ...]
+
+    @property
+    def short_name(self) -> str:
+        return self.qualname.split("::", 1)[1]
+
+    def resolve(self) -> torch._ops.OpOverload:
+        """The ``torch.ops`` overload packet member for this schema."""
+        ns, rest = self.qualname.split("::", 1)
+        name, _, overload = rest.partition(".")
+        packet = getattr(getattr(torch.ops, ns), name)
+        return getattr(packet, overload or "default")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassInfo:
+    """Everything torch knows about one TorchBind class, without making an instance.
+
+    ``qualname`` is the user-facing ``ns::Cls``; ``script_qualname`` the TorchScript name
+    ``__torch__.torch.classes.ns.Cls``. ``methods`` maps each C++ method name to its schema (the constructor and
+    the pickling/flatten protocol methods included); ``constructors`` holds the ``__init__`` overloads.
+    """
+
+    namespace: str
+    name: str
+    methods: dict[str, torch.FunctionSchema]
+    constructors: tuple[torch.FunctionSchema, ...]
+    ops: tuple[OpInfo, ...]
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.namespace}::{self.name}"
+
+    @property
+    def script_qualname(self) -> str:
+        return f"{CLASS_PREFIX}{self.namespace}.{self.name}"
+
+    @property
+    def test_name(self) -> str:
+        """The collector name used in test ids: ``torchbind[ns.Cls]``."""
+        return f"torchbind[{self.namespace}.{self.name}]"
+
+    @property
+    def fake_class(self) -> type | None:
+        """The fake class currently registered for this class (looked up live: tests may swap it)."""
+        return fake_class_registry.find_fake_class(self.script_qualname)
+
+    @property
+    def user_methods(self) -> list[str]:
+        """C++ methods a fake class is expected to implement (protocol methods excluded), in C++ order."""
+        return [m for m in self.methods if m not in ProtocolMethods]
+
+    @property
+    def has_flatten(self) -> bool:
+        return "__obj_flatten__" in self.methods
+
+    @property
+    def pickles(self) -> bool:
+        """True when the class was bound with ``def_pickle`` (``__getstate__`` and ``__setstate__``)."""
+        return "__getstate__" in self.methods and "__setstate__" in self.methods
+
+    @property
+    def script_class(self):
+        """``torch.classes.ns.Cls``, the callable that constructs instances."""
+        return getattr(getattr(torch.classes, self.namespace), self.name)
+
+
+def _self_class(schema: torch.FunctionSchema) -> str | None:
+    args = schema.arguments
+    if not args:
+        return None
+    t = args[0].type
+    if t.kind() == "ClassType" and t.qualified_name().startswith(CLASS_PREFIX):
+        return t.qualified_name()[len(CLASS_PREFIX):]
+    return None
+
+
+def class_schemas() -> dict[str, dict[str, list[torch.FunctionSchema]]]:
+    """``{"ns.Cls": {method: [schema, ...]}}`` for every loaded TorchBind class, in registration order."""
+    out: dict[str, dict[str, list[torch.FunctionSchema]]] = defaultdict(lambda: defaultdict(list))
+    for schema in torch._C._jit_get_custom_class_schemas():
+        owner = _self_class(schema)
+        if owner is not None:
+            out[owner][schema.name].append(schema)
+    return out
+
+
+def registered_classes(namespace: str | None = None) -> list[str]:
+    """Qualified names ``ns::Cls`` of loaded TorchBind classes (in ``namespace`` only, if given), sorted."""
+    names = []
+    for dotted in class_schemas():
+        ns, _, cls = dotted.rpartition(".")
+        if namespace is None or ns == namespace:
+            names.append(f"{ns}::{cls}")
+    return sorted(names)
+
+
+def expand_selector(selector: str) -> list[str]:
+    """Expand a ``--torchbind-class`` value: ``ns::Cls``, ``ns::*`` or any ``fnmatch`` pattern on the class name.
+
+    Raises :class:`SelectorError` when the selector is malformed or matches no loaded class; the message lists
+    the classes that do exist in that namespace (or the namespaces that exist, when the namespace is unknown).
+    """
+    if selector.count("::") != 1 or not all(selector.split("::")):
+        raise SelectorError(f"--torchbind-class={selector!r}: expected NAMESPACE::CLASS or NAMESPACE::*")
+    ns, pattern = selector.split("::")
+    in_ns = registered_classes(ns)
+    matches = [q for q in in_ns if fnmatch.fnmatchcase(q.split("::")[1], pattern)]
+    if matches:
+        return matches
+    if in_ns:
+        listing = ", ".join(in_ns)
+        raise SelectorError(
+            f"--torchbind-class={selector!r}: no TorchBind class {selector} is registered. "
+            f"Classes in namespace {ns!r}: {listing}"
+        )
+    namespaces = sorted({q.split("::")[0] for q in registered_classes()})
+    raise SelectorError(
+        f"--torchbind-class={selector!r}: no TorchBind classes are registered in namespace {ns!r} "
+        f"(is its library loaded? use --torchbind-load=path/to/lib.so). Loaded namespaces: "
+        f"{', '.join(namespaces) or '(none)'}"
+    )
+
+
+def _ops_taking(script_qualname: str) -> tuple[OpInfo, ...]:
+    found = []
+    for schema in torch._C._jit_get_all_schemas():
+        positions = tuple(
+            i for i, a in enumerate(schema.arguments)
+            if a.type.kind() == "ClassType" and a.type.qualified_name() == script_qualname
+        )
+        if positions:
+            qual = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+            found.append(OpInfo(qual, schema, positions))
+    return tuple(sorted(found, key=lambda o: o.qualname))
+
+
+def discover(qualname: str) -> ClassInfo:
+    """Collect the :class:`ClassInfo` of ``ns::Cls``. Raises :class:`SelectorError` if it is not loaded."""
+    ns, _, name = qualname.partition("::")
+    schemas = class_schemas().get(f"{ns}.{name}")
+    if schemas is None:
+        expand_selector(qualname)  # raises with the listing
+        raise SelectorError(f"no TorchBind class {qualname} is registered")
+    methods = {m: overloads[0] for m, overloads in schemas.items()}
+    info = ClassInfo(
+        namespace=ns,
+        name=name,
+        methods=methods,
+        constructors=tuple(schemas.get("__init__", ())),
+        ops=_ops_taking(f"{CLASS_PREFIX}{ns}.{name}"),
+    )
+    return info

@@ -1,0 +1,265 @@
+"""Example objects: real TorchBind objects in several states, each rebuilt fresh on demand.
+
+Every check works on objects it builds itself from an :class:`Example` recipe — a constructor call (arguments
+generated from the ``__init__`` schema, see :mod:`conformance.values`) or a user factory, followed by method calls
+that take the object to another state — so no check ever sees, or mutates, an object the user holds.
+
+Users whose constructors need specific arguments register a factory::
+
+    import conformance
+
+    @conformance.examples("myns::Tokenizer")
+    def tokenizers():
+        return [torch.classes.myns.Tokenizer("vocab.txt"), torch.classes.myns.Tokenizer("vocab.txt", lower=True)]
+
+The factory is called anew whenever a fresh object is needed, so it must build new objects each time and
+build them the same way (the ``examples`` check verifies that).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from .discovery import ClassInfo
+from .values import ArgumentSet, UnsupportedType, Value, argument_sets
+
+__all__ = [
+    "examples",
+    "registered_factories",
+    "Example",
+    "ExampleSet",
+    "Step",
+    "build_examples",
+    "state_key",
+    "read_state",
+]
+
+Factory = Callable[[], Iterable[torch.ScriptObject]]
+_FACTORIES: dict[str, list[Factory]] = {}
+
+#: At most this many examples built from constructor arguments, and this many derived by method calls.
+MAX_BASE = 8
+MAX_DERIVED = 4
+
+
+def examples(qualname: str) -> Callable[[Factory], Factory]:
+    """Register a factory of example objects for the TorchBind class ``qualname`` (``"ns::Cls"``).
+
+    Use as a decorator on a zero-argument function returning an iterable of ``torch.ScriptObject`` instances
+    of that class. Once a factory is registered for a class, generated constructor arguments are not used for it.
+    The factory is called again for every fresh object the checks need; it must return new objects in the same
+    states each time. Returns the factory unchanged. Raises ``ValueError`` if ``qualname`` is not ``ns::Cls``.
+    """
+    if qualname.count("::") != 1:
+        raise ValueError(f"conformance.examples({qualname!r}): expected 'namespace::Class'")
+
+    def register(factory: Factory) -> Factory:
+        _FACTORIES.setdefault(qualname, []).append(factory)
+        return factory
+
+    return register
+
+
+def registered_factories(qualname: str) -> list[Factory]:
+    """The factories registered with :func:`examples` for ``qualname``."""
+    return list(_FACTORIES.get(qualname, ()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One method call applied to an example object: ``obj.<method>(<args>)``."""
+
+    method: str
+    args: ArgumentSet
+
+    def code(self, var: str = "obj") -> str:
+        return f"{var}.{self.method}({self.args.code()})"
+
+    def apply(self, obj: torch.ScriptObject) -> Any:
+        args, kwargs = self.args.make()
+        return getattr(obj, self.method)(*args, **kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """A recipe for one example object. ``build()`` returns a new real object in the recipe's state.
+
+    Exactly one of ``ctor`` (generated constructor arguments) and ``factory`` (a user factory, with the index of
+    the object in its output) is set. ``steps`` are applied after construction.
+    """
+
+    info: ClassInfo
+    ctor: ArgumentSet | None = None
+    factory: Factory | None = None
+    factory_index: int = 0
+    steps: tuple[Step, ...] = ()
+
+    def build(self) -> torch.ScriptObject:
+        """A fresh object. Raises whatever the constructor, factory or steps raise."""
+        if self.factory is not None:
+            objs = list(self.factory())
+            obj = objs[self.factory_index]
+        else:
+            args, kwargs = self.ctor.make()
+            obj = self.info.script_class(*args, **kwargs)
+        for step in self.steps:
+            step.apply(obj)
+        return obj
+
+    @property
+    def label(self) -> str:
+        """Short readable label, e.g. ``TensorQueue(torch.ones(3)).push(..)x2``."""
+        if self.factory is not None:
+            head = f"{getattr(self.factory, '__name__', 'factory')}()[{self.factory_index}]"
+        else:
+            head = f"{self.info.name}({self.ctor.code()})"
+        tail = "".join(f".{s.method}(..)" for s in self.steps)
+        return head + tail
+
+    def code(self, var: str = "obj") -> list[str]:
+        """Python source lines that build the object into ``var`` (needs ``torch`` imported)."""
+        if self.factory is not None:
+            mod = getattr(self.factory, "__module__", "?")
+            name = getattr(self.factory, "__qualname__", "factory")
+            lines = [f"from {mod} import {name.split('.')[0]}",
+                     f"{var} = list({name}())[{self.factory_index}]"]
+        else:
+            lines = [f"{var} = torch.classes.{self.info.namespace}.{self.info.name}({self.ctor.code()})"]
+        lines += [s.code(var) for s in self.steps]
+        return lines
+
+    def as_value(self) -> Value:
+        """A :class:`Value` that builds this object, for passing it as an argument of a method or op."""
+        if self.factory is None and not self.steps:
+            return Value(f"torch.classes.{self.info.namespace}.{self.info.name}({self.ctor.code()})",
+                         self.ctor.extra)
+        name = f"_example_{self.info.namespace}_{self.info.name}"
+        return Value(f"{name}()", ((name, self.build),))
+
+
+@dataclasses.dataclass
+class ExampleSet:
+    """The examples of one class and the attempts that failed (``rejected``: ``(call code, error text)``)."""
+
+    examples: list[Example]
+    rejected: list[tuple[str, str]]
+    problem: str | None = None
+
+
+def read_state(obj: torch.ScriptObject) -> Any:
+    """The object's observable state: ``__obj_flatten__()`` if defined, else ``__getstate__()``, else ``None``."""
+    names = obj._method_names()
+    if "__obj_flatten__" in names:
+        return obj.__obj_flatten__()
+    if "__getstate__" in names:
+        return obj.__getstate__()
+    return None
+
+
+def state_key(value: Any) -> Any:
+    """A hashable key of a state value: tensors become (metadata, values); containers become tuples."""
+    if isinstance(value, torch.Tensor):
+        data = tuple(value.detach().cpu().reshape(-1).tolist()) if not value.is_meta else None
+        return ("T", tuple(value.shape), str(value.dtype), tuple(value.stride()), str(value.device), data)
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(state_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((state_key(k), state_key(v)) for k, v in value.items()))
+    if isinstance(value, float) and math.isnan(value):
+        return ("nan",)
+    if isinstance(value, torch.ScriptObject):
+        return ("obj", value._type().qualified_name(), state_key(read_state(value)))
+    return (type(value).__name__, value)
+
+
+def _first_error_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def build_examples(info: ClassInfo, resolver=None) -> ExampleSet:
+    """Build the examples of ``info``: user factories if registered, else generated constructor calls, plus
+    states reached by applying each state-changing method twice to the first example.
+
+    Constructor argument sets the C++ constructor rejects are skipped (kept in ``rejected``). Examples whose
+    state (:func:`read_state`) duplicates an earlier one are dropped. Never raises for user-code errors: those
+    end up in ``rejected`` or ``problem``.
+    """
+    rejected: list[tuple[str, str]] = []
+    bases: list[Example] = []
+    seen: set[Any] = set()
+
+    def admit(ex: Example) -> bool:
+        try:
+            obj = ex.build()
+            key = state_key(read_state(obj))
+        except Exception as exc:  # noqa: BLE001 - user code may raise anything
+            rejected.append(("\n".join(ex.code()), _first_error_line(exc)))
+            return False
+        if key is not None and key in seen:
+            return False
+        seen.add(key)
+        return True
+
+    factories = registered_factories(info.qualname)
+    if factories:
+        for factory in factories:
+            try:
+                objs = list(factory())
+            except Exception as exc:  # noqa: BLE001
+                return ExampleSet([], rejected, f"example factory {factory.__name__}() raised "
+                                                f"{_first_error_line(exc)}")
+            for i, obj in enumerate(objs):
+                if not isinstance(obj, torch.ScriptObject) or obj._type().qualified_name() != info.script_qualname:
+                    return ExampleSet([], rejected, f"example factory {factory.__name__}() returned "
+                                                    f"{type(obj).__name__} at index {i}, not a {info.qualname}")
+                ex = Example(info, factory=factory, factory_index=i)
+                if admit(ex):
+                    bases.append(ex)
+    elif not info.constructors:
+        return ExampleSet([], rejected, f"{info.qualname} has no constructor (no torch::init binding); register "
+                                        "example objects with @conformance.examples")
+    else:
+        for ctor in info.constructors:
+            try:
+                sets = argument_sets(ctor, limit=MAX_BASE, resolver=resolver)
+            except UnsupportedType as exc:
+                rejected.append((str(ctor), str(exc)))
+                continue
+            for args in sets:
+                if len(bases) >= MAX_BASE:
+                    break
+                ex = Example(info, ctor=args)
+                if admit(ex):
+                    bases.append(ex)
+    if not bases:
+        why = "; ".join(f"{code} -> {err}" for code, err in rejected[:4])
+        return ExampleSet([], rejected, f"could not build any {info.qualname} object: {why or 'no candidates'}. "
+                                        "Register example objects with @conformance.examples")
+    derived = _derive_states(info, bases[0], admit, resolver)
+    return ExampleSet(bases + derived, rejected)
+
+
+def _derive_states(info: ClassInfo, base: Example, admit, resolver) -> list[Example]:
+    """Examples reached from ``base`` by calling one state-changing method twice (e.g. two pushes)."""
+    if not (info.has_flatten or info.pickles):
+        return []
+    out: list[Example] = []
+    for method in info.user_methods:
+        if len(out) >= MAX_DERIVED or method.startswith("__") or method == "tracing_mode":
+            continue
+        try:
+            sets = argument_sets(info.methods[method], resolver=resolver)
+        except UnsupportedType:
+            continue
+        if not sets or not sets[0].args and not sets[0].kwargs:
+            continue  # nullary methods (pop, reset) rarely grow an object
+        ex = dataclasses.replace(base, steps=base.steps + (Step(method, sets[0]), Step(method, sets[-1])))
+        if admit(ex):
+            out.append(ex)
+    return out

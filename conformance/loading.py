@@ -1,0 +1,97 @@
+"""Apply ``--torchbind-load`` specs: load C++ libraries, import fake-class modules, call set-up functions.
+
+Accepted forms, applied in the order given:
+
+* ``path/to/libfoo.so`` (any existing file ending in ``.so``, ``.dylib`` or ``.dll``): ``torch.ops.load_library``;
+* ``path/to/fakes.py``: imported as a module from that file;
+* ``package.module``: imported with ``importlib.import_module``;
+* ``package.module:function``: imported, then ``function()`` is called with no arguments.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import torch
+
+__all__ = ["LoadError", "apply_load_spec"]
+
+_LIB_SUFFIXES = (".so", ".dylib", ".dll")
+
+
+class LoadError(Exception):
+    """A ``--torchbind-load`` spec failed; the message carries the spec and the underlying error."""
+
+
+def _format(spec: str, what: str, exc: BaseException) -> LoadError:
+    tb = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return LoadError(f"--torchbind-load={spec!r}: {what} failed:\n{tb}")
+
+
+def apply_load_spec(spec: str, rootdir: Path | None = None) -> None:
+    """Apply one spec (see module docstring). Relative paths are tried against the CWD, then ``rootdir``.
+
+    Raises :class:`LoadError` carrying the underlying exception text when the library does not load, the module
+    cannot be imported (missing, syntax error, raises on import) or the function fails.
+    """
+    path = _existing_path(spec, rootdir)
+    looks_like_lib = spec.endswith(_LIB_SUFFIXES) or ".so." in os.path.basename(spec)
+    if looks_like_lib:
+        if path is None:
+            raise LoadError(f"--torchbind-load={spec!r}: library file not found")
+        try:
+            torch.ops.load_library(str(path))
+        except (Exception, SystemExit) as exc:  # any loader error becomes a usage error
+            raise _format(spec, "loading the library", exc) from exc
+        return
+    if spec.endswith(".py"):
+        if path is None:
+            raise LoadError(f"--torchbind-load={spec!r}: Python file not found")
+        _import_file(spec, path)
+        return
+    module_name, _, func_name = spec.partition(":")
+    if not all(part.isidentifier() for part in module_name.split(".")):
+        raise LoadError(
+            f"--torchbind-load={spec!r}: expected a .so path, a .py path, a module name or module:function"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except (Exception, SystemExit) as exc:
+        raise _format(spec, f"importing {module_name}", exc) from exc
+    if func_name:
+        func = getattr(module, func_name, None)
+        if not callable(func):
+            raise LoadError(f"--torchbind-load={spec!r}: {module_name} has no function {func_name!r}")
+        try:
+            func()
+        except (Exception, SystemExit) as exc:
+            raise _format(spec, f"calling {module_name}.{func_name}()", exc) from exc
+
+
+def _existing_path(spec: str, rootdir: Path | None) -> Path | None:
+    for base in (Path.cwd(), rootdir):
+        if base is None:
+            continue
+        p = (base / spec).resolve()
+        if p.is_file():
+            return p
+    return None
+
+
+def _import_file(spec: str, path: Path) -> None:
+    name = f"_torchbind_load_{path.stem}_{abs(hash(str(path))):x}"
+    if name in sys.modules:
+        return
+    try:
+        mod_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(mod_spec)
+        sys.modules[name] = module
+        mod_spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:
+        sys.modules.pop(name, None)
+        raise _format(spec, f"importing {path}", exc) from exc

@@ -1,0 +1,77 @@
+"""Result dataclasses: what a check found, rendered for a library author who did not write this plugin."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+
+__all__ = ["Failure", "Outcome", "NotApplicable"]
+
+
+class NotApplicable(Exception):
+    """Raised by a check that cannot run for this target; the message says why (the item is skipped)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """One disagreement between a TorchBind class and its fake (or a broken protocol method).
+
+    ``check`` is the check's name (``signature``), ``qualname`` the class (``ns::Cls``), ``target`` the method
+    or op it concerns (``None`` for class-level findings). ``summary`` says which rule is broken; ``cpp`` and
+    ``fake`` what each side did; ``details`` further lines (e.g. per-field differences); ``repro`` a standalone
+    Python script that shows the disagreement.
+    """
+
+    check: str
+    qualname: str
+    target: str | None
+    summary: str
+    cpp: str | None = None
+    fake: str | None = None
+    details: tuple[str, ...] = ()
+    example: str | None = None
+    call: str | None = None
+    repro: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.qualname}.{self.target}" if self.target else self.qualname
+
+    def render(self) -> str:
+        """Multi-line text: headline, example, call, what C++ and the fake did, differences, reproducer."""
+        lines = [f"{self.where}: {self.summary}"]
+        if self.example:
+            lines.append("  example object:")
+            lines += ["    " + ln for ln in self.example.splitlines()]
+        if self.call:
+            lines.append(f"  call:  {self.call}")
+        if self.cpp is not None:
+            lines.append(f"  C++:   {self.cpp}")
+        if self.fake is not None:
+            lines.append(f"  fake:  {self.fake}")
+        for d in self.details:
+            lines.append(f"  - {d}")
+        if self.repro:
+            lines.append("  reproduce with this script:")
+            lines.append(textwrap.indent(self.repro.rstrip(), "    | ", lambda _: True))
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Outcome:
+    """Result of running one check on one target: ``failures`` (empty means passed) or ``skipped`` reason."""
+
+    check: str
+    qualname: str
+    target: str | None
+    failures: list[Failure] = dataclasses.field(default_factory=list)
+    skipped: str | None = None
+
+    @property
+    def status(self) -> str:
+        if self.skipped is not None:
+            return "skipped"
+        return "failed" if self.failures else "passed"

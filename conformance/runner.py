@@ -1,0 +1,65 @@
+"""Run checks without pytest: the core the plugin wraps, also usable from scripts and the project's tests."""
+
+from __future__ import annotations
+
+import dataclasses
+import traceback
+from typing import Any
+
+from .checks import Check, all_checks
+from .context import ClassContext, context_for
+from .results import Failure, NotApplicable, Outcome
+
+__all__ = ["CheckTarget", "plan", "run_target", "run_class"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckTarget:
+    """One unit of work: a check applied to one target of one class; ``name`` is the pytest item name."""
+
+    check: Check
+    qualname: str
+    target: Any
+
+    @property
+    def name(self) -> str:
+        tid = self.check.target_id(self.target)
+        return self.check.name if tid is None else f"{self.check.name}[{tid}]"
+
+    @property
+    def target_name(self) -> str | None:
+        return self.check.target_id(self.target)
+
+
+def plan(ctx: ClassContext, only: set[str] | None = None) -> list[CheckTarget]:
+    """Every (check, target) pair for the class, in registry order; ``only`` limits it to those check names."""
+    out = []
+    for chk in all_checks():
+        if only is not None and chk.name not in only:
+            continue
+        for target in chk.targets(ctx.info):
+            out.append(CheckTarget(chk, ctx.info.qualname, target))
+    return out
+
+
+def run_target(unit: CheckTarget) -> Outcome:
+    """Run one check on one target. Never raises for errors in user code or checks: an exception escaping the
+    check becomes a failure that shows it; :class:`NotApplicable` becomes a skip."""
+    outcome = Outcome(unit.check.name, unit.qualname, unit.target_name)
+    try:
+        outcome.failures = list(unit.check.func(context_for(unit.qualname), unit.target))
+    except NotApplicable as exc:
+        outcome.skipped = str(exc)
+    except Exception as exc:  # noqa: BLE001 - reported as this check's failure
+        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        outcome.failures = [Failure(
+            unit.check.name, unit.qualname, unit.target_name,
+            f"the check could not complete: {type(exc).__name__}: {exc}",
+            details=("traceback (most recent call last):", *[ln.rstrip() for ln in tb[-6:]]),
+        )]
+    return outcome
+
+
+def run_class(qualname: str, only: set[str] | None = None) -> list[Outcome]:
+    """Run every applicable check on ``ns::Cls`` and return the outcomes in order."""
+    return [run_target(u) for u in plan(context_for(qualname), only)]
