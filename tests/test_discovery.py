@@ -1,0 +1,48 @@
+"""Discovery of classes, methods, fakes and ops (conformance.discovery)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.discovery import SelectorError, discover, expand_selector
+
+
+def test_expand_namespace_wildcard(torch_test_classes):
+    names = expand_selector("_TorchScriptTesting::*")
+    assert "_TorchScriptTesting::_TensorQueue" in names and "_TorchScriptTesting::_Foo" in names
+    assert names == sorted(names)
+    assert expand_selector("_TorchScriptTesting::_Foo*")[0] == "_TorchScriptTesting::_Foo"
+
+
+def test_unknown_class_lists_the_namespace(torch_test_classes):
+    with pytest.raises(SelectorError) as info:
+        expand_selector("_TorchScriptTesting::Nope")
+    assert "_TorchScriptTesting::_TensorQueue" in str(info.value)
+
+
+def test_unknown_namespace_lists_loaded_namespaces(torch_test_classes):
+    with pytest.raises(SelectorError, match="no TorchBind classes are registered in namespace 'nosuchns'.*"
+                                            "_TorchScriptTesting"):
+        expand_selector("nosuchns::*")
+
+
+@pytest.mark.parametrize("bad", ["Foo", "a::b::c", "::Foo", "ns::"])
+def test_malformed_selector(bad):
+    with pytest.raises(SelectorError, match="expected NAMESPACE::CLASS"):
+        expand_selector(bad)
+
+
+def test_discover_tensor_queue(torch_test_classes):
+    info = discover("_TorchScriptTesting::_TensorQueue")
+    assert info.script_qualname == "__torch__.torch.classes._TorchScriptTesting._TensorQueue"
+    assert info.test_name == "torchbind[_TorchScriptTesting._TensorQueue]"
+    assert info.user_methods[:3] == ["push", "pop", "top"]
+    assert "__obj_flatten__" not in info.user_methods and info.has_flatten and info.pickles
+    assert [o.short_name for o in info.ops] == ["queue_pop", "queue_push", "queue_size"]
+    assert info.fake_class.__name__ == "FakeTensorQueue"
+    assert str(info.constructors[0]).startswith("__init__(")
+
+
+def test_static_methods_are_not_methods(torch_test_classes):
+    info = discover("_TorchScriptTesting::_StaticMethod")
+    assert info.user_methods == []

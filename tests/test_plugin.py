@@ -1,0 +1,176 @@
+"""End-to-end behaviour of the pytest plugin, run in subprocesses with pytester (torch's shipped classes)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import TORCH_SPEC
+
+LOAD = f"--torchbind-load={TORCH_SPEC}"
+FOO = "--torchbind-class=_TorchScriptTesting::_Foo"
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+def test_collects_stable_readable_ids_in_an_empty_directory(pytester):
+    result = run(pytester, LOAD, FOO, "--collect-only", "-q")
+    assert result.ret == 0
+    ids = [ln for ln in result.outlines if ln.startswith("torchbind[")]
+    assert ids[:3] == ["torchbind[_TorchScriptTesting._Foo]::fake_class",
+                       "torchbind[_TorchScriptTesting._Foo]::examples",
+                       "torchbind[_TorchScriptTesting._Foo]::coverage[info]"]
+    for expected in ("signature[add_tensor]", "return_type[add]", "flatten", "roundtrip", "agreement[add_tensor]",
+                     "custom_op[takes_foo]", "deepcopy", "extra_methods"):
+        assert f"torchbind[_TorchScriptTesting._Foo]::{expected}" in ids
+    again = run(pytester, LOAD, FOO, "--collect-only", "-q")
+    assert [ln for ln in again.outlines if ln.startswith("torchbind[")] == ids
+
+
+def test_failure_message_names_class_method_and_both_sides(pytester):
+    result = run(pytester, LOAD, "--torchbind-class=_TorchScriptTesting::_TensorQueue", "-k", "agreement")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert "_TorchScriptTesting::_TensorQueue.pop: the fake's result differs from the C++ result" in out
+    assert "C++:   returned Tensor(shape=[2, 3], dtype=float32" in out
+    assert "fake:  returned Tensor(shape=[], dtype=float32" in out
+    assert "reproduce with this script:" in out
+    result.assert_outcomes(failed=1, passed=4, skipped=3)
+
+
+def test_runs_beside_ordinary_tests_and_ini_twins(pytester):
+    pytester.makepyfile(test_ordinary="def test_plain():\n    assert 1 + 1 == 2\n")
+    pytester.makeini(f"""
+        [pytest]
+        torchbind_classes = _TorchScriptTesting::_ContainsTensor
+        torchbind_load = {TORCH_SPEC}
+    """)
+    result = run(pytester, "-k", "plain or fake_class or roundtrip")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*collected*items*"])
+
+
+def test_plugin_can_be_disabled(pytester):
+    result = run(pytester, "-p", "no:torchbind", FOO)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unrecognized arguments: --torchbind-class" in result.stderr.str()
+
+
+def test_unknown_class_is_a_usage_error_listing_the_namespace(pytester):
+    result = run(pytester, LOAD, "--torchbind-class=_TorchScriptTesting::Missing")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "no TorchBind class _TorchScriptTesting::Missing is registered" in err
+    assert "_TorchScriptTesting::_TensorQueue" in err
+    assert "Traceback" not in err + result.stdout.str()
+
+
+def test_namespace_with_no_classes(pytester):
+    result = run(pytester, "--torchbind-class=nothing_here::*")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "no TorchBind classes are registered in namespace 'nothing_here'" in result.stderr.str()
+
+
+def test_broken_library_is_a_usage_error_with_the_loader_message(pytester):
+    (pytester.path / "libbroken.so").write_bytes(b"this is not an ELF file")
+    result = run(pytester, "--torchbind-load=libbroken.so", FOO)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "--torchbind-load='libbroken.so': loading the library failed" in err
+    assert re.search(r"OSError: .*libbroken\.so", err), err
+
+
+def test_missing_library(pytester):
+    result = run(pytester, "--torchbind-load=nowhere/libmissing.so", FOO)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "library file not found" in result.stderr.str()
+
+
+def test_fake_module_that_raises_on_import(pytester):
+    pytester.makepyfile(badfakes="raise ValueError('boom in the fake module')\n")
+    result = run(pytester, "--torchbind-load=badfakes.py", FOO)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "ValueError: boom in the fake module" in result.stderr.str()
+
+
+def test_fake_module_with_a_syntax_error(pytester):
+    pytester.makepyfile(syntaxfakes="def broken(:\n    pass\n")
+    result = run(pytester, "--torchbind-load=syntaxfakes", FOO)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "SyntaxError" in result.stderr.str()
+
+
+def test_unknown_check_name(pytester):
+    result = run(pytester, LOAD, FOO, "--torchbind-checks=signature,nonsense")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown check(s) nonsense" in result.stderr.str()
+
+
+def test_user_code_that_raises_fails_the_check_not_the_run(pytester):
+    pytester.makepyfile(userfakes=f"""
+        import torch
+        import conformance
+        from torch.testing._internal.torchbind_impls import init_torchbind_implementations
+        init_torchbind_implementations()
+
+        @conformance.examples("_TorchScriptTesting::_ContainsTensor")
+        def explode():
+            raise RuntimeError("factory exploded")
+
+        class Unflattenable:
+            @classmethod
+            def __obj_unflatten__(cls, flat):
+                raise KeyError("no such field")
+
+            def get(self):
+                return None
+
+        torch._library.register_fake_class("_TorchScriptTesting::_FlattenWithTensorOp")(Unflattenable)
+    """)
+    result = run(pytester, "--torchbind-load=userfakes",
+                 "--torchbind-class=_TorchScriptTesting::_ContainsTensor",
+                 "--torchbind-class=_TorchScriptTesting::_FlattenWithTensorOp", "-k", "examples or roundtrip")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "INTERNALERROR" not in out
+    assert "example factory explode() raised RuntimeError: factory exploded" in out
+    assert "fakifying the object failed" in out and "KeyError: 'no such field'" in out
+    result.assert_outcomes(failed=2, skipped=1, passed=1)
+
+
+def test_junit_xml_carries_check_properties(pytester):
+    result = run(pytester, LOAD, FOO, "-k", "fake_class or coverage", "--junitxml=out.xml")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    root = ET.parse(pytester.path / "out.xml").getroot()
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    props = {p.get("name"): p.get("value")
+             for p in cases["torchbind[_TorchScriptTesting._Foo]::coverage[add]"].iter("property")}
+    assert props == {"torchbind_class": "_TorchScriptTesting::_Foo", "torchbind_check": "coverage",
+                     "torchbind_target": "add", "torchbind_status": "failed"}
+
+
+def test_printed_reproducer_runs_on_its_own(torch_test_classes, tmp_path):
+    from conformance.context import set_load_code
+    from conformance.runner import run_class
+
+    set_load_code(["from torch.testing._internal.torchbind_impls import init_torchbind_implementations",
+                   "init_torchbind_implementations()"])
+    try:
+        [outcome] = [o for o in run_class("_TorchScriptTesting::_TensorQueue", only={"agreement"})
+                     if o.target == "pop"]
+    finally:
+        set_load_code([])
+    script = tmp_path / "repro.py"
+    script.write_text(outcome.failures[0].repro)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    cpp_line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("C++:"))
+    fake_line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("fake:"))
+    assert "tensor([[0., 1., 2.]" in cpp_line
+    assert "size=()" in fake_line
