@@ -1,0 +1,55 @@
+"""The real input: torch's own TorchBind test classes (libtorchbind_test.so, namespace _TorchScriptTesting).
+
+Every finding is pinned, so a change in what the plugin reports on real code is a visible test change. The
+README's "Findings on torch's shipped classes" section lists the same findings with their explanation.
+"""
+
+from __future__ import annotations
+
+from conformance.discovery import expand_selector
+from conformance.runner import run_class
+
+NO_FAKE_NO_FLATTEN = ["_DefaultArgs", "_ElementwiseInterpreter", "_FooGetterSetter", "_FooGetterSetterLambda",
+                      "_FooReadWrite", "_LambdaInit", "_NoInit", "_PickleTester", "_ReLUClass",
+                      "_ScalarTypeClass", "_StackString", "_StaticMethod"]
+
+EXPECTED = {
+    # torch's fakes disagree with their C++ classes
+    ("_TensorQueue", "agreement", "pop"),        # empty pop: C++ returns init tensor, fake torch.empty([])
+    ("_TensorQueue", "custom_op", "queue_pop"),  # same disagreement through the op's fake
+    ("_TensorQueue", "coverage", "top"),
+    ("_TensorQueue", "coverage", "clone_queue"),
+    ("_TensorQueue", "coverage", "get_raw_queue"),
+    ("_Foo", "coverage", "info"),
+    ("_Foo", "coverage", "increment"),
+    ("_Foo", "coverage", "add"),
+    ("_Foo", "coverage", "__eq__"),
+    ("_Foo", "coverage", "combine"),
+    ("_Foo", "custom_op", "takes_foo_cia"),          # no Python fake: the op cannot take a FakeScriptObject
+    ("_Foo", "custom_op", "takes_foo_python_meta"),  # the op has no CPU kernel, only a Python Meta kernel
+    ("_ContainsTensor", "agreement", "get"),         # get() returns a contiguous tensor; the fake keeps strides
+    ("_FlattenWithTensorOp", "agreement", "get"),    # flatten returns t.sin(): dtype differs for int inputs
+    ("_StackString", "deepcopy", None),              # __setstate__ ignores the state it is given
+    ("_NoInit", "examples", None),                   # no constructor: needs @conformance.examples
+    *((name, "fake_class", None) for name in NO_FAKE_NO_FLATTEN),
+    *((name, "flatten", None) for name in NO_FAKE_NO_FLATTEN),
+}
+
+
+def test_findings_on_torch_shipped_classes(torch_test_classes):
+    found = set()
+    for qualname in expand_selector("_TorchScriptTesting::*"):
+        for outcome in run_class(qualname):
+            for failure in outcome.failures:
+                assert "could not complete" not in failure.summary, failure.render()
+                found.add((qualname.split("::")[1], outcome.check, outcome.target))
+    assert found == EXPECTED
+
+
+def test_tensor_queue_empty_pop_finding_is_explained(torch_test_classes):
+    [outcome] = [o for o in run_class("_TorchScriptTesting::_TensorQueue", only={"agreement"}) if o.target == "pop"]
+    [failure] = outcome.failures
+    assert failure.call == "obj.pop()"
+    assert failure.cpp.startswith("returned Tensor(shape=[2, 3]")
+    assert failure.fake.startswith("returned Tensor(shape=[]")
+    assert "result.shape: C++ [2, 3], fake []" in failure.details
