@@ -1,0 +1,43 @@
+"""Sample TorchBind classes (C++, built with torch.utils.cpp_extension) and
+their Python fakes, for testing torchbind-conformance.
+
+Importing the package builds/loads the ``torchbind_samples`` extension (one
+cached build, see ``_build.py``) and registers the correct fakes for the
+``samples`` namespace (``fakes.py``).  Not imported automatically:
+
+* ``sample_classes.fakes_broken`` -- fakes for the ``samples_broken`` classes,
+  whose C++ side breaks a rule on purpose;
+* ``sample_classes.broken`` -- a catalogue of deliberately broken fakes for the
+  ``samples`` classes (``BROKEN_FAKES``, ``by_name``, ``install_<name>``).
+"""
+
+from ._build import load_library
+
+LIBRARY_PATH = load_library()
+
+from . import fakes  # noqa: E402  (registers on import; needs the library)
+
+fakes.register()
+
+CLASS_QUALNAMES = ("samples::TensorQueue", "samples::Counter", "samples::Config")
+OP_QUALNAMES = (
+    "samples::for_each_add_",
+    "samples::queue_size_like",
+    "samples::counter_scale",
+)
+BROKEN_CLASS_QUALNAMES = (
+    "samples_broken::FlattenDup",
+    "samples_broken::FlattenMutates",
+    "samples_broken::BadTracingMode",
+    "samples_broken::LossyPickle",
+    "samples_broken::NoFlatten",
+)
+
+__all__ = [
+    "load_library",
+    "LIBRARY_PATH",
+    "fakes",
+    "CLASS_QUALNAMES",
+    "OP_QUALNAMES",
+    "BROKEN_CLASS_QUALNAMES",
+]

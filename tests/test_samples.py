@@ -1,0 +1,127 @@
+"""The checks on the sample classes: correct fakes pass, and each deliberately broken fake is caught by the
+check for the rule it breaks, naming the method."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.discovery import expand_selector
+from conformance.runner import run_class
+
+
+@pytest.fixture(scope="module")
+def samples():
+    import sample_classes  # noqa: F401 - builds (cached) and loads the library, registers the correct fakes
+
+    return expand_selector("samples::*")
+
+
+def _broken():
+    from sample_classes.broken import BROKEN_FAKES
+
+    return BROKEN_FAKES
+
+
+def test_there_are_three_sample_classes(samples):
+    assert samples == ["samples::Config", "samples::Counter", "samples::TensorQueue"]
+
+
+@pytest.mark.parametrize("qualname", ["samples::Config", "samples::Counter", "samples::TensorQueue"])
+def test_correct_fakes_pass_every_check(samples, qualname):
+    outcomes = run_class(qualname)
+    checks = {o.check for o in outcomes}
+    assert {"fake_class", "coverage", "signature", "return_type", "flatten", "roundtrip", "agreement",
+            "deepcopy"} <= checks
+    not_passed = [(o.check, o.target, o.skipped, [f.render() for f in o.failures])
+                  for o in outcomes if o.status != "passed"]
+    assert not_passed == []
+
+
+def test_every_check_has_a_broken_fake():
+    from sample_classes.broken import BROKEN_FAKES
+
+    assert {b.check for b in BROKEN_FAKES} >= {"fake_class", "coverage", "extra_methods", "signature",
+                                               "return_type", "agreement", "roundtrip", "custom_op"}
+
+
+@pytest.mark.parametrize("broken", _broken(), ids=lambda b: b.name)
+def test_broken_fake_is_caught_by_its_check(samples, broken):
+    with broken.installed():
+        outcomes = run_class(broken.qualname)
+    failures = [f for o in outcomes for f in o.failures]
+    hits = [f for f in failures if f.check == broken.check and broken.method in (None, f.target)]
+    assert hits, (f"{broken.name} ({broken.rule}) was not reported by {broken.check}"
+                  f"[{broken.method}]; got {[(f.check, f.target) for f in failures]}")
+    text = hits[0].render()
+    assert broken.qualname in text
+    if broken.method:
+        assert broken.method in text
+    # The checks run without internal errors even on broken fakes.
+    assert not [f for f in failures if "could not complete" in f.summary]
+
+
+def test_installed_restores_the_correct_fake(samples):
+    from sample_classes.broken import by_name
+
+    assert all(o.status == "passed" for o in run_class("samples::Counter", only={"agreement"}))
+    with by_name("counter_increment_off_by_one").installed():
+        assert any(o.status == "failed" for o in run_class("samples::Counter", only={"agreement"}))
+    assert all(o.status == "passed" for o in run_class("samples::Counter", only={"agreement"}))
+
+
+@pytest.fixture(scope="module")
+def broken_cpp(samples):
+    import sample_classes.fakes_broken  # noqa: F401
+
+    return "samples_broken"
+
+
+def _failures(qualname, check):
+    return [f for o in run_class(qualname, only={check}) for f in o.failures]
+
+
+def test_flatten_with_duplicate_names_and_aliasing_tensors(broken_cpp):
+    texts = [f.render() for f in _failures("samples_broken::FlattenDup", "flatten")]
+    assert any("repeats the name(s) 't'" in t for t in texts), texts
+    assert any("alias one another" in t for t in texts), texts
+
+
+def test_flatten_that_changes_state(broken_cpp):
+    texts = [f.summary for f in _failures("samples_broken::FlattenMutates", "flatten")]
+    assert any("not deterministic or changes the object" in t for t in texts), texts
+
+
+def test_bad_tracing_mode(broken_cpp):
+    [failure] = _failures("samples_broken::BadTracingMode", "tracing_mode")
+    assert failure.cpp == "returned 'sometimes'"
+
+
+def test_lossy_pickle_is_caught_by_deepcopy(broken_cpp):
+    [failure] = _failures("samples_broken::LossyPickle", "deepcopy")
+    assert "does not preserve the state" in failure.summary
+    assert any("deep copy gave" in d for d in failure.details), failure.details
+
+
+def test_class_without_flatten_is_not_fakifiable(broken_cpp):
+    [failure] = _failures("samples_broken::NoFlatten", "flatten")
+    assert "has no __obj_flatten__" in failure.summary
+    assert "tracing_mode" in failure.details[0]
+    [no_fake] = _failures("samples_broken::NoFlatten", "fake_class")
+    assert "no fake class is registered" in no_fake.summary
+
+
+def test_main_job_on_the_samples_passes(pytester, samples):
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--torchbind-load=sample_classes",
+                                           "--torchbind-class=samples::*")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] > 40 and "failed" not in outcomes and "skipped" not in outcomes
+
+
+def test_broken_fake_installed_from_the_command_line(pytester, samples):
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--torchbind-load=sample_classes",
+        "--torchbind-load=sample_classes.broken:install_queue_pop_empty_shape",
+        "--torchbind-class=samples::TensorQueue", "-k", "agreement")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["FAILED torchbind[[]samples.TensorQueue[]]::agreement[[]pop[]]*"])
