@@ -8,7 +8,7 @@ Public API:
 The pytest plugin (``conformance.plugin``, entry point ``torchbind``) turns each check into a test item.
 """
 
-from .examples import examples
+from .example_objects import examples
 from .results import Failure, Outcome
 from .runner import run_class
 

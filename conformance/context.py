@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import traceback
 from typing import Any
 
 import torch
@@ -15,11 +14,14 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from .discovery import ClassInfo, discover
-from .examples import Example, ExampleSet, build_examples
+from .example_objects import Example, ExampleSet, build_examples
 from .results import NotApplicable
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
 
-__all__ = ["new_fake_mode", "to_fake", "ClassContext", "CallResult", "context_for", "reset_contexts", "set_load_code", "quiet_torch_logs"]
+__all__ = [
+    "new_fake_mode", "to_fake", "ClassContext", "CallResult", "context_for", "reset_contexts", "set_load_code",
+    "quiet_torch_logs",
+]
 
 _CONTEXTS: dict[str, "ClassContext"] = {}
 _LOAD_CODE: list[str] = []
@@ -282,8 +284,3 @@ def _defined_on_fake(fake: type, method: str) -> bool:
         if method in vars(klass):
             return True
     return False
-
-
-def format_exception(exc: BaseException) -> str:
-    """The exception with its traceback, for checks that fail on an unexpected error."""
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

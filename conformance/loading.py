@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["LoadError", "apply_load_spec"]
+__all__ = ["LoadError", "apply_load_spec", "repro_lines"]
 
 _LIB_SUFFIXES = (".so", ".dylib", ".dll")
 
@@ -33,6 +33,25 @@ def _format(spec: str, what: str, exc: BaseException) -> LoadError:
     return LoadError(f"--torchbind-load={spec!r}: {what} failed:\n{tb}")
 
 
+def _kind(spec: str) -> str:
+    if spec.endswith(_LIB_SUFFIXES) or ".so." in os.path.basename(spec):
+        return "library"
+    return "file" if spec.endswith(".py") else "module"
+
+
+def repro_lines(spec: str, rootdir: Path | None = None) -> list[str]:
+    """Python lines that apply ``spec`` in a standalone reproducer script (absolute paths for files)."""
+    kind = _kind(spec)
+    path = _existing_path(spec, rootdir)
+    where = str(path) if path is not None else spec
+    if kind == "library":
+        return [f"torch.ops.load_library({where!r})"]
+    if kind == "file":
+        return ["import runpy", f"runpy.run_path({where!r})"]
+    module, _, func = spec.partition(":")
+    return [f"import {module}"] + ([f"{module}.{func}()"] if func else [])
+
+
 def apply_load_spec(spec: str, rootdir: Path | None = None) -> None:
     """Apply one spec (see module docstring). Relative paths are tried against the CWD, then ``rootdir``.
 
@@ -40,8 +59,8 @@ def apply_load_spec(spec: str, rootdir: Path | None = None) -> None:
     cannot be imported (missing, syntax error, raises on import) or the function fails.
     """
     path = _existing_path(spec, rootdir)
-    looks_like_lib = spec.endswith(_LIB_SUFFIXES) or ".so." in os.path.basename(spec)
-    if looks_like_lib:
+    kind = _kind(spec)
+    if kind == "library":
         if path is None:
             raise LoadError(f"--torchbind-load={spec!r}: library file not found")
         try:
@@ -49,7 +68,7 @@ def apply_load_spec(spec: str, rootdir: Path | None = None) -> None:
         except (Exception, SystemExit) as exc:  # any loader error becomes a usage error
             raise _format(spec, "loading the library", exc) from exc
         return
-    if spec.endswith(".py"):
+    if kind == "file":
         if path is None:
             raise LoadError(f"--torchbind-load={spec!r}: Python file not found")
         _import_file(spec, path)

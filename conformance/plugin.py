@@ -15,7 +15,7 @@ import pytest
 from .checks import all_checks
 from .context import context_for, set_load_code
 from .discovery import SelectorError, expand_selector
-from .loading import LoadError, apply_load_spec
+from .loading import LoadError, apply_load_spec, repro_lines
 from .results import Outcome
 from .runner import CheckTarget, plan, run_target
 
@@ -39,22 +39,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("torchbind_load", "libraries / modules to load before collection", type="linelist", default=[])
 
 
-def _load_code(specs: list[str], rootdir: Path) -> list[str]:
-    lines = []
-    for spec in specs:
-        path = Path(spec) if Path(spec).is_absolute() else (Path.cwd() / spec)
-        if spec.endswith((".so", ".dylib", ".dll")):
-            lines.append(f"torch.ops.load_library({str(path.resolve())!r})")
-        elif spec.endswith(".py"):
-            lines += ["import runpy", f"runpy.run_path({str(path.resolve())!r})"]
-        else:
-            module, _, func = spec.partition(":")
-            lines.append(f"import {module}")
-            if func:
-                lines.append(f"{module}.{func}()")
-    return lines
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "torchbind: a generated TorchBind conformance check")
     selectors = list(config.getoption("torchbind_class")) or list(config.getini("torchbind_classes"))
@@ -65,7 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
             apply_load_spec(spec, rootdir)
         except LoadError as exc:
             raise pytest.UsageError(str(exc)) from None
-    set_load_code(_load_code(specs, rootdir))
+    set_load_code([line for spec in specs for line in repro_lines(spec, rootdir)])
     only = config.getoption("torchbind_checks")
     if only:
         known = {c.name for c in all_checks()}

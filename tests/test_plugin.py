@@ -56,6 +56,14 @@ def test_runs_beside_ordinary_tests_and_ini_twins(pytester):
     result.stdout.fnmatch_lines(["*collected*items*"])
 
 
+def test_xdist_gives_the_same_outcomes_as_a_serial_run(pytester):
+    serial = run(pytester, LOAD, FOO)
+    parallel = run(pytester, LOAD, FOO, "-n", "2")
+    assert parallel.parseoutcomes() == serial.parseoutcomes()
+    failed = sorted(ln for ln in serial.outlines if ln.startswith("FAILED "))
+    assert sorted(ln for ln in parallel.outlines if ln.startswith("FAILED ")) == failed
+
+
 def test_plugin_can_be_disabled(pytester):
     result = run(pytester, "-p", "no:torchbind", FOO)
     assert result.ret == pytest.ExitCode.USAGE_ERROR

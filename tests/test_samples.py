@@ -125,3 +125,6 @@ def test_broken_fake_installed_from_the_command_line(pytester, samples):
         "--torchbind-class=samples::TensorQueue", "-k", "agreement")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["FAILED torchbind[[]samples.TensorQueue[]]::agreement[[]pop[]]*"])
+    # The reproducer loads exactly what the command line loaded.
+    result.stdout.fnmatch_lines(["*| import sample_classes", "*| import sample_classes.broken",
+                                 "*| sample_classes.broken.install_queue_pop_empty_shape()"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 
 from ..compare import flat_state_differences
-from ..examples import read_state
+from ..example_objects import read_state
 from ..results import Failure
 from . import check
 

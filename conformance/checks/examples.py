@@ -4,7 +4,7 @@ and rebuilding an example gives the same state (every other check relies on fres
 from __future__ import annotations
 
 from ..compare import flat_state_differences
-from ..examples import read_state
+from ..example_objects import read_state
 from ..results import Failure
 from . import check
 

@@ -1,0 +1,130 @@
+"""Individual checks on hand-made fakes and example factories (in-process, torch's shipped classes)."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+
+import pytest
+import torch
+from torch._library.fake_class_registry import _full_qual_class_name, global_fake_class_registry
+
+import conformance
+from conformance import example_objects as examples_module
+from conformance.context import context_for, reset_contexts
+from conformance.runner import run_class
+
+CONTAINS = "_TorchScriptTesting::_ContainsTensor"
+
+
+@contextlib.contextmanager
+def fake_registered(qualname, fake):
+    """Register ``fake`` straight into torch's registry (bypassing register_fake_class's own checks)."""
+    key = _full_qual_class_name(qualname)
+    old = global_fake_class_registry._registered_class.get(key)
+    global_fake_class_registry._registered_class[key] = fake
+    try:
+        yield
+    finally:
+        if old is None:
+            global_fake_class_registry._registered_class.pop(key, None)
+        else:
+            global_fake_class_registry._registered_class[key] = old
+
+
+@pytest.fixture
+def factories():
+    """Isolate @conformance.examples registrations and cached contexts."""
+    saved = dict(examples_module._FACTORIES)
+    reset_contexts()
+    yield
+    examples_module._FACTORIES.clear()
+    examples_module._FACTORIES.update(saved)
+    reset_contexts()
+
+
+def test_unflatten_must_be_a_classmethod(torch_test_classes):
+    class PlainUnflatten:
+        def __obj_unflatten__(self, flat):  # not a classmethod
+            return self
+
+        def get(self):
+            return None
+
+    with fake_registered(CONTAINS, PlainUnflatten):
+        [outcome] = run_class(CONTAINS, only={"fake_class"})
+    assert outcome.failures[0].summary == "__obj_unflatten__ is not a classmethod"
+
+
+def test_method_inherited_from_object_does_not_count(torch_test_classes):
+    outcomes = run_class("_TorchScriptTesting::_Foo", only={"coverage"})
+    [eq] = [o for o in outcomes if o.target == "__eq__"]
+    assert "only inherited from object" in eq.failures[0].summary
+
+
+def test_signature_catch_alls_and_annotations(torch_test_classes):
+    class Loose:
+        def __init__(self, t):
+            self.t = t
+
+        @classmethod
+        def __obj_unflatten__(cls, flat):
+            return cls(**dict(flat))
+
+        def get(self, *args, **kwargs) -> int:
+            return self.t
+
+    with fake_registered(CONTAINS, Loose):
+        [outcome] = run_class(CONTAINS, only={"signature"})
+    details = outcome.failures[0].details
+    assert any("*args" in d for d in details) and any("**kwargs" in d for d in details)
+    assert "return: annotated int, C++ returns Tensor" in details
+
+
+def test_user_example_factory_is_called_for_every_fresh_object(torch_test_classes, factories):
+    calls = itertools.count()
+
+    @conformance.examples("_TorchScriptTesting::_Foo")
+    def foos():
+        next(calls)
+        return [torch.classes._TorchScriptTesting._Foo(10, 20), torch.classes._TorchScriptTesting._Foo(1, 1)]
+
+    examples = context_for("_TorchScriptTesting::_Foo").example_set.examples
+    assert [e.build().info() for e in examples[:2]] == [200, 1]
+    first, second = examples[0].build(), examples[0].build()
+    assert first is not second
+    assert next(calls) > 4
+    assert examples[0].code()[-1].endswith(".foos())[0]")
+
+
+def test_nondeterministic_factory_is_reported(torch_test_classes, factories):
+    counter = itertools.count(1)
+
+    @conformance.examples("_TorchScriptTesting::_Foo")
+    def drifting():
+        n = next(counter)
+        return [torch.classes._TorchScriptTesting._Foo(n, n)]
+
+    [outcome] = run_class("_TorchScriptTesting::_Foo", only={"examples"})
+    assert outcome.failures and outcome.failures[0].summary == "building the same example twice gave different states"
+
+
+def test_factory_returning_the_wrong_class(torch_test_classes, factories):
+    conformance.examples("_TorchScriptTesting::_Foo")(lambda: [torch.zeros(1)])
+    [outcome] = run_class("_TorchScriptTesting::_Foo", only={"examples"})
+    assert "returned Tensor at index 0, not a _TorchScriptTesting::_Foo" in outcome.failures[0].summary
+    # Checks that need objects are skipped, pointing at the examples item.
+    [sig] = [o for o in run_class("_TorchScriptTesting::_Foo", only={"agreement"}) if o.target == "add_tensor"]
+    assert sig.skipped and "::examples" in sig.skipped
+
+
+def test_examples_reach_empty_and_non_empty_states(torch_test_classes):
+    examples = context_for("_TorchScriptTesting::_TensorQueue").example_set.examples
+    sizes = {e.build().size() for e in examples}
+    assert 0 in sizes and max(sizes) >= 2
+    assert any(e.steps and e.steps[0].method == "push" for e in examples)
+
+
+def test_examples_api_rejects_bad_names():
+    with pytest.raises(ValueError, match="expected 'namespace::Class'"):
+        conformance.examples("NoNamespace")
