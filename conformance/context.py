@@ -144,8 +144,7 @@ class ClassContext:
         try:
             return argument_sets(schema, skip=skip, limit=limit, resolver=_resolver)
         except UnsupportedType as exc:
-            raise NotApplicable(f"cannot generate arguments for {schema}: {exc}; register example objects or "
-                                "use a baseline entry") from exc
+            raise NotApplicable(f"cannot generate arguments for {schema}: {exc}") from exc
 
     # ----- calls --------------------------------------------------------------------------------------------
     @staticmethod
@@ -156,23 +155,14 @@ class ClassContext:
 
     @staticmethod
     def call_real(obj: torch.ScriptObject, method: str, args: ArgumentSet) -> CallResult:
-        a, kw = args.make()
-        try:
-            return CallResult(getattr(obj, method)(*a, **kw))
-        except Exception as exc:  # noqa: BLE001 - C++ errors surface as RuntimeError and friends
-            return CallResult(error=exc)
+        """Call ``obj.<method>(...)`` with fresh arguments; C++ errors are captured in the result."""
+        return _invoke(lambda: getattr(obj, method), args, None)
 
     @staticmethod
     def call_fake(fake_obj, mode: FakeTensorMode, method: str, args: ArgumentSet) -> CallResult:
         """Call ``fake_obj.<method>(...)`` under ``mode`` — the ``call_torchbind`` path used while tracing —
         with fresh arguments whose tensors were converted with ``mode.from_tensor``."""
-        a, kw = args.make()
-        a, kw = to_fake(mode, (a, kw))
-        try:
-            with mode, quiet_torch_logs():
-                return CallResult(getattr(fake_obj, method)(*a, **kw))
-        except Exception as exc:  # noqa: BLE001
-            return CallResult(error=exc)
+        return _invoke(lambda: getattr(fake_obj, method), args, mode)
 
     def paired_calls(self, method: str | None = None, op=None):
         """Yield ``(example, args, real, fake)`` for every example and argument set of a method or an op.
@@ -198,8 +188,8 @@ class ClassContext:
                 except Exception:  # noqa: BLE001 - reported by the examples / roundtrip checks
                     continue
                 if op is not None:
-                    real = _call_op(overload, position, real_obj, args, None)
-                    fake = _call_op(overload, position, fake_obj, args, mode)
+                    real = _invoke(lambda: overload, args, None, (position, real_obj))
+                    fake = _invoke(lambda: overload, args, mode, (position, fake_obj))
                 else:
                     real = self.call_real(real_obj, method, args)
                     fake = self.call_fake(fake_obj, mode, method, args)
@@ -252,15 +242,21 @@ class ClassContext:
         return self.repro(example, body)
 
 
-def _call_op(overload, position: int, obj, args: ArgumentSet, mode: FakeTensorMode | None) -> CallResult:
+def _invoke(target, args: ArgumentSet, mode: FakeTensorMode | None, insert: tuple[int, Any] | None = None
+            ) -> CallResult:
+    """Call ``target()(*args, **kwargs)`` with fresh arguments — fake ones, under ``mode``, when it is given —
+    with ``insert = (position, obj)`` placing the object among the arguments (for custom ops). Exceptions from
+    looking up or running the callable are captured in the :class:`CallResult`."""
     a, kw = args.make()
     if mode is not None:
         a, kw = to_fake(mode, (a, kw))
-    a = [*a[:position], obj, *a[position:]]
+    if insert is not None:
+        position, obj = insert
+        a = [*a[:position], obj, *a[position:]]
     try:
         with (mode if mode is not None else contextlib.nullcontext()), quiet_torch_logs():
-            return CallResult(overload(*a, **kw))
-    except Exception as exc:  # noqa: BLE001
+            return CallResult(target()(*a, **kw))
+    except Exception as exc:  # noqa: BLE001 - user and C++ code may raise anything
         return CallResult(error=exc)
 
 
