@@ -15,7 +15,8 @@ import torch
 from torch._library.fake_class_registry import FakeScriptObject, global_fake_class_registry
 from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
-__all__ = ["tensor_meta", "compare_results", "describe", "flat_state_differences", "script_class_name"]
+__all__ = ["tensor_meta", "compare_results", "describe", "flat_state_differences", "script_class_name",
+           "value_differences"]
 
 
 def tensor_meta(t: torch.Tensor) -> dict[str, Any]:
@@ -169,4 +170,43 @@ def _value_diffs(a: Any, b: Any, where: str) -> list[str]:
         for k in a:
             out.extend(_value_diffs(a[k], b[k], f"{where}[{k!r}]"))
         return out
+    return []
+
+
+def value_differences(expected: Any, actual: Any, where: str = "output", scalars_as_tensors: bool = False
+                      ) -> list[str]:
+    """Differences between two *real* results, e.g. eager vs a compiled program's outputs.
+
+    Tensors are compared with ``torch.testing.assert_close`` (values, shape, dtype, device; strides are not part
+    of a compiled program's contract); containers element-wise; other values by type and equality. With
+    ``scalars_as_tensors`` a 0-dim tensor stands for an int/float/bool (AOTInductor's calling convention).
+    """
+    if scalars_as_tensors and isinstance(actual, torch.Tensor) and actual.dim() == 0 and \
+            isinstance(expected, (bool, int, float)):
+        actual = type(expected)(actual.item())
+    if isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor):
+        try:
+            torch.testing.assert_close(actual, expected, equal_nan=True)
+        except AssertionError as exc:
+            first = str(exc).strip().splitlines()
+            return [f"{where}: {first[0] if first else 'tensors differ'} (expected {describe(expected)}, got "
+                    f"{describe(actual)})"]
+        return []
+    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)) and \
+            type(expected) is type(actual) and len(expected) == len(actual):
+        out: list[str] = []
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            out += value_differences(e, a, f"{where}[{i}]", scalars_as_tensors)
+        return out
+    if isinstance(expected, dict) and isinstance(actual, dict) and set(expected) == set(actual):
+        out = []
+        for k in expected:
+            out += value_differences(expected[k], actual[k], f"{where}[{k!r}]", scalars_as_tensors)
+        return out
+    if isinstance(expected, torch.ScriptObject) or isinstance(actual, torch.ScriptObject):
+        return [] if script_class_name(expected) == script_class_name(actual) else [
+            f"{where}: expected {describe(expected)}, got {describe(actual)}"]
+    if type(expected) is not type(actual) or not _same_scalar(expected, actual):
+        return [f"{where}: expected {describe(expected)} ({type(expected).__name__}), got {describe(actual)} "
+                f"({type(actual).__name__})"]
     return []

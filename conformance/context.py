@@ -85,7 +85,9 @@ class CallResult:
         return f"raised {type(self.error).__name__}: {text if len(text) <= 300 else text[:297] + '...'}"
 
 
-def _resolver(script_qualname: str) -> list[Value]:
+def resolve_class_values(script_qualname: str) -> list[Value]:
+    """Values that build an object of the TorchBind class ``__torch__.torch.classes.ns.Cls`` (the first example),
+    for arguments typed as a class; empty when the class has no examples."""
     qual = script_qualname.replace("__torch__.torch.classes.", "").replace(".", "::", 1)
     try:
         ctx = context_for(qual)
@@ -112,7 +114,7 @@ class ClassContext:
         if self._examples is None:
             self._building = True
             try:
-                self._examples = build_examples(self.info, resolver=_resolver)
+                self._examples = build_examples(self.info, resolver=resolve_class_values)
             finally:
                 self._building = False
         return self._examples
@@ -142,7 +144,7 @@ class ClassContext:
         """:func:`conformance.values.argument_sets` with this plugin's class resolver; an unsupported argument
         type becomes :class:`NotApplicable`."""
         try:
-            return argument_sets(schema, skip=skip, limit=limit, resolver=_resolver)
+            return argument_sets(schema, skip=skip, limit=limit, resolver=resolve_class_values)
         except UnsupportedType as exc:
             raise NotApplicable(f"cannot generate arguments for {schema}: {exc}") from exc
 

@@ -8,11 +8,18 @@ Test ids: ``torchbind[ns.Cls]::<check>`` or ``torchbind[ns.Cls]::<check>[<method
 from __future__ import annotations
 
 import inspect
+import json
+import os
 from pathlib import Path
 
 import pytest
 
 from .checks import all_checks
+from .matrix.backend import all_backends
+from .reports import FORMATS, build_report, write_report
+from .reports.markdown import render as render_markdown
+from .reports.terminal import render_lines
+from .settings import SETTINGS
 from .context import context_for, set_load_code
 from .discovery import SelectorError, expand_selector
 from .loading import LoadError, apply_load_spec, repro_lines
@@ -20,6 +27,9 @@ from .results import Outcome
 from .runner import CheckTarget, plan, run_target
 
 _CLASSES = pytest.StashKey[list[str]]()
+_CELLS = pytest.StashKey[list[dict]]()
+_REPORT_PATH = pytest.StashKey[Path]()
+_CELL_PROPERTY = "torchbind_cell"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,9 +44,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--torchbind-checks", default=None, metavar="NAMES",
                     help="comma-separated check names to run (default: all). "
                          f"Available: {', '.join(c.name for c in all_checks())}.")
+    group.addoption("--torchbind-backends", default=None, metavar="NAMES",
+                    help="comma-separated coverage-matrix backends (default: all): "
+                         f"{', '.join(b.name for b in all_backends())}. Ini: torchbind_backends.")
+    group.addoption("--torchbind-report", default=None, metavar="PATH",
+                    help="write the coverage-matrix report to PATH (.md, .json or .html). Ini: torchbind_report.")
+    group.addoption("--torchbind-examples", type=int, default=None, metavar="N",
+                    help=f"hypothesis examples per class for the differential test (default {SETTINGS.examples}). "
+                         "Ini: torchbind_examples.")
     parser.addini("torchbind_classes", "TorchBind classes to check (NS::CLS or NS::*)", type="linelist",
                   default=[])
     parser.addini("torchbind_load", "libraries / modules to load before collection", type="linelist", default=[])
+    parser.addini("torchbind_backends", "coverage-matrix backends (comma-separated)", default="")
+    parser.addini("torchbind_report", "coverage-matrix report path (.md, .json, .html)", default="")
+    parser.addini("torchbind_examples", "hypothesis examples per class for the differential test", default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if unknown:
             raise pytest.UsageError(f"--torchbind-checks: unknown check(s) {', '.join(unknown)}; "
                                     f"available: {', '.join(sorted(known))}")
+    _configure_settings(config)
     classes: list[str] = []
     for selector in selectors:
         try:
@@ -66,6 +88,39 @@ def pytest_configure(config: pytest.Config) -> None:
         except SelectorError as exc:
             raise pytest.UsageError(str(exc)) from None
     config.stash[_CLASSES] = classes
+
+
+def _configure_settings(config: pytest.Config) -> None:
+    backends = config.getoption("torchbind_backends") or config.getini("torchbind_backends")
+    if backends:
+        names = [b.name for b in all_backends()]
+        chosen = tuple(n.strip() for n in backends.split(",") if n.strip())
+        unknown = [n for n in chosen if n not in names]
+        if unknown:
+            raise pytest.UsageError(f"--torchbind-backends: unknown backend(s) {', '.join(unknown)}; "
+                                    f"available: {', '.join(names)}")
+        SETTINGS.backends = chosen
+    examples = config.getoption("torchbind_examples") or config.getini("torchbind_examples")
+    if examples:
+        try:
+            SETTINGS.examples = int(examples)
+        except ValueError:
+            raise pytest.UsageError(f"torchbind_examples: expected an integer, got {examples!r}") from None
+        if SETTINGS.examples < 1:
+            raise pytest.UsageError("--torchbind-examples must be at least 1")
+    report = config.getoption("torchbind_report") or config.getini("torchbind_report")
+    if report and not hasattr(config, "workerinput"):
+        path = Path(report).resolve()
+        if path.suffix.lower() not in FORMATS:
+            raise pytest.UsageError(f"--torchbind-report={report}: unsupported format {path.suffix or '(none)'}; "
+                                    f"use {', '.join(FORMATS)}")
+        try:
+            with open(path, "a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise pytest.UsageError(f"--torchbind-report={report}: cannot write the report: {exc}") from None
+        config.stash[_REPORT_PATH] = path
+    config.stash[_CELLS] = []
 
 
 class CheckFailed(Exception):
@@ -104,6 +159,11 @@ class TorchbindCheckItem(pytest.Item):
     def runtest(self) -> None:
         outcome = run_target(self.unit)
         self.user_properties.append(("torchbind_status", outcome.status))
+        if outcome.data is not None:
+            data = outcome.data
+            self.user_properties += [("torchbind_row", data["row"]), ("torchbind_backend", data["backend"]),
+                                     ("torchbind_cell_status", data["status"]),
+                                     (_CELL_PROPERTY, json.dumps(data, sort_keys=True))]
         if outcome.skipped is not None:
             pytest.skip(outcome.skipped)
         if outcome.failures:
@@ -134,3 +194,49 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         collector = TorchbindClass.from_parent(session, name=info.test_name, nodeid=info.test_name,
                                                qualname=qualname)
         items.extend(session.genitems(collector))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect matrix cells from test reports — on the xdist controller these arrive from the workers."""
+    for name, value in report.user_properties:
+        if name == _CELL_PROPERTY and report.when == "call":
+            _session_cells().append(json.loads(value))
+
+
+_CONFIG: list[pytest.Config] = []
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _CONFIG[:] = [session.config]
+
+
+def _session_cells() -> list[dict]:
+    return _CONFIG[0].stash.setdefault(_CELLS, []) if _CONFIG else []
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    cells = config.stash.get(_CELLS, [])
+    if not cells or hasattr(config, "workerinput"):
+        return
+    terminalreporter.section("torchbind coverage matrix")
+    for line in render_lines(build_report(cells)):
+        terminalreporter.write_line(line)
+    path = config.stash.get(_REPORT_PATH, None)
+    if path is not None:
+        terminalreporter.write_line(f"report: {path}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    cells = config.stash.get(_CELLS, [])
+    path = config.stash.get(_REPORT_PATH, None)
+    report = build_report(cells)
+    if path is not None:
+        write_report(report, path)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary and cells:
+        with open(summary, "a", encoding="utf-8") as fh:
+            fh.write(render_markdown(report) + "\n")

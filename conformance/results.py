@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 
-__all__ = ["Failure", "Outcome", "NotApplicable"]
+__all__ = ["Failure", "Outcome", "NotApplicable", "Verdict"]
 
 
 class NotApplicable(Exception):
@@ -18,8 +18,9 @@ class Failure:
 
     ``check`` is the check's name (``signature``), ``qualname`` the class (``ns::Cls``), ``target`` the method
     or op it concerns (``None`` for class-level findings). ``summary`` says which rule is broken; ``cpp`` and
-    ``fake`` what each side did; ``details`` further lines (e.g. per-field differences); ``repro`` a standalone
-    Python script that shows the disagreement.
+    ``fake`` what each side did; ``details`` further lines (e.g. per-field differences); ``example`` the code
+    that builds the example object, ``call`` the call made, ``program`` a matrix scenario's program and objects;
+    ``repro`` a standalone Python script that shows the disagreement.
     """
 
     check: str
@@ -32,6 +33,7 @@ class Failure:
     example: str | None = None
     call: str | None = None
     repro: str | None = None
+    program: str | None = None
 
     @property
     def where(self) -> str:
@@ -43,6 +45,9 @@ class Failure:
         if self.example:
             lines.append("  example object:")
             lines += ["    " + ln for ln in self.example.splitlines()]
+        if self.program:
+            lines.append("  program:")
+            lines += ["    " + ln for ln in self.program.splitlines()]
         if self.call:
             lines.append(f"  call:  {self.call}")
         if self.cpp is not None:
@@ -61,6 +66,16 @@ class Failure:
 
 
 @dataclasses.dataclass
+class Verdict:
+    """What a check may return instead of a plain failure list: ``failures``, a ``skipped`` reason (shown as a
+    pytest skip), and ``data`` for reports (a JSON-serialisable dict, e.g. a matrix cell)."""
+
+    failures: list[Failure] = dataclasses.field(default_factory=list)
+    skipped: str | None = None
+    data: dict | None = None
+
+
+@dataclasses.dataclass
 class Outcome:
     """Result of running one check on one target: ``failures`` (empty means passed) or ``skipped`` reason."""
 
@@ -69,6 +84,7 @@ class Outcome:
     target: str | None
     failures: list[Failure] = dataclasses.field(default_factory=list)
     skipped: str | None = None
+    data: dict | None = None
 
     @property
     def status(self) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from .checks import Check, all_checks
 from .context import ClassContext, context_for
-from .results import Failure, NotApplicable, Outcome
+from .results import Failure, NotApplicable, Outcome, Verdict
 
 __all__ = ["CheckTarget", "plan", "run_target", "run_class"]
 
@@ -47,7 +47,11 @@ def run_target(unit: CheckTarget) -> Outcome:
     check becomes a failure that shows it; :class:`NotApplicable` becomes a skip."""
     outcome = Outcome(unit.check.name, unit.qualname, unit.target_name)
     try:
-        outcome.failures = list(unit.check.func(context_for(unit.qualname), unit.target))
+        result = unit.check.func(context_for(unit.qualname), unit.target)
+        if isinstance(result, Verdict):
+            outcome.failures, outcome.skipped, outcome.data = list(result.failures), result.skipped, result.data
+        else:
+            outcome.failures = list(result)
     except NotApplicable as exc:
         outcome.skipped = str(exc)
     except Exception as exc:  # noqa: BLE001 - reported as this check's failure

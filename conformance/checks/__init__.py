@@ -1,8 +1,9 @@
 """The check registry: every check is one module in this package, registered with :func:`check`.
 
 A check is a function ``(ctx: ClassContext, target) -> list[Failure]``: an empty list means the class passes it.
-``scope`` says what ``target`` is: ``"class"`` (``None``), ``"method"`` (a C++ method name) or ``"op"`` (an
-:class:`~conformance.discovery.OpInfo`). ``targets(info)`` lists the targets a check applies to (so, e.g., the
+``scope`` says what ``target`` is: ``"class"`` (``None``), ``"method"`` (a C++ method name), ``"op"`` (an
+:class:`~conformance.discovery.OpInfo`) or ``"cell"`` (a coverage-matrix cell, listed by the check's own
+``targets``). ``targets(info)`` lists the targets a check applies to (so, e.g., the
 ``tracing_mode`` check exists only for classes that define ``tracing_mode``). A check raises
 :class:`~conformance.results.NotApplicable` to be skipped with a reason.
 """
@@ -53,7 +54,7 @@ def _op_targets(info: ClassInfo) -> list[Any]:
     return list(info.ops)
 
 
-_DEFAULT_TARGETS = {"class": _class_targets, "method": _method_targets, "op": _op_targets}
+_DEFAULT_TARGETS = {"class": _class_targets, "method": _method_targets, "op": _op_targets, "cell": lambda info: []}
 
 
 def check(name: str, scope: str = "class", targets: Callable[[ClassInfo], list[Any]] | None = None):
@@ -93,4 +94,5 @@ from . import (  # noqa: E402,F401
     custom_op,
     tracing_mode,
     deepcopy,
+    matrix,
 )

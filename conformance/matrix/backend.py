@@ -1,0 +1,89 @@
+"""Backends (the matrix columns): how a scenario's program is compiled or exported and then run.
+
+Each backend is one module in this package defining ``BACKEND``; ``BACKEND_MODULES`` fixes the column order. A backend's ``prepare(scenario, module, example_args)`` returns a callable that runs the program on
+``forward``'s arguments; for ``torch.compile`` backends tracing happens on the first call, for export and
+AOTInductor inside ``prepare`` (``ahead_of_time``), which lets the cell check that tracing left the object alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = ["Backend", "all_backends", "get_backend", "torch_compile", "export_program", "BACKEND_MODULES"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Backend:
+    """One matrix column.
+
+    ``name`` is the id used in test ids and ``--torchbind-backends`` (``inductor``); ``group`` and ``title`` the
+    report's two header rows (``torch.compile`` / ``inductor``). ``ahead_of_time``: ``prepare`` traces (export,
+    AOTInductor). ``state_visible``: running mutates the object the cell holds (False for AOTInductor, which runs
+    on its own deserialized copy of an attribute object, so only outputs can be compared).
+    ``scalars_as_tensors``: the backend returns int/float/bool outputs as 0-dim tensors (AOTInductor's calling
+    convention), compared by value.
+    """
+
+    name: str
+    group: str
+    title: str
+    prepare: Callable[[Any, torch.nn.Module, tuple], Callable[..., Any]]
+    ahead_of_time: bool = False
+    state_visible: bool = True
+    scalars_as_tensors: bool = False
+
+
+# Column order of the report (the seed's Coverage Matrix: torch.compile, AOTInductor, export); each names the
+# module of this package that defines ``BACKEND``.
+BACKEND_MODULES = ("eager", "aot_eager", "inductor", "aoti", "export_nonstrict", "export_strict",
+                   "export_saveload")
+
+
+def all_backends() -> list[Backend]:
+    """Every backend, in column order."""
+    return [importlib.import_module(f"{__package__}.{m}").BACKEND for m in BACKEND_MODULES]
+
+
+def get_backend(name: str) -> Backend:
+    """The backend called ``name``; ``KeyError`` if there is none."""
+    for backend in all_backends():
+        if backend.name == name:
+            return backend
+    raise KeyError(name)
+
+
+def torch_compile(backend: str) -> Callable[[Any, torch.nn.Module, tuple], Callable[..., Any]]:
+    """``prepare`` for ``torch.compile(module, backend=backend, fullgraph=True)``. Dynamo's caches are reset
+    first so earlier cells cannot leak guards or recompilation counts.
+
+    For dynamic scenarios every dimension of every tensor argument is marked with
+    ``torch._dynamo.maybe_mark_dynamic`` before each call (``dynamic=True`` itself fails in torch 2.13 as soon as
+    a ScriptObject is an input: dynamo then indexes the object, "'__getitem__' is not implemented").
+    """
+
+    def prepare(scenario, module: torch.nn.Module, example_args: tuple):
+        torch._dynamo.reset()
+        compiled = torch.compile(module, backend=backend, fullgraph=True)
+        if not scenario.dynamic:
+            return compiled
+
+        def run(*args):
+            for arg in args:
+                if isinstance(arg, torch.Tensor):
+                    for dim in range(arg.dim()):
+                        torch._dynamo.maybe_mark_dynamic(arg, dim)
+            return compiled(*args)
+
+        return run
+
+    return prepare
+
+
+def export_program(scenario, module: torch.nn.Module, example_args: tuple, *, strict: bool):
+    """``torch.export.export`` of the program with the scenario's ``dynamic_shapes``."""
+    return torch.export.export(module, example_args, strict=strict, dynamic_shapes=scenario.dynamic_shapes())

@@ -1,0 +1,108 @@
+"""Run one matrix cell (a scenario through a backend) and compare it with plain eager.
+
+A cell passes when, for both runs (the second on an object in another state, or on the same attribute object
+again), the backend's outputs equal eager's (``torch.testing.assert_close``) and the object's final state
+(``__obj_flatten__``) equals eager's; and, for ahead-of-time backends, tracing left the traced object unchanged
+("tracing must not mutate the real object or cause side effects", PT2 custom-class notes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import traceback
+from typing import Any
+
+from ..compare import flat_state_differences, value_differences
+from ..example_objects import read_state
+from .backend import Backend, get_backend
+from .limitations import find_limitation
+from .scenarios import Scenario, scenario
+
+__all__ = ["CellResult", "run_cell", "STATUSES"]
+
+#: pass / fail / unsupported (a listed torch limitation) / skipped (no eager reference for the row).
+STATUSES = ("pass", "fail", "unsupported", "skipped")
+
+
+@dataclasses.dataclass
+class CellResult:
+    """The outcome of one cell. ``reason``: one line for the report's footnote; ``details``: further lines
+    (mismatches, traceback tail); ``program``: the scenario's source and objects; ``limitation``: the key of the
+    matching :data:`~conformance.matrix.limitations.LIMITATIONS` entry for unsupported cells."""
+
+    qualname: str
+    row: str
+    backend: str
+    status: str
+    reason: str = ""
+    details: list[str] = dataclasses.field(default_factory=list)
+    program: str = ""
+    limitation: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _error_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else ""
+    return f"{type(exc).__name__}: {text[:400]}"
+
+
+def _run(scn: Scenario, backend: Backend) -> list[str]:
+    """Compile/export, run twice, and list every difference from the eager reference."""
+    ref = scn.reference
+    diffs: list[str] = []
+    traced = scn.first.build()
+    before = read_state(traced)
+    runner = backend.prepare(scn, scn.module(traced), scn.args(traced, 0))
+    if backend.ahead_of_time:
+        changed = flat_state_differences(before, read_state(traced), "state", ("before", "after"))
+        if changed:
+            diffs.append("tracing changed the real object used to trace: " + "; ".join(changed))
+            traced = scn.first.build()  # run on an object in the intended state anyway
+    for run in (0, 1):
+        if scn.placement == "input":
+            if run == 0 and not backend.ahead_of_time:
+                obj = traced  # torch.compile traces on its first call, with this object
+            else:
+                obj = (scn.first if run == 0 else scn.second).build()
+        else:
+            obj = traced
+        out = runner(*scn.args(obj, run))
+        diffs += value_differences(ref.outputs[run], out, f"run {run} output",
+                                   scalars_as_tensors=backend.scalars_as_tensors)
+        if backend.state_visible:
+            diffs += flat_state_differences(ref.states[run], read_state(obj), f"run {run} object state",
+                                            ("eager", backend.name))
+    return diffs
+
+
+def run_cell(qualname: str, row: str, backend_name: str) -> CellResult:
+    """Run the cell; never raises for errors in torch or the class (they become ``fail`` or ``unsupported``).
+
+    Raises :class:`~conformance.results.NotApplicable` only when the row has no eager reference.
+    """
+    backend = get_backend(backend_name)
+    scn = scenario(qualname, row)
+    result = CellResult(qualname, row, backend_name, "pass", program=scn.code())
+    try:
+        diffs = _run(scn, backend)
+    except Exception as exc:  # noqa: BLE001 - compile/export/runtime errors are this cell's result
+        text = _error_line(exc)
+        limitation = find_limitation(backend_name, scn, f"{type(exc).__name__}: {exc}")
+        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        if limitation is not None:
+            result.status, result.reason, result.limitation = "unsupported", limitation.reason, limitation.key
+            result.details = [text, f"known limitation {limitation.key}: {limitation.source}"]
+        else:
+            result.status, result.reason = "fail", text
+            result.details = [ln.rstrip() for ln in tb[-4:]]
+    else:
+        limitation = find_limitation(backend_name, scn, diffs[0]) if diffs else None
+        if limitation is not None:
+            result.status, result.reason, result.limitation = "unsupported", limitation.reason, limitation.key
+            result.details = diffs + [f"known limitation {limitation.key}: {limitation.source}"]
+        elif diffs:
+            result.status, result.reason, result.details = "fail", diffs[0], diffs
+    return result

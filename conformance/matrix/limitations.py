@@ -1,0 +1,102 @@
+"""Known torch limitations: the one table that turns a failing matrix cell into "unsupported".
+
+A cell is still run. It is *unsupported* only when an entry applies to its backend and scenario and the error it
+raised — or, for entries about wrong results, its first difference from eager — matches the entry's ``error``
+pattern; any other failure is a real ✗, and a cell an entry covers that
+passes is a pass (the limitation no longer holds there). Entries name where torch states or raises the limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+__all__ = ["Limitation", "LIMITATIONS", "find_limitation"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Limitation:
+    """``backends``: backend names it applies to; ``placement``: ``"input"``/``"attr"``/``None`` (any);
+    ``returns``: schema return types (e.g. ``("int", "str")``), one of which some call of the scenario must
+    return, or ``None``;
+    ``error``: regex over ``"ExceptionType: message"``; ``reason``: the report's footnote; ``source``: evidence."""
+
+    key: str
+    backends: frozenset[str]
+    error: str
+    reason: str
+    source: str
+    placement: str | None = None
+    returns: tuple[str, ...] | None = None
+
+    def applies(self, backend: str, scenario) -> bool:
+        if backend not in self.backends:
+            return False
+        if self.placement is not None and scenario.placement != self.placement:
+            return False
+        if self.returns is not None and not any(call.returns in self.returns for call in scenario.calls):
+            return False
+        return True
+
+
+_NON_TENSOR = ("int", "float", "bool", "str", "List[int]", "List[float]", "List[str]", "Tuple[int, float]")
+
+LIMITATIONS: tuple[Limitation, ...] = (
+    Limitation(
+        key="burned-in-constants",
+        backends=frozenset({"export", "export_strict", "export_saveload", "aoti"}),
+        returns=_NON_TENSOR,
+        error=r"^run 1 output\S*: expected .* \((int|float|bool|str|list|tuple)\), got|"
+              r"Expect returned int value to match the serialized int value",
+        reason="non-tensor results of methods (int, float, str, ...) are burned into an exported program as "
+               "constants, so a run on an object in another state returns the traced value",
+        source="PT2 custom-class notes, 'Constant burning-in graph': methods that return non-tensors 'will be "
+               "treated as constants and burned in the graph (consistent with how export deals with constant "
+               "inputs)'",
+    ),
+    Limitation(
+        key="strict-export-real-object",
+        backends=frozenset({"export_strict"}),
+        error=r"^tracing changed the real object used to trace",
+        reason="strict export traces TorchBind method calls on the real ScriptObject, so tracing mutates it",
+        source="torch/_higher_order_ops/torchbind.py warns 'Tracing torchbind method ... with real ScriptObject. "
+               "This may cause the original object being mutated'; the seed's Coverage Matrix marks strict "
+               "export N",
+    ),
+    Limitation(
+        key="strict-export-attribute",
+        backends=frozenset({"export_strict"}),
+        placement="attr",
+        error=r"FakeScriptObject should only exist during tracing",
+        reason="strict export keeps the FakeScriptObject it traced with as the program's constant for an "
+               "attribute object, so the exported program cannot run",
+        source="torch.export strict mode (ep.constants holds a FakeScriptObject for a TorchBind attribute)",
+    ),
+    Limitation(
+        key="aoti-object-input",
+        backends=frozenset({"aoti"}),
+        placement="input",
+        error=r"TorchBind objects found in inputs",
+        reason="AOTInductor accepts TorchBind objects only as module attributes, not as inputs",
+        source="torch._inductor (aoti_compile_and_package): 'TorchBind object inputs are not supported in "
+               "AOTInductor. TorchBind objects can only be attributes.'",
+    ),
+    Limitation(
+        key="saveload-object-input",
+        backends=frozenset({"export_saveload"}),
+        placement="input",
+        error=r"error when deserializing the saved file",
+        reason="torch.export.load cannot deserialize a program whose example inputs hold a ScriptObject "
+               "(weights_only unpickling rejects torch.ScriptObject)",
+        source="torch/_export/serde/serialize.py deserialize_torch_artifact: 'Unsupported global: GLOBAL "
+               "torch.ScriptObject was not an allowed global by default'",
+    ),
+)
+
+
+def find_limitation(backend: str, scenario, error_text: str) -> Limitation | None:
+    """The first entry that applies to this cell and whose ``error`` matches ``error_text``, else ``None``."""
+    for entry in LIMITATIONS:
+        if entry.applies(backend, scenario) and re.search(entry.error, error_text, re.S):
+            return entry
+    return None

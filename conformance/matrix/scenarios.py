@@ -1,0 +1,306 @@
+"""Coverage-matrix scenarios (the rows): programs that use a TorchBind object, generated per class.
+
+Rows, after the seed document's Coverage Matrix ("Custom Op with torchbind input", "obj.call_method",
+"Dynamic shaped tensor in script object"):
+
+* ``<method>``: ``obj.<method>(...)`` with schema-typed arguments, the object a ``forward`` input;
+* ``<op>``: a custom op that takes the object, the object a ``forward`` input;
+* ``sequence`` / ``sequence.attr``: calls that mutate then read the state (e.g. push, push, pop, size), with the
+  object a ``forward`` input / a module attribute (a constant of the program);
+* ``dynamic``: the sequence with every tensor input dynamic (``dynamic=True`` / ``torch.export.Dim.AUTO``).
+
+Each scenario is Python source for a ``torch.nn.Module`` (shown in failure messages), plus the eager reference:
+two runs on fresh objects — the second on an object in another state (or, for an attribute, the same object
+again) — whose outputs and final states every backend must reproduce.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import linecache
+from typing import Any
+
+import torch
+
+from ..context import ClassContext, context_for, resolve_class_values
+from ..jit_types import return_type
+from ..example_objects import Example, read_state, state_key
+from ..results import NotApplicable
+from ..values import ArgumentSet, UnsupportedType, Value, argument_sets
+
+__all__ = ["Call", "Scenario", "row_names", "scenario", "Reference"]
+
+SEQUENCE, SEQUENCE_ATTR, DYNAMIC = "sequence", "sequence.attr", "dynamic"
+OP_PREFIX = "op."  # op rows are "op.<name>": an op may share its name with a method (for_each_add_)
+_SKIPPED_METHODS = {"tracing_mode"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """One call in a program: ``obj.<name>(args)`` or, when ``op`` is set, ``torch.ops.<op>(obj, args)``."""
+
+    name: str
+    args: ArgumentSet
+    op: Any = None  # conformance.discovery.OpInfo
+    returns: str = "NoneType"  # the schema's return type, e.g. "Tensor", "int", "NoneType"
+
+    @property
+    def returns_none(self) -> bool:
+        return self.returns == "NoneType"
+
+
+def row_names(ctx: ClassContext) -> list[str]:
+    """The scenario rows of a class, in report order (no objects are built)."""
+    methods = [m for m in ctx.info.user_methods if not m.startswith("__") and m not in _SKIPPED_METHODS]
+    return methods + [OP_PREFIX + op.short_name for op in ctx.info.ops] + [SEQUENCE, SEQUENCE_ATTR, DYNAMIC]
+
+
+@dataclasses.dataclass
+class Reference:
+    """Eager results: ``outputs[i]`` and ``states[i]`` (``__obj_flatten__`` after run ``i``), for runs 0 and 1."""
+
+    outputs: list[Any]
+    states: list[Any]
+
+
+@dataclasses.dataclass
+class Scenario:
+    """A program over a TorchBind object and how to run it.
+
+    ``placement`` is ``"input"`` (the object is ``forward``'s first argument) or ``"attr"`` (``self.obj``);
+    ``first`` / ``second`` are the example states of the two runs (``second`` is ``first`` for ``attr``: the
+    program then runs twice on the same, evolving object). ``tensor_inputs[i]`` holds run ``i``'s tensor inputs
+    (``Value``s: fresh on every ``make``). ``dynamic``: tensor inputs get dynamic sizes.
+    """
+
+    qualname: str
+    row: str
+    placement: str
+    calls: tuple[Call, ...]
+    first: Example
+    second: Example
+    tensor_inputs: tuple[tuple[Value, ...], tuple[Value, ...]]
+    dynamic: bool = False
+
+    # ----- the program --------------------------------------------------------------------------------------
+    @functools.cached_property
+    def source(self) -> str:
+        """Python source of the ``Program`` module."""
+        n_inputs = len(self.tensor_inputs[0])
+        names = [f"x{i}" for i in range(n_inputs)]
+        lines = ["class Program(torch.nn.Module):"]
+        if self.placement == "attr":
+            lines += ["    def __init__(self, obj):", "        super().__init__()", "        self.obj = obj", "",
+                      f"    def forward(self{''.join(', ' + n for n in names)}):", "        obj = self.obj"]
+        else:
+            lines += [f"    def forward(self, obj{''.join(', ' + n for n in names)}):"]
+        results = []
+        inputs = iter(names)
+        for i, call in enumerate(self.calls):
+            args = []
+            for value in (*call.args.args, *(v for _, v in call.args.kwargs)):
+                args.append(next(inputs) if _is_tensor_input(value) else value.code)
+            pos = args[: len(call.args.args)]
+            kws = [f"{k}={a}" for (k, _), a in zip(call.args.kwargs, args[len(call.args.args):])]
+            if call.op is not None:
+                target = f"torch.ops.{call.op.qualname.replace('::', '.')}(obj{''.join(', ' + a for a in pos + kws)})"
+            else:
+                target = f"obj.{call.name}({', '.join(pos + kws)})"
+            if call.returns_none:
+                lines.append(f"        {target}")
+            else:
+                lines.append(f"        r{i} = {target}")
+                results.append(f"r{i}")
+        if not results:
+            # Every call returns None: return a constant so each backend's program has an output (torch.export
+            # save/load rejects a program without outputs, a limit unrelated to TorchBind).
+            results = ["torch.ones(1)"]
+        lines.append(f"        return ({''.join(r + ', ' for r in results)})")
+        return "\n".join(lines) + "\n"
+
+    @functools.cached_property
+    def module_class(self) -> type:
+        """The ``Program`` class, compiled from :attr:`source` under a unique file name (so dynamo caches,
+        keyed by code object, never mix two scenarios)."""
+        filename = f"<torchbind program {self.qualname} {self.row}>"
+        linecache.cache[filename] = (len(self.source), None, self.source.splitlines(True), filename)
+        namespace: dict[str, Any] = {"torch": torch}
+        exec(compile(self.source, filename, "exec"), namespace)  # noqa: S102 - source generated above
+        return namespace["Program"]
+
+    def module(self, obj: torch.ScriptObject | None) -> torch.nn.Module:
+        """A fresh ``Program`` instance (holding ``obj`` for the attribute placement)."""
+        return self.module_class(obj) if self.placement == "attr" else self.module_class()
+
+    def inputs(self, run: int) -> list[Any]:
+        """Fresh tensor inputs of run 0 or 1."""
+        return [v.make() for v in self.tensor_inputs[run]]
+
+    def args(self, obj: torch.ScriptObject, run: int) -> tuple:
+        """``forward`` arguments for run ``run`` (the object first for the input placement)."""
+        xs = self.inputs(run)
+        return tuple(xs) if self.placement == "attr" else (obj, *xs)
+
+    def dynamic_shapes(self) -> Any:
+        """``dynamic_shapes`` for ``torch.export.export``: every dim of every tensor input ``Dim.AUTO``."""
+        if not self.dynamic:
+            return None
+        dims = [{d: torch.export.Dim.AUTO for d in range(v.make().dim())} for v in self.tensor_inputs[0]]
+        return tuple(dims) if self.placement == "attr" else (None, *dims)
+
+    # ----- eager reference ------------------------------------------------------------------------------------
+    @functools.cached_property
+    def reference(self) -> Reference:
+        """Outputs and states of plain eager runs (module called without any compilation)."""
+        outputs, states = [], []
+        obj = self.first.build()
+        mod = self.module(obj)
+        for run in (0, 1):
+            if run == 1 and self.placement == "input":
+                obj = self.second.build()
+            outputs.append(mod(*self.args(obj, run)))
+            states.append(read_state(obj))
+        return Reference(outputs, states)
+
+    def code(self) -> str:
+        """A readable description: the program and the objects of both runs."""
+        first = "\n".join(self.first.code("obj"))
+        second = "\n".join(self.second.code("obj"))
+        inputs = [", ".join(v.code for v in run) for run in self.tensor_inputs]
+        return (f"{self.source}\n# run 0: object\n{first}\n# run 0 tensor inputs: {inputs[0] or '(none)'}\n"
+                f"# run 1: {'the same object again' if self.placement == 'attr' else 'object'}\n"
+                + ("" if self.placement == "attr" else second + "\n")
+                + f"# run 1 tensor inputs: {inputs[1] or '(none)'}\n")
+
+
+def _is_tensor_input(value: Value) -> bool:
+    made = value.make()
+    if isinstance(made, torch.Tensor):
+        return True
+    if isinstance(made, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in made):
+        return True
+    return False
+
+
+def _grow(value: Value) -> Value:
+    """A tensor input of the same rank and dtype but other sizes, for the dynamic row's second run."""
+    t = value.make()
+    if isinstance(t, torch.Tensor) and t.dim() > 0 and t.shape[0] > 0:
+        return Value(f"torch.cat([{value.code}, {value.code}])", value.extra)
+    return value
+
+
+def _tensor_values(calls: tuple[Call, ...]) -> tuple[Value, ...]:
+    out = []
+    for call in calls:
+        out += [v for v in (*call.args.args, *(v for _, v in call.args.kwargs)) if _is_tensor_input(v)]
+    return tuple(out)
+
+
+def _eager_ok(example: Example, calls: tuple[Call, ...]) -> bool:
+    try:
+        obj = example.build()
+        for call in calls:
+            args, kwargs = call.args.make()
+            if call.op is not None:
+                call.op.resolve()(obj, *args, **kwargs)
+            else:
+                getattr(obj, call.name)(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - the scenario is not valid in this state
+        return False
+    return True
+
+
+def _calls_for(ctx: ClassContext, name: str) -> list[tuple[Call, ...]]:
+    """Candidate call lists for a single-method or single-op row (one per argument set)."""
+    info = ctx.info
+    op = next((o for o in info.ops if OP_PREFIX + o.short_name == name), None)
+    schema = op.schema if op is not None else info.methods[name]
+    try:
+        sets = argument_sets(schema, skip=(op.class_args[0],) if op else (0,), resolver=resolve_class_values)
+    except UnsupportedType as exc:
+        raise NotApplicable(f"cannot generate arguments for {schema}: {exc}") from exc
+    returns = str(return_type(schema))
+    return [(Call(name, s, op, returns),) for s in sets]
+
+
+def _sequence_calls(ctx: ClassContext, base: Example) -> tuple[Call, ...]:
+    """Calls that mutate then read the state: the first state-changing method twice, then every other method
+    once, each kept only if eager runs it without raising in that state (greedy, on fresh objects)."""
+    methods = [m for m in row_names(ctx) if m in ctx.info.methods]
+    ops = [OP_PREFIX + o.short_name for o in ctx.info.ops]
+    candidates = {m: _calls_for(ctx, m) for m in methods + ops}
+    mutator = None
+    for m in methods:
+        variants = candidates[m]
+        if not variants or not variants[0][0].args.args and not variants[0][0].args.kwargs:
+            continue
+        try:
+            before = state_key(read_state(base.build()))
+            obj = base.build()
+            args, kwargs = variants[0][0].args.make()
+            getattr(obj, m)(*args, **kwargs)
+        except Exception:  # noqa: BLE001
+            continue
+        if state_key(read_state(obj)) != before:
+            mutator = m
+            break
+    calls: list[Call] = []
+    if mutator is not None:
+        variants = candidates[mutator]
+        calls += [variants[0][0], variants[-1][0]]
+    for name in methods + ops:
+        if name == mutator:
+            continue
+        for (call,) in candidates[name]:
+            if _eager_ok(base, (*calls, call)):
+                calls.append(call)
+                break
+    return tuple(calls)
+
+
+def _state_differs(a: Example, b: Example) -> bool:
+    try:
+        return state_key(read_state(a.build())) != state_key(read_state(b.build()))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+@functools.lru_cache(maxsize=None)
+def scenario(qualname: str, row: str) -> Scenario:
+    """Build the :class:`Scenario` of a row (cached per process: the backend cells of a row share it).
+
+    Raises :class:`NotApplicable` when no example state lets plain eager run the row's program.
+    """
+    ctx = context_for(qualname)
+    examples = ctx.require_examples()
+    if row in (SEQUENCE, SEQUENCE_ATTR, DYNAMIC):
+        base = examples[0]
+        calls = _sequence_calls(ctx, base)
+        if not calls:
+            raise NotApplicable("no method or op of the class runs in eager on the example objects")
+        variants = [calls]
+    else:
+        variants = _calls_for(ctx, row)
+    placement = "attr" if row == SEQUENCE_ATTR else "input"
+    for calls in variants:
+        valid = [e for e in examples if _eager_ok(e, calls)]
+        if not valid:
+            continue
+        first = valid[0]
+        # The second run uses an object in another state — preferably one reached by method calls, whose
+        # contents (not just its constructor arguments) differ — so stale burned-in constants show up.
+        others = [e for e in valid[1:] if _state_differs(first, e)]
+        second = next((e for e in others if len(e.steps) != len(first.steps)), others[0] if others else first)
+        if placement == "attr":
+            second = first
+        xs = _tensor_values(calls)
+        grown = tuple(_grow(v) for v in xs) if row == DYNAMIC else xs
+        scn = Scenario(qualname, row, placement, calls, first, second, (xs, grown), dynamic=row == DYNAMIC)
+        try:
+            scn.reference  # noqa: B018 - eager must run the program itself (e.g. module-level code paths)
+        except Exception:  # noqa: BLE001
+            continue
+        return scn
+    raise NotApplicable(f"plain eager raises on every example object for {row}; no reference to compare with")

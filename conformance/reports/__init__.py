@@ -1,0 +1,100 @@
+"""Coverage-matrix reports: a model built from cell data, and one writer per format (one module each).
+
+Cell data are the dicts the ``matrix`` check attaches to its items (see :class:`conformance.matrix.cell.
+CellResult` plus ``row_index`` / ``backend_index``); under pytest-xdist they travel to the controller inside the
+test reports' ``user_properties``, so the controller builds the same report a serial run does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["ClassMatrix", "MatrixReport", "build_report", "write_report", "FORMATS", "SYMBOLS"]
+
+#: Cell symbols, as in the seed document's Coverage Matrix (Y / N / blank): pass, fail, unsupported, skipped.
+SYMBOLS = {"pass": "✓", "fail": "✗", "unsupported": "–", "skipped": "n/a"}
+
+
+@dataclasses.dataclass
+class ClassMatrix:
+    """One class's matrix: ``rows`` (scenarios) × ``backends``; ``cells[(row, backend)]`` is the cell dict;
+    ``footnotes`` numbers each distinct (status, reason) of a non-passing cell, in table order."""
+
+    qualname: str
+    rows: list[str]
+    backends: list[dict]
+    cells: dict[tuple[str, str], dict]
+    footnotes: list[tuple[int, str, str]]
+
+    def footnote(self, cell: dict) -> int | None:
+        for number, status, reason in self.footnotes:
+            if (status, reason) == (cell["status"], cell["reason"]):
+                return number
+        return None
+
+    def counts(self) -> dict[str, int]:
+        out = {s: 0 for s in SYMBOLS}
+        for cell in self.cells.values():
+            out[cell["status"]] += 1
+        return out
+
+
+@dataclasses.dataclass
+class MatrixReport:
+    """Every class's :class:`ClassMatrix`, in first-seen class order sorted by name, plus the limitations table."""
+
+    classes: list[ClassMatrix]
+    torch_version: str
+    limitations: list[dict]
+
+
+def build_report(cells: Iterable[dict]) -> MatrixReport:
+    """Group cell dicts into matrices, ordered by the plan's row/backend indices (never by arrival order, so a
+    serial and an xdist run give identical reports)."""
+    import torch
+
+    from ..matrix.backend import all_backends
+    from ..matrix.limitations import LIMITATIONS
+
+    backend_info = {b.name: {"name": b.name, "group": b.group, "title": b.title} for b in all_backends()}
+    by_class: dict[str, list[dict]] = {}
+    for cell in cells:
+        by_class.setdefault(cell["qualname"], []).append(cell)
+    classes = []
+    for qualname in sorted(by_class):
+        items = sorted(by_class[qualname], key=lambda c: (c["row_index"], c["backend_index"]))
+        rows = list(dict.fromkeys(c["row"] for c in items))
+        backends = [backend_info[b] for b in dict.fromkeys(
+            c["backend"] for c in sorted(items, key=lambda c: c["backend_index"]))]
+        footnotes: list[tuple[int, str, str]] = []
+        for c in items:
+            key = (c["status"], c["reason"])
+            if c["status"] != "pass" and key not in [(s, r) for _, s, r in footnotes]:
+                footnotes.append((len(footnotes) + 1, *key))
+        classes.append(ClassMatrix(qualname, rows, backends, {(c["row"], c["backend"]): c for c in items},
+                                   footnotes))
+    limitations = [{"key": e.key, "backends": sorted(e.backends), "reason": e.reason, "source": e.source}
+                   for e in LIMITATIONS]
+    return MatrixReport(classes, torch.__version__, limitations)
+
+
+def _writers():
+    from . import html, json_report, markdown
+
+    return {".md": markdown.render, ".json": json_report.render, ".html": html.render}
+
+
+FORMATS = (".md", ".json", ".html")
+
+
+def write_report(report: MatrixReport, path: Path) -> None:
+    """Write ``report`` to ``path`` in the format its suffix names (``.md``, ``.json``, ``.html``).
+
+    Raises ``ValueError`` for another suffix and ``OSError`` when the file cannot be written.
+    """
+    writer = _writers().get(path.suffix.lower())
+    if writer is None:
+        raise ValueError(f"unsupported report format {path.suffix!r}; use one of {', '.join(FORMATS)}")
+    path.write_text(writer(report), encoding="utf-8")

@@ -1,0 +1,64 @@
+"""HTML writer: one self-contained page (inline CSS, no scripts or external resources); each non-passing cell
+links to its footnote, which shows the reason and, in a ``<details>`` element, the differences and program."""
+
+from __future__ import annotations
+
+from html import escape
+
+from . import SYMBOLS, MatrixReport
+
+__all__ = ["render"]
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:1em 0}
+th,td{border:1px solid #bbb;padding:.3em .6em;text-align:center}
+td.row{text-align:left;font-family:monospace}
+.pass{background:#e3f6e3}.fail{background:#fbe0e0}.unsupported{background:#eee}.skipped{background:#fff8dc}
+pre{background:#f6f6f6;padding:.5em;overflow:auto}
+"""
+
+
+def render(report: MatrixReport) -> str:
+    """The page as a string."""
+    out = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>",
+           f"<title>TorchBind coverage matrix</title><style>{_CSS}</style></head><body>",
+           f"<h1>TorchBind coverage matrix</h1><p>torch {escape(report.torch_version)} · ✓ matches eager · "
+           "✗ fails or differs · – known torch limitation · n/a no eager reference</p>"]
+    for m in report.classes:
+        anchor = m.qualname.replace("::", "-")
+        out.append(f"<h2 id='{escape(anchor)}'>{escape(m.qualname)}</h2><table><tr><th rowspan='2'>scenario</th>")
+        groups: list[tuple[str, int]] = []
+        for b in m.backends:
+            if groups and groups[-1][0] == b["group"]:
+                groups[-1] = (b["group"], groups[-1][1] + 1)
+            else:
+                groups.append((b["group"], 1))
+        out += [f"<th colspan='{n}'>{escape(g)}</th>" for g, n in groups]
+        out.append("</tr><tr>" + "".join(f"<th>{escape(b['title'])}</th>" for b in m.backends) + "</tr>")
+        for row in m.rows:
+            out.append(f"<tr><td class='row'>{escape(row)}</td>")
+            for b in m.backends:
+                cell = m.cells.get((row, b["name"]))
+                if cell is None:
+                    out.append("<td></td>")
+                    continue
+                note = m.footnote(cell)
+                link = f" <a href='#{escape(anchor)}-{note}'>[{note}]</a>" if note else ""
+                out.append(f"<td class='{cell['status']}' title='{escape(cell['reason'])}'>"
+                           f"{SYMBOLS[cell['status']]}{link}</td>")
+            out.append("</tr>")
+        out.append("</table><ol>")
+        for number, status, reason in m.footnotes:
+            example = next(c for c in m.cells.values() if (c["status"], c["reason"]) == (status, reason))
+            details = escape("\n".join(example["details"]))
+            out.append(f"<li id='{escape(anchor)}-{number}'>{SYMBOLS[status]} {escape(reason)}<details><summary>"
+                       f"first cell: {escape(example['row'])} / {escape(example['backend'])}</summary>"
+                       f"<pre>{details}</pre><pre>{escape(example['program'])}</pre></details></li>")
+        out.append("</ol>")
+    out.append("<h2>Known torch limitations</h2><ul>")
+    for lim in report.limitations:
+        out.append(f"<li><b>{escape(lim['key'])}</b> ({escape(', '.join(lim['backends']))}): "
+                   f"{escape(lim['reason'])}. <i>{escape(lim['source'])}</i></li>")
+    out.append("</ul></body></html>")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,32 @@
+"""JSON writer: the machine-readable report (schema in the README, ``"schema": "torchbind-matrix/1"``)."""
+
+from __future__ import annotations
+
+import json
+
+from . import MatrixReport
+
+__all__ = ["render", "SCHEMA"]
+
+SCHEMA = "torchbind-matrix/1"
+
+
+def render(report: MatrixReport) -> str:
+    """``{"schema", "torch", "classes": [{"qualname", "rows", "backends", "cells": [...], "counts"}],
+    "limitations"}``; each cell: ``row``, ``backend``, ``status``, ``reason``, ``details``, ``limitation``,
+    ``footnote``, ``program``."""
+    classes = []
+    for m in report.classes:
+        cells = []
+        for row in m.rows:
+            for b in m.backends:
+                cell = m.cells.get((row, b["name"]))
+                if cell is not None:
+                    cells.append({"row": row, "backend": b["name"], "status": cell["status"],
+                                  "reason": cell["reason"], "details": cell["details"],
+                                  "limitation": cell["limitation"], "footnote": m.footnote(cell),
+                                  "program": cell["program"]})
+        classes.append({"qualname": m.qualname, "rows": m.rows, "backends": m.backends, "cells": cells,
+                        "counts": m.counts()})
+    doc = {"schema": SCHEMA, "torch": report.torch_version, "classes": classes, "limitations": report.limitations}
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,44 @@
+"""Markdown writer: one table per class in the shape of the seed's Coverage Matrix (scenarios × backends,
+grouped by torch.compile / AOTInductor / export), ✓ ✗ – with numbered footnotes giving each reason."""
+
+from __future__ import annotations
+
+from . import SYMBOLS, ClassMatrix, MatrixReport
+
+__all__ = ["render", "render_class"]
+
+
+def render_class(matrix: ClassMatrix) -> str:
+    """The Markdown section of one class."""
+    groups = [b["group"] for b in matrix.backends]
+    header = ["scenario"] + [f"{b['group']}<br>{b['title']}" if groups.count(b["group"]) > 1 or
+                             b["title"] != b["group"] else b["title"] for b in matrix.backends]
+    lines = [f"### {matrix.qualname}", "", "| " + " | ".join(header) + " |",
+             "|" + "---|" * len(header)]
+    for row in matrix.rows:
+        cells = []
+        for b in matrix.backends:
+            cell = matrix.cells.get((row, b["name"]))
+            if cell is None:
+                cells.append(" ")
+                continue
+            note = matrix.footnote(cell)
+            cells.append(SYMBOLS[cell["status"]] + (f" [{note}]" if note else ""))
+        lines.append(f"| `{row}` | " + " | ".join(cells) + " |")
+    counts = matrix.counts()
+    lines += ["", f"{counts['pass']} ✓, {counts['fail']} ✗, {counts['unsupported']} – (known torch limitation)"
+              + (f", {counts['skipped']} n/a" if counts["skipped"] else "")]
+    if matrix.footnotes:
+        lines.append("")
+        for number, status, reason in matrix.footnotes:
+            lines.append(f"{number}. {SYMBOLS[status]} {reason.replace('|', '/')}")
+    return "\n".join(lines) + "\n"
+
+
+def render(report: MatrixReport) -> str:
+    """The whole report: a title, each class's table, and the legend."""
+    parts = [f"## TorchBind coverage matrix (torch {report.torch_version})", "",
+             "✓ matches plain eager · ✗ fails or differs from eager · – unsupported: a known torch limitation "
+             "(the cell ran and failed the documented way) · n/a no eager reference", ""]
+    parts += [render_class(m) for m in report.classes]
+    return "\n".join(parts)

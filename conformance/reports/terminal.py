@@ -1,0 +1,23 @@
+"""Terminal writer: a compact matrix per class for pytest's terminal summary."""
+
+from __future__ import annotations
+
+from . import SYMBOLS, MatrixReport
+
+__all__ = ["render_lines"]
+
+_SHORT = {"pass": "✓", "fail": "✗", "unsupported": "–", "skipped": "·"}
+
+
+def render_lines(report: MatrixReport) -> list[str]:
+    """Lines: per class a header of backend names and one line per scenario with a symbol per backend."""
+    lines: list[str] = []
+    for m in report.classes:
+        names = [b["name"] for b in m.backends]
+        width = max([len(r) for r in m.rows] + [8])
+        lines.append(f"{m.qualname}: " + ", ".join(f"{n} {SYMBOLS[s]}" for s, n in m.counts().items() if n))
+        lines.append(" " * (width + 2) + " ".join(f"{n[:9]:>9}" for n in names))
+        for row in m.rows:
+            symbols = [_SHORT[m.cells[(row, n)]["status"]] if (row, n) in m.cells else " " for n in names]
+            lines.append(f"  {row:<{width}}" + " ".join(f"{s:>9}" for s in symbols))
+    return lines
