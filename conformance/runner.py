@@ -31,11 +31,12 @@ class CheckTarget:
         return self.check.target_id(self.target)
 
 
-def plan(ctx: ClassContext, only: set[str] | None = None) -> list[CheckTarget]:
-    """Every (check, target) pair for the class, in registry order; ``only`` limits it to those check names."""
+def plan(ctx: ClassContext, only: set[str] | None = None, skip: set[str] | None = None) -> list[CheckTarget]:
+    """Every (check, target) pair for the class, in registry order; ``only`` limits it to those check names,
+    ``skip`` leaves those out."""
     out = []
     for chk in all_checks():
-        if only is not None and chk.name not in only:
+        if (only is not None and chk.name not in only) or (skip and chk.name in skip):
             continue
         for target in chk.targets(ctx.info):
             out.append(CheckTarget(chk, ctx.info.qualname, target))
@@ -64,6 +65,7 @@ def run_target(unit: CheckTarget) -> Outcome:
     return outcome
 
 
-def run_class(qualname: str, only: set[str] | None = None) -> list[Outcome]:
-    """Run every applicable check on ``ns::Cls`` and return the outcomes in order."""
-    return [run_target(u) for u in plan(context_for(qualname), only)]
+def run_class(qualname: str, only: set[str] | None = None, skip: set[str] | None = None) -> list[Outcome]:
+    """Run every applicable check on ``ns::Cls`` (or those in ``only``, less those in ``skip``) and return the
+    outcomes in order."""
+    return [run_target(u) for u in plan(context_for(qualname), only, skip)]

@@ -28,7 +28,7 @@ def test_there_are_three_sample_classes(samples):
 
 @pytest.mark.parametrize("qualname", ["samples::Config", "samples::Counter", "samples::TensorQueue"])
 def test_correct_fakes_pass_every_check(samples, qualname):
-    outcomes = run_class(qualname)
+    outcomes = run_class(qualname, skip={"matrix"})
     checks = {o.check for o in outcomes}
     assert {"fake_class", "coverage", "signature", "return_type", "flatten", "roundtrip", "agreement",
             "deepcopy"} <= checks
@@ -47,7 +47,7 @@ def test_every_check_has_a_broken_fake():
 @pytest.mark.parametrize("broken", _broken(), ids=lambda b: b.name)
 def test_broken_fake_is_caught_by_its_check(samples, broken):
     with broken.installed():
-        outcomes = run_class(broken.qualname)
+        outcomes = run_class(broken.qualname, skip={"matrix"})
     failures = [f for o in outcomes for f in o.failures]
     hits = [f for f in failures if f.check == broken.check and broken.method in (None, f.target)]
     assert hits, (f"{broken.name} ({broken.rule}) was not reported by {broken.check}"
@@ -112,7 +112,7 @@ def test_class_without_flatten_is_not_fakifiable(broken_cpp):
 
 def test_main_job_on_the_samples_passes(pytester, samples):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--torchbind-load=sample_classes",
-                                           "--torchbind-class=samples::*")
+                                           "--torchbind-class=samples::*", "-k", "not matrix")
     assert result.ret == 0, result.stdout.str()[-3000:]
     outcomes = result.parseoutcomes()
     assert outcomes["passed"] > 40 and "failed" not in outcomes and "skipped" not in outcomes

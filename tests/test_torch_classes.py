@@ -39,7 +39,7 @@ EXPECTED = {
 def test_findings_on_torch_shipped_classes(torch_test_classes):
     found = set()
     for qualname in expand_selector("_TorchScriptTesting::*"):
-        for outcome in run_class(qualname):
+        for outcome in run_class(qualname, skip={"matrix"}):
             for failure in outcome.failures:
                 assert "could not complete" not in failure.summary, failure.render()
                 found.add((qualname.split("::")[1], outcome.check, outcome.target))

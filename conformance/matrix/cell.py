@@ -44,8 +44,12 @@ class CellResult:
 
 
 def _error_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
+    """``Type: first line`` of an exception; when that line only introduces the cause (``backend='inductor'
+    raised:``), the next non-empty line is added."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     text = lines[0] if lines else ""
+    if text.endswith(":") and len(lines) > 1:
+        text = f"{text} {lines[1]}"
     return f"{type(exc).__name__}: {text[:400]}"
 
 
@@ -78,12 +82,14 @@ def _run(scn: Scenario, backend: Backend) -> list[str]:
     return diffs
 
 
-def run_cell(qualname: str, row: str, backend_name: str) -> CellResult:
-    """Run the cell; never raises for errors in torch or the class (they become ``fail`` or ``unsupported``).
+def run_cell(qualname: str, row: str, backend: str | Backend) -> CellResult:
+    """Run the cell (``backend`` by name, or a :class:`Backend` object); never raises for errors in torch or
+    the class (they become ``fail`` or ``unsupported``).
 
     Raises :class:`~conformance.results.NotApplicable` only when the row has no eager reference.
     """
-    backend = get_backend(backend_name)
+    backend = get_backend(backend) if isinstance(backend, str) else backend
+    backend_name = backend.name
     scn = scenario(qualname, row)
     result = CellResult(qualname, row, backend_name, "pass", program=scn.code())
     try:

@@ -17,8 +17,9 @@ __all__ = ["Limitation", "LIMITATIONS", "find_limitation"]
 @dataclasses.dataclass(frozen=True)
 class Limitation:
     """``backends``: backend names it applies to; ``placement``: ``"input"``/``"attr"``/``None`` (any);
-    ``returns``: schema return types (e.g. ``("int", "str")``), one of which some call of the scenario must
-    return, or ``None``;
+    ``returns``: schema return types (e.g. ``("str",)``; ``"non-tensor"`` stands for any type without a
+    Tensor in it, e.g. ``int``, ``str[]``, ``(int, float)``), one of which some call of the scenario must return,
+    or ``None``;
     ``error``: regex over ``"ExceptionType: message"``; ``reason``: the report's footnote; ``source``: evidence."""
 
     key: str
@@ -34,12 +35,19 @@ class Limitation:
             return False
         if self.placement is not None and scenario.placement != self.placement:
             return False
-        if self.returns is not None and not any(call.returns in self.returns for call in scenario.calls):
+        if self.returns is not None and not any(_returns_match(call.returns, self.returns)
+                                                for call in scenario.calls):
             return False
         return True
 
 
-_NON_TENSOR = ("int", "float", "bool", "str", "List[int]", "List[float]", "List[str]", "Tuple[int, float]")
+_NON_TENSOR = ("non-tensor",)
+
+def _returns_match(returned: str, wanted: tuple[str, ...]) -> bool:
+    if returned in wanted:
+        return True
+    return "non-tensor" in wanted and "Tensor" not in returned and returned != "NoneType"
+
 
 LIMITATIONS: tuple[Limitation, ...] = (
     Limitation(
@@ -53,6 +61,24 @@ LIMITATIONS: tuple[Limitation, ...] = (
         source="PT2 custom-class notes, 'Constant burning-in graph': methods that return non-tensors 'will be "
                "treated as constants and burned in the graph (consistent with how export deals with constant "
                "inputs)'",
+    ),
+    Limitation(
+        key="non-tensor-op-result",
+        backends=frozenset({"eager", "aot_eager", "inductor", "export_strict"}),
+        returns=_NON_TENSOR,
+        error=r"torch\.\* op returned non-Tensor",
+        reason="dynamo cannot keep a call returning a str (or a custom op returning a non-tensor) in the graph: "
+               "'torch.* op returned non-Tensor' is a graph break, fatal under fullgraph=True",
+        source="torch/_dynamo/variables/torch.py graph break 'torch.* op returned non-Tensor'",
+    ),
+    Limitation(
+        key="str-result-export",
+        backends=frozenset({"export", "export_saveload", "aoti"}),
+        returns=("str",),
+        error=r"only these constant dtypes are supported to be returned from torchbind methods",
+        reason="export supports only some constant types as TorchBind method results; str is not one of them",
+        source="torch/_higher_order_ops/torchbind.py: 'Currently, only these constant dtypes are supported to be "
+               "returned from torchbind methods'",
     ),
     Limitation(
         key="strict-export-real-object",

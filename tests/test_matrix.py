@@ -1,0 +1,216 @@
+"""The coverage matrix: cells that can fail, the limitations table, reports, xdist, and the pinned export graph."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import expecttest
+import pytest
+import torch
+
+from conformance.matrix.backend import Backend, all_backends, torch_compile
+from conformance.matrix.cell import run_cell
+from conformance.matrix.limitations import LIMITATIONS, find_limitation
+from conformance.matrix.scenarios import row_names, scenario
+
+COUNTER = "samples::Counter"
+QUEUE = "samples::TensorQueue"
+
+
+@pytest.fixture(scope="module")
+def samples():
+    import sample_classes  # noqa: F401
+
+    return sample_classes
+
+
+def _eager_prepare(scn, module, args):
+    return module
+
+
+def test_rows_and_columns(samples):
+    from conformance.context import context_for
+
+    rows = row_names(context_for(QUEUE))
+    assert rows[:2] == ["push", "pop"]
+    assert "op.for_each_add_" in rows and "for_each_add_" in rows
+    assert rows[-3:] == ["sequence", "sequence.attr", "dynamic"]
+    assert [b.name for b in all_backends()] == ["eager", "aot_eager", "inductor", "aoti", "export",
+                                                "export_strict", "export_saveload"]
+
+
+def test_sequence_program_mutates_then_reads(samples):
+    scn = scenario(QUEUE, "sequence")
+    src = scn.source
+    assert src.index("obj.push(x0)") < src.index("obj.push(x1)") < src.index("obj.pop()") < src.index("obj.size()")
+    assert "obj.for_each_add_(" in src and "torch.ops." not in src, "ops have rows of their own"
+    assert scn.second.steps, "the second run uses an object reached by method calls (another state)"
+    attr = scenario(QUEUE, "sequence.attr")
+    assert "self.obj = obj" in attr.source and attr.second is attr.first
+
+
+def test_a_faithful_backend_passes(samples):
+    faithful = Backend("faithful", "test", "faithful", _eager_prepare)
+    for row in ("increment", "sequence", "sequence.attr"):
+        assert run_cell(COUNTER, row, faithful).status == "pass"
+
+
+def test_stale_outputs_fail(samples):
+    def prepare(scn, module, args):
+        cache = []
+
+        def run(*a):
+            out = module(*a)
+            if not cache:
+                cache.append(out)
+            return cache[0]  # a program with a burned-in result
+
+        return run
+
+    result = run_cell(COUNTER, "increment", Backend("stale", "test", "stale", prepare))
+    assert result.status == "fail"
+    assert re.match(r"run 1 output\[0\]: expected \d+ \(int\), got \d+ \(int\)", result.reason)
+
+
+def test_program_that_runs_on_a_copy_fails_the_state_comparison(samples):
+    def prepare(scn, module, args):
+        def run(*a):
+            copied = tuple(copy.deepcopy(x) if isinstance(x, torch.ScriptObject) else x for x in a)
+            return module(*copied)
+
+        return run
+
+    result = run_cell(QUEUE, "push", Backend("copying", "test", "copying", prepare))
+    assert result.status == "fail"
+    assert result.reason.startswith("run 0 object state")
+
+
+def test_tracing_that_mutates_the_object_fails(samples):
+    def prepare(scn, module, args):
+        module(*args)  # "traces" by running on the real object
+        return module
+
+    result = run_cell(QUEUE, "push", Backend("mutating", "test", "mutating", prepare, ahead_of_time=True))
+    assert result.status == "fail"
+    assert result.reason.startswith("tracing changed the real object used to trace")
+
+
+def test_compile_errors_fail_with_the_error(samples):
+    def prepare(scn, module, args):
+        raise RuntimeError("backend exploded")
+
+    result = run_cell(COUNTER, "value", Backend("exploding", "test", "exploding", prepare))
+    assert (result.status, result.reason) == ("fail", "RuntimeError: backend exploded")
+
+
+def test_limitations_only_cover_matching_errors(samples):
+    scn = scenario(QUEUE, "pop")
+    assert find_limitation("aoti", scn, "UserError: TorchBind objects found in inputs. ...").key == "aoti-object-input"
+    assert find_limitation("aoti", scn, "RuntimeError: something else") is None
+    assert find_limitation("inductor", scn, "UserError: TorchBind objects found in inputs.") is None
+    assert len({e.key for e in LIMITATIONS}) == len(LIMITATIONS)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor", "export"])
+def test_real_backends_on_the_counter_sequence(samples, backend):
+    status = run_cell(COUNTER, "sequence", backend).status
+    expected = "unsupported" if backend == "export" else "pass"  # export burns size/value results in
+    assert status == expected
+
+
+def test_aoti_rejects_object_inputs_as_a_known_limitation(samples):
+    result = run_cell(COUNTER, "scale", "aoti")
+    assert (result.status, result.limitation) == ("unsupported", "aoti-object-input")
+
+
+def test_aoti_runs_an_attribute_program(samples):
+    result = run_cell(QUEUE, "sequence.attr", "aoti")
+    assert result.status in ("pass", "fail", "unsupported")
+    assert "TorchBind objects found in inputs" not in " ".join(result.details)
+
+
+def test_dynamic_row_uses_other_sizes_on_the_second_run(samples):
+    scn = scenario(QUEUE, "dynamic")
+    first, second = scn.inputs(0), scn.inputs(1)
+    assert [t.shape for t in first] != [t.shape for t in second]
+    assert run_cell(QUEUE, "dynamic", "eager").status == "pass"
+
+
+def _run_matrix(pytester, *extra):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--torchbind-load=sample_classes",
+                                         f"--torchbind-class={COUNTER}", "--torchbind-checks=matrix",
+                                         "--torchbind-backends=eager,export,aoti", *extra)
+
+
+def test_reports_serial_and_xdist_are_identical(pytester, samples, monkeypatch):
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    serial = _run_matrix(pytester, "--torchbind-report=serial.md", "-k", "not aoti or scale",
+                         "--junitxml=serial.xml")
+    assert serial.ret == 0, serial.stdout.str()[-3000:]
+    _run_matrix(pytester, "--torchbind-report=serial.json", "-k", "not aoti or scale")
+    _run_matrix(pytester, "--torchbind-report=serial.html", "-k", "not aoti or scale")
+    parallel = _run_matrix(pytester, "--torchbind-report=parallel.md", "-k", "not aoti or scale", "-n", "2")
+    assert parallel.ret == 0
+    _run_matrix(pytester, "--torchbind-report=parallel.json", "-k", "not aoti or scale", "-n", "2")
+    md = (pytester.path / "serial.md").read_text()
+    assert md == (pytester.path / "parallel.md").read_text()
+    assert (pytester.path / "serial.json").read_text() == (pytester.path / "parallel.json").read_text()
+    assert "| `increment` | ✓ |   | – [1] |" in md, md  # the aoti cell was deselected
+    assert re.search(r"^1\. – non-tensor results of methods", md, re.M)
+    doc = json.loads((pytester.path / "serial.json").read_text())
+    assert doc["schema"] == "torchbind-matrix/1"
+    [cls] = doc["classes"]
+    cell = next(c for c in cls["cells"] if (c["row"], c["backend"]) == ("scale", "aoti"))
+    assert (cell["status"], cell["limitation"], cell["footnote"]) == ("unsupported", "aoti-object-input", 2)
+    html = (pytester.path / "serial.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "<table>" in html and "http" not in html.split("</style>")[1]
+    assert summary.read_text().count("### samples::Counter") == 5  # each of the five runs appended its matrix
+    serial.stdout.fnmatch_lines(["*torchbind coverage matrix*", "samples::Counter: *✓*"])
+    xml = (pytester.path / "serial.xml").read_text()
+    assert 'name="torchbind_cell_status" value="unsupported"' in xml
+
+
+def test_bad_report_path_and_backend_are_usage_errors(pytester, samples):
+    result = _run_matrix(pytester, "--torchbind-report=no/such/dir/m.md")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "cannot write the report" in result.stderr.str()
+    result = _run_matrix(pytester, "--torchbind-report=m.txt")
+    assert "unsupported format .txt" in result.stderr.str()
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--torchbind-backends=eager,tvm")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown backend(s) tvm" in result.stderr.str()
+
+
+class TestForEachAddExportGraph(expecttest.TestCase):
+    """The seed's ForEachAdd module: its non-strict export, decomposed to ATen, threads an effect token through
+    with_effects."""
+
+    def test_with_effects_token(self):
+        import sample_classes  # noqa: F401
+
+        class ForEachAdd(torch.nn.Module):
+            def forward(self, tq: torch.ScriptObject, a: torch.Tensor) -> torch.ScriptObject:
+                torch.ops.samples.for_each_add_(tq, a)
+                return tq
+
+        tq = torch.classes.samples.TensorQueue(torch.empty(0).fill_(-1))
+        for _ in range(10):
+            tq.push(torch.zeros(1))
+        ep = torch.export.export(ForEachAdd(), (tq, torch.ones(1)), strict=False)
+        # torch 2.13's export IR keeps the op as is; the ATen-level (functionalized) program threads the effect
+        # token through with_effects, as the seed document shows.
+        self.assertExpectedInline(ep.graph_module.code.strip(), """\
+def forward(self, tq, a):
+    for_each_add_ = torch.ops.samples.for_each_add_.default(tq, a);  a = for_each_add_ = None
+    return (tq,)""")
+        self.assertExpectedInline(ep.run_decompositions().graph_module.code.strip(), """\
+def forward(self, token, tq, a):
+    with_effects = torch.ops.higher_order.with_effects(token, torch.ops.samples.for_each_add_.default, tq, a);  token = a = None
+    getitem = with_effects[0];  with_effects = None
+    return (getitem, tq)""")
+        output_tq = ep.module()(tq, torch.ones(1))
+        self.assertEqual(output_tq.size(), 10)
+        self.assertEqual(output_tq.top(), torch.ones(1))
