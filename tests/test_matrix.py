@@ -36,7 +36,7 @@ def test_rows_and_columns(samples):
     rows = row_names(context_for(QUEUE))
     assert rows[:2] == ["push", "pop"]
     assert "op.for_each_add_" in rows and "for_each_add_" in rows
-    assert rows[-3:] == ["sequence", "sequence.attr", "dynamic"]
+    assert rows[-4:] == ["sequence", "sequence.attr", "tensors.attr", "dynamic"]
     assert [b.name for b in all_backends()] == ["eager", "aot_eager", "inductor", "aoti", "export",
                                                 "export_strict", "export_saveload"]
 
@@ -126,9 +126,10 @@ def test_aoti_rejects_object_inputs_as_a_known_limitation(samples):
 
 
 def test_aoti_runs_an_attribute_program(samples):
-    result = run_cell(QUEUE, "sequence.attr", "aoti")
-    assert result.status in ("pass", "fail", "unsupported")
-    assert "TorchBind objects found in inputs" not in " ".join(result.details)
+    scn = scenario(QUEUE, "tensors.attr")
+    assert "obj.size()" not in scn.source and "obj.pop()" in scn.source
+    result = run_cell(QUEUE, "tensors.attr", "aoti")
+    assert result.status == "pass", result.details
 
 
 def test_dynamic_row_uses_other_sizes_on_the_second_run(samples):

@@ -9,6 +9,8 @@ Rows, after the seed document's Coverage Matrix ("Custom Op with torchbind input
   with the object a ``forward`` input / a module attribute (a constant of the program). Ops have rows of their
   own; methods returning ``str`` are left out, since no backend can trace them (the ``non-tensor-op-result`` and
   ``str-result-export`` limitations), and so are methods the fake class lacks;
+* ``tensors.attr``: the attribute sequence restricted to calls returning tensors or nothing, so that the
+  attribute placement (the only one AOTInductor accepts) is seen apart from burned-in constants;
 * ``dynamic``: the sequence with every tensor input dynamic (``dynamic=True`` / ``torch.export.Dim.AUTO``).
 
 Each scenario is Python source for a ``torch.nn.Module`` (shown in failure messages), plus the eager reference:
@@ -33,7 +35,11 @@ from ..values import ArgumentSet, UnsupportedType, Value, argument_sets
 
 __all__ = ["Call", "Scenario", "row_names", "scenario", "Reference"]
 
-SEQUENCE, SEQUENCE_ATTR, DYNAMIC = "sequence", "sequence.attr", "dynamic"
+SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC = "sequence", "sequence.attr", "tensors.attr", "dynamic"
+_SEQUENCES = (SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC)
+# Results a program can return without anything being burned in as a constant (tensor lists are not: their
+# length is fixed when tracing).
+_TENSOR_RESULTS = ("Tensor", "Optional[Tensor]", "NoneType")
 OP_PREFIX = "op."  # op rows are "op.<name>": an op may share its name with a method (for_each_add_)
 _SKIPPED_METHODS = {"tracing_mode"}
 
@@ -55,7 +61,7 @@ class Call:
 def row_names(ctx: ClassContext) -> list[str]:
     """The scenario rows of a class, in report order (no objects are built)."""
     methods = [m for m in ctx.info.user_methods if not m.startswith("__") and m not in _SKIPPED_METHODS]
-    return methods + [OP_PREFIX + op.short_name for op in ctx.info.ops] + [SEQUENCE, SEQUENCE_ATTR, DYNAMIC]
+    return methods + [OP_PREFIX + op.short_name for op in ctx.info.ops] + list(_SEQUENCES)
 
 
 @dataclasses.dataclass
@@ -234,9 +240,10 @@ def _calls_for(ctx: ClassContext, name: str) -> list[tuple[Call, ...]]:
     return [(Call(name, s, op, returns),) for s in sets]
 
 
-def _sequence_calls(ctx: ClassContext, base: Example) -> tuple[Call, ...]:
+def _sequence_calls(ctx: ClassContext, base: Example, tensors_only: bool = False) -> tuple[Call, ...]:
     """Calls that mutate then read the state: the first state-changing method twice, then every other method
-    once, each kept only if eager runs it without raising in that state (greedy, on fresh objects)."""
+    once, each kept only if eager runs it without raising in that state (greedy, on fresh objects).
+    ``tensors_only`` keeps only methods returning a tensor or nothing."""
     methods = [m for m in row_names(ctx) if m in ctx.info.methods]
     fake = ctx.info.fake_class
     if fake is not None:
@@ -244,6 +251,8 @@ def _sequence_calls(ctx: ClassContext, base: Example) -> tuple[Call, ...]:
         # repeat that failure and hide how the rest of the class behaves.
         methods = [m for m in methods if _defined_on_fake(fake, m)]
     methods = [m for m in methods if str(return_type(ctx.info.methods[m])) != "str"]
+    if tensors_only:
+        methods = [m for m in methods if str(return_type(ctx.info.methods[m])) in _TENSOR_RESULTS]
     candidates = {m: _calls_for(ctx, m) for m in methods}
     mutator = None
     for m in methods:
@@ -289,15 +298,15 @@ def scenario(qualname: str, row: str) -> Scenario:
     """
     ctx = context_for(qualname)
     examples = ctx.require_examples()
-    if row in (SEQUENCE, SEQUENCE_ATTR, DYNAMIC):
+    if row in _SEQUENCES:
         base = examples[0]
-        calls = _sequence_calls(ctx, base)
+        calls = _sequence_calls(ctx, base, tensors_only=row == TENSORS_ATTR)
         if not calls:
             raise NotApplicable("no method or op of the class runs in eager on the example objects")
         variants = [calls]
     else:
         variants = _calls_for(ctx, row)
-    placement = "attr" if row == SEQUENCE_ATTR else "input"
+    placement = "attr" if row in (SEQUENCE_ATTR, TENSORS_ATTR) else "input"
     for calls in variants:
         valid = [e for e in examples if _eager_ok(e, calls)]
         if not valid:
