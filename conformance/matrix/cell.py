@@ -12,6 +12,8 @@ import dataclasses
 import traceback
 from typing import Any
 
+import torch
+
 from ..compare import flat_state_differences, value_differences
 from ..example_objects import read_state
 from .backend import Backend, get_backend
@@ -72,7 +74,10 @@ def _run(scn: Scenario, backend: Backend) -> list[str]:
             else:
                 obj = (scn.first if run == 0 else scn.second).build()
         else:
-            obj = traced
+            # The object the program holds: the traced one, or the program's own copy when loading rebuilt it
+            # (torch.export.load deserializes attribute constants).
+            held = getattr(runner, "obj", None)
+            obj = held if isinstance(held, torch.ScriptObject) else traced
         out = runner(*scn.args(obj, run))
         diffs += value_differences(ref.outputs[run], out, f"run {run} output",
                                    scalars_as_tensors=backend.scalars_as_tensors)
