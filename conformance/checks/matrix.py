@@ -56,7 +56,7 @@ def matrix(ctx, cell: Cell) -> Verdict:
     if result.status == "fail":
         failure = Failure(
             "matrix", ctx.info.qualname, cell.short_name,
-            f"{backend.group} {backend.title} does not reproduce plain eager for {cell.row}",
+            f"{backend.group} {backend.title} does not reproduce plain eager for {cell.row}: {result.reason}",
             details=tuple(result.details), program=result.program)
         return Verdict(failures=[failure], data=data)
     return Verdict(data=data)
