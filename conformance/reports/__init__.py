@@ -34,6 +34,18 @@ class ClassMatrix:
                 return number
         return None
 
+    def table(self) -> list[tuple[str, list[tuple[dict, dict | None, int | None]]]]:
+        """The grid the writers render: per row, ``(backend, cell or None, footnote number or None)`` for each
+        backend column (``None`` cell: that cell did not run, e.g. deselected)."""
+        grid = []
+        for row in self.rows:
+            line = []
+            for b in self.backends:
+                cell = self.cells.get((row, b["name"]))
+                line.append((b, cell, self.footnote(cell) if cell is not None else None))
+            grid.append((row, line))
+        return grid
+
     def counts(self) -> dict[str, int]:
         out = {s: 0 for s in SYMBOLS}
         for cell in self.cells.values():

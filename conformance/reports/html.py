@@ -36,14 +36,12 @@ def render(report: MatrixReport) -> str:
                 groups.append((b["group"], 1))
         out += [f"<th colspan='{n}'>{escape(g)}</th>" for g, n in groups]
         out.append("</tr><tr>" + "".join(f"<th>{escape(b['title'])}</th>" for b in m.backends) + "</tr>")
-        for row in m.rows:
+        for row, line in m.table():
             out.append(f"<tr><td class='row'>{escape(row)}</td>")
-            for b in m.backends:
-                cell = m.cells.get((row, b["name"]))
+            for _, cell, note in line:
                 if cell is None:
                     out.append("<td></td>")
                     continue
-                note = m.footnote(cell)
                 link = f" <a href='#{escape(anchor)}-{note}'>[{note}]</a>" if note else ""
                 out.append(f"<td class='{cell['status']}' title='{escape(cell['reason'])}'>"
                            f"{SYMBOLS[cell['status']]}{link}</td>")

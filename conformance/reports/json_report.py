@@ -17,15 +17,10 @@ def render(report: MatrixReport) -> str:
     ``footnote``, ``program``."""
     classes = []
     for m in report.classes:
-        cells = []
-        for row in m.rows:
-            for b in m.backends:
-                cell = m.cells.get((row, b["name"]))
-                if cell is not None:
-                    cells.append({"row": row, "backend": b["name"], "status": cell["status"],
-                                  "reason": cell["reason"], "details": cell["details"],
-                                  "limitation": cell["limitation"], "footnote": m.footnote(cell),
-                                  "program": cell["program"]})
+        cells = [{"row": row, "backend": b["name"], "status": cell["status"], "reason": cell["reason"],
+                  "details": cell["details"], "limitation": cell["limitation"], "footnote": note,
+                  "program": cell["program"]}
+                 for row, line in m.table() for b, cell, note in line if cell is not None]
         classes.append({"qualname": m.qualname, "rows": m.rows, "backends": m.backends, "cells": cells,
                         "counts": m.counts()})
     doc = {"schema": SCHEMA, "torch": report.torch_version, "classes": classes, "limitations": report.limitations}

@@ -15,15 +15,9 @@ def render_class(matrix: ClassMatrix) -> str:
                              b["title"] != b["group"] else b["title"] for b in matrix.backends]
     lines = [f"### {matrix.qualname}", "", "| " + " | ".join(header) + " |",
              "|" + "---|" * len(header)]
-    for row in matrix.rows:
-        cells = []
-        for b in matrix.backends:
-            cell = matrix.cells.get((row, b["name"]))
-            if cell is None:
-                cells.append(" ")
-                continue
-            note = matrix.footnote(cell)
-            cells.append(SYMBOLS[cell["status"]] + (f" [{note}]" if note else ""))
+    for row, line in matrix.table():
+        cells = [" " if cell is None else SYMBOLS[cell["status"]] + (f" [{note}]" if note else "")
+                 for _, cell, note in line]
         lines.append(f"| `{row}` | " + " | ".join(cells) + " |")
     counts = matrix.counts()
     lines += ["", f"{counts['pass']} ✓, {counts['fail']} ✗, {counts['unsupported']} – (known torch limitation)"

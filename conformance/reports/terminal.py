@@ -17,7 +17,7 @@ def render_lines(report: MatrixReport) -> list[str]:
         width = max([len(r) for r in m.rows] + [8])
         lines.append(f"{m.qualname}: " + ", ".join(f"{n} {SYMBOLS[s]}" for s, n in m.counts().items() if n))
         lines.append(" " * (width + 2) + " ".join(f"{n[:9]:>9}" for n in names))
-        for row in m.rows:
-            symbols = [_SHORT[m.cells[(row, n)]["status"]] if (row, n) in m.cells else " " for n in names]
+        for row, line in m.table():
+            symbols = [" " if cell is None else _SHORT[cell["status"]] for _, cell, _ in line]
             lines.append(f"  {row:<{width}}" + " ".join(f"{s:>9}" for s in symbols))
     return lines
