@@ -135,7 +135,7 @@ class ClassContext:
 
     def require_fake_method(self, method: str):
         fake = self.require_fake()
-        if not _defined_on_fake(fake, method):
+        if not defined_on_fake(fake, method):
             raise NotApplicable(f"the fake class does not define {method} (see {self.info.test_name}::"
                                 f"coverage[{method}])")
         return getattr(fake, method)
@@ -274,7 +274,7 @@ def _extra_defs(args: ArgumentSet) -> list[str]:
     return lines
 
 
-def _defined_on_fake(fake: type, method: str) -> bool:
+def defined_on_fake(fake: type, method: str) -> bool:
     """True when ``method`` is defined by the fake class or a base other than ``object``."""
     for klass in fake.__mro__:
         if klass is object:

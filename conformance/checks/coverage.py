@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 
-from ..context import _defined_on_fake
+from ..context import defined_on_fake
 from ..results import Failure
 from . import check
 
@@ -20,7 +20,7 @@ from . import check
 def coverage(ctx, method: str) -> list[Failure]:
     """The fake class defines this C++ method."""
     fake = ctx.require_fake()
-    if _defined_on_fake(fake, method):
+    if defined_on_fake(fake, method):
         return []
     inherited = " (only inherited from object)" if hasattr(object, method) else ""
     return [Failure(

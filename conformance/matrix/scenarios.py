@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from ..context import ClassContext, _defined_on_fake, context_for, resolve_class_values
+from ..context import ClassContext, defined_on_fake, context_for, resolve_class_values
 from ..jit_types import return_type
 from ..example_objects import Example, read_state, state_key
 from ..results import NotApplicable
@@ -249,7 +249,7 @@ def _sequence_calls(ctx: ClassContext, base: Example, tensors_only: bool = False
     if fake is not None:
         # Methods the fake lacks fail their own rows (and the coverage check); a sequence of them would only
         # repeat that failure and hide how the rest of the class behaves.
-        methods = [m for m in methods if _defined_on_fake(fake, m)]
+        methods = [m for m in methods if defined_on_fake(fake, m)]
     methods = [m for m in methods if str(return_type(ctx.info.methods[m])) != "str"]
     if tensors_only:
         methods = [m for m in methods if str(return_type(ctx.info.methods[m])) in _TENSOR_RESULTS]
