@@ -30,6 +30,13 @@ EXPECTED = {
     ("_ContainsTensor", "agreement", "get"),         # get() returns a contiguous tensor; the fake keeps strides
     ("_FlattenWithTensorOp", "agreement", "get"),    # flatten returns t.sin(): dtype differs for int inputs
     ("_StackString", "deepcopy", None),              # __setstate__ ignores the state it is given
+    # differential (call sequences): the same two single-call disagreements, shrunk to one call ...
+    ("_TensorQueue", "differential", None),          # pop() on the empty example
+    ("_Foo", "differential", None),                  # takes_foo_python_meta: the real op has no CPU kernel
+    # ... and a two-call drift: C++ get() returns a fresh tensor each time, the fake returns its stored tensor,
+    # so two get() results alias each other on the fake side only
+    ("_ContainsTensor", "differential", None),
+    ("_FlattenWithTensorOp", "differential", None),
     ("_NoInit", "examples", None),                   # no constructor: needs @conformance.examples
     *((name, "fake_class", None) for name in NO_FAKE_NO_FLATTEN),
     *((name, "flatten", None) for name in NO_FAKE_NO_FLATTEN),

@@ -94,5 +94,6 @@ from . import (  # noqa: E402,F401
     custom_op,
     tracing_mode,
     deepcopy,
+    differential,
     matrix,
 )

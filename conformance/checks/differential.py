@@ -1,0 +1,65 @@
+"""Check 9: over sequences of calls, the fake evolves like the C++ object (differential, hypothesis stateful).
+
+The single-call ``agreement`` check starts every call from a fresh object; a fake can pass it and still drift over
+a sequence (a ``pop`` that returns the front without removing it, an ``add`` that never evicts). Here the real
+object and a fake made from it once with ``maybe_to_fake_obj`` evolve side by side, driven by a hypothesis
+``RuleBasedStateMachine`` whose rules are the methods the fake defines and the custom ops that take the class;
+each step, the observers after it, and a fresh fake of the C++ object's ``__obj_flatten__`` state must agree with
+the evolved fake (see :mod:`conformance.differential`). The minimal failing sequence is printed as a script.
+
+Rule source: torch reuses one fakified object for a whole traced program (``torch/_library/fake_class_registry.py``
+``maybe_to_fake_obj``; methods become ``call_torchbind``, ordered by effect tokens), so the fake's state after
+several calls is what later calls in the same graph see.
+"""
+
+from __future__ import annotations
+
+from .. import differential as engine  # the module, not its names: conformance.differential imports this package
+from ..results import Failure
+from . import check
+
+
+@check("differential")
+def differential(ctx, _target) -> list[Failure]:
+    """Call sequences drawn by hypothesis keep the fake in step with the C++ object (results, aliasing, state)."""
+    run = engine.run_differential(ctx)
+    notes = [f"not driven: {n}" for n in run.plan.notes]
+    # Passing items show this with `pytest -rP`: what was driven, how much, and what was left out.
+    print(run.summary())
+    for n in notes:
+        print("  " + n)
+    drift = run.drift
+    if drift is None:
+        return []
+    rule, _args = drift.steps[-1]
+    calls = [r.code(a) for r, a in drift.steps]
+    where = f"obj.{drift.observer}()" if drift.observer else None
+    sequence = [f"minimal sequence (shrunk by hypothesis), from the example object: {len(calls)} "
+                f"call{'s' if len(calls) > 1 else ''}"]
+    sequence += [f"  {i}. {c}" for i, c in enumerate(calls, start=1)]
+    if where and drift.phase == "observer":
+        sequence.append(f"  then {where} on both sides")
+    elif where:
+        sequence.append(f"  then {where} on the fake and on a fake made now from the C++ object's state")
+    extra = []
+    if len(calls) == 1 and drift.phase in ("call", "alias"):
+        extra.append(f"a single call from an example state: {ctx.info.test_name}::"
+                     f"{'custom_op' if rule.op is not None else 'agreement'}[{rule.label}] may report it too")
+    if run.flaky:
+        extra.append("the failure did not reproduce reliably when hypothesis replayed it (nondeterminism?)")
+    extra.append(f"found in {run.sequences} sequences / {run.steps} steps (shrinking included)")
+    summary = drift.summary
+    if len(calls) > 1 or drift.phase in ("observer", "state"):
+        summary = f"after {len(calls)} call{'s' if len(calls) > 1 else ''}: {summary}"
+    cpp, fake = drift.cpp, drift.fake
+    if drift.phase == "observer":
+        cpp, fake = f"{where} {cpp}", f"{where} {fake}"
+        calls.append(f"then {where}")
+    elif drift.phase == "state":
+        cpp = f"{where} on a fake made now from the C++ object's state {cpp}"
+        fake = f"{where} on the fake that made the calls {fake}"
+        calls.append(f"then {where}")
+    return [Failure("differential", ctx.info.qualname, rule.label, summary, cpp=cpp, fake=fake,
+                    details=tuple(drift.details + sequence + extra + notes),
+                    example="\n".join(drift.example.code()), call="; ".join(calls),
+                    repro=engine.repro_script(ctx, drift))]
