@@ -12,7 +12,11 @@ or ``install_<name>()`` -- usable as
 it for the rest of the process.
 
 Check names: ``fake_class``, ``coverage``, ``extra_methods``, ``signature``,
-``return_type``, ``agreement``, ``roundtrip``, ``custom_op``.
+``return_type``, ``agreement``, ``roundtrip``, ``custom_op``, ``differential``.
+
+The ``differential`` entries are sequence-dependent: every single call from
+an example state agrees with C++ (so every other check passes), and the
+defect only shows after two or more calls on the same object.
 """
 
 import atexit
@@ -42,6 +46,7 @@ CHECKS = (
     "agreement",
     "roundtrip",
     "custom_op",
+    "differential",
 )
 
 
@@ -246,6 +251,39 @@ def _fake_counter_scale_wrong_dtype(c, x):
     return out.to(torch.float32 if out.dtype == torch.float64 else torch.float64)
 
 
+# -- differential (each defect needs two or more calls on the same object) --
+def _queue_pop_keeps(self) -> torch.Tensor:
+    # Returns the front without removing it: the result is right, the queue
+    # never shrinks (visible to the next size() / pop()).
+    if len(self.queue) > 0:
+        return self.queue[0]
+    return self.init_tensor_
+
+
+def _config_add_no_evict(self, x: torch.Tensor, alpha: float = 1.0) -> None:
+    # Forgets the capacity: never evicts the oldest item.  (extend() keeps its
+    # own eviction below, so its returned count stays right.)
+    self.items.append(x * (alpha * self.scale))
+
+
+def _config_extend_evicting(self, xs: list[torch.Tensor]) -> int:
+    for x in xs:
+        self.items.append(x * (1.0 * self.scale))
+        while len(self.items) > self.capacity:
+            self.items.pop(0)
+    return len(self.items)
+
+
+def _queue_pop_empty_last(self) -> torch.Tensor:
+    # Answers an empty pop with the last popped tensor: right on a queue that
+    # was created empty (nothing popped yet: init_tensor_), wrong -- the last
+    # popped tensor's shape, not init_tensor_'s -- once pops have emptied it.
+    if len(self.queue) > 0:
+        self._last_popped = self.queue.pop(0)
+        return self._last_popped
+    return getattr(self, "_last_popped", self.init_tensor_)
+
+
 BROKEN_FAKES: tuple[BrokenFake, ...] = (
     # [fake_class]
     BrokenFake(
@@ -426,6 +464,33 @@ BROKEN_FAKES: tuple[BrokenFake, ...] = (
         rule="the Python fake of samples::counter_scale returns the wrong dtype",
         fake_class=FakeCounter,
         op_fakes={"samples::counter_scale": _fake_counter_scale_wrong_dtype},
+    ),
+    # [differential]
+    BrokenFake(
+        name="queue_pop_keeps",
+        qualname="samples::TensorQueue",
+        check="differential",
+        method="pop",
+        rule="fake pop() returns the front without removing it (size() after a pop differs)",
+        fake_class=_variant(FakeTensorQueue, "FakeTensorQueuePopKeeps", pop=_queue_pop_keeps),
+    ),
+    BrokenFake(
+        name="config_add_no_evict",
+        qualname="samples::Config",
+        check="differential",
+        method="add",
+        rule="fake add() ignores the capacity and never evicts (stats() after an add on a full Config differs)",
+        fake_class=_variant(FakeConfig, "FakeConfigAddNoEvict", add=_config_add_no_evict,
+                            extend=_config_extend_evicting),
+    ),
+    BrokenFake(
+        name="queue_pop_empty_last",
+        qualname="samples::TensorQueue",
+        check="differential",
+        method="pop",
+        rule="fake pop() on a queue emptied by pops returns the last popped tensor, C++ returns init_tensor_"
+        " (right on a queue created empty)",
+        fake_class=_variant(FakeTensorQueue, "FakeTensorQueuePopEmptyLast", pop=_queue_pop_empty_last),
     ),
 )
 

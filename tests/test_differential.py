@@ -1,0 +1,321 @@
+"""The differential check: call sequences on the real object and its fake, shrunk, reproduced as a script.
+
+The sequence-dependent broken fakes in ``sample_classes.broken`` (check ``differential``) agree with C++ on every
+single call from every example state, so only a sequence exposes them; each must be caught with a short
+sequence whose printed script, run on its own, shows the disagreement. The correct fakes must pass over the
+default budget, under several seeds.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import hypothesis
+import hypothesis.core
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
+
+import conformance
+from conformance import differential as engine
+from conformance.checks import all_checks
+from conformance.checks.differential import differential as differential_check
+from conformance.context import context_for, set_load_code
+from conformance.loading import repro_lines
+from conformance.runner import run_class
+from conformance.settings import SETTINGS, overridden
+from conformance.values import ArgumentSet, Value
+
+from conftest import TORCH_SPEC
+
+SEQUENCE_BUGS = ["queue_pop_keeps", "config_add_no_evict", "queue_pop_empty_last"]
+CI = settings.get_profile(engine.CI_PROFILE)
+RANDOM = settings(settings.get_profile(engine.DEV_PROFILE), database=None)
+
+
+@pytest.fixture(scope="module")
+def samples():
+    import sample_classes  # noqa: F401 - builds (cached) and loads the library, registers the correct fakes
+
+    return "samples"
+
+
+@pytest.fixture
+def overrides():
+    """Isolate conformance.strategy registrations."""
+    saved = dict(engine._OVERRIDES)
+    engine._OVERRIDES.clear()
+    yield
+    engine._OVERRIDES.clear()
+    engine._OVERRIDES.update(saved)
+
+
+@pytest.fixture
+def load_code():
+    def use(*specs):
+        set_load_code([line for spec in specs for line in repro_lines(spec)])
+
+    yield use
+    set_load_code([])
+
+
+def _bug(name):
+    from sample_classes.broken import by_name
+
+    return by_name(name)
+
+
+def _run_script(path, timeout=240):
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+
+
+# ----- the sequence-dependent broken fakes --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", SEQUENCE_BUGS)
+def test_sequence_bug_passes_every_single_call_check(samples, name):
+    bug = _bug(name)
+    assert bug.check == "differential"
+    others = {c.name for c in all_checks()} - {"differential", "matrix"}
+    with bug.installed():
+        outcomes = run_class(bug.qualname, only=others)
+    assert {o.check for o in outcomes} >= {"agreement", "return_type", "roundtrip", "signature", "deepcopy"}
+    assert [(o.check, o.target, o.status) for o in outcomes if o.status != "passed"] == []
+
+
+@pytest.mark.parametrize("name", SEQUENCE_BUGS)
+def test_sequence_bug_is_caught_with_a_short_sequence_and_a_script_that_shows_it(samples, name, tmp_path,
+                                                                                 load_code):
+    bug = _bug(name)
+    load_code("sample_classes", f"sample_classes.broken:install_{name}")
+    with bug.installed():
+        run = engine.run_differential(context_for(bug.qualname), settings=CI, examples=engine.DEFAULT_EXAMPLES)
+    drift = run.drift
+    assert drift is not None, f"{name} ({bug.rule}) was not caught: {run.summary()}"
+    assert drift.steps[-1][0].label == bug.method
+    calls = len(drift.steps) + (drift.phase in ("observer", "state"))
+    assert 2 <= calls <= 4, [r.code(a) for r, a in drift.steps]  # needs two calls; shrunk to a handful
+    script = engine.repro_script(context_for(bug.qualname), drift)
+    path = tmp_path / f"repro_{name}.py"
+    path.write_text(script)
+    result = _run_script(path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert "<-- DIFFERS" in out and "DISAGREEMENT: the C++ object and its fake differ at" in out, out
+    for rule, args in drift.steps:
+        assert rule.code(args) in out
+    if drift.observer:
+        assert f"obj.{drift.observer}()" in out
+
+
+def test_the_check_reports_the_method_the_sequence_and_the_reproducer(samples, load_code):
+    bug = _bug("config_add_no_evict")
+    load_code("sample_classes", "sample_classes.broken:install_config_add_no_evict")
+    with bug.installed(), settings_loaded(engine.CI_PROFILE):
+        [outcome] = run_class("samples::Config", only={"differential"})
+    [failure] = outcome.failures
+    assert failure.check == "differential" and failure.target == "add"
+    assert failure.summary.startswith("after ") and "drifted" in failure.summary
+    text = failure.render()
+    assert "minimal sequence (shrunk by hypothesis)" in text
+    assert "obj.add(" in failure.call
+    assert "| sample_classes.broken.install_config_add_no_evict()" in text
+    assert "| observe(1, ['total', 'tags', 'stats'], state_changed=True)" in text
+
+
+# ----- correct fakes --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("qualname", ["samples::TensorQueue", "samples::Counter", "samples::Config"])
+def test_correct_fakes_pass_over_the_default_budget_repeatedly(samples, qualname):
+    ctx, budget = context_for(qualname), engine.DEFAULT_EXAMPLES
+    runs = [engine.run_differential(ctx, settings=CI, examples=budget)]
+    runs += [engine.run_differential(ctx, settings=RANDOM, seed=seed, examples=budget) for seed in (1, 2)]
+    for run in runs:
+        assert run.drift is None, run.summary()
+        assert run.settings.max_examples == budget
+        assert run.sequences >= budget and run.steps > run.sequences
+    assert runs[0].seconds < 30, runs[0].summary()
+
+
+def test_plan_splits_observers_from_steps_and_favours_state_changing_calls(samples):
+    plan = engine.plan_for(context_for("samples::TensorQueue"))
+    assert plan.observers == ["top", "size", "clone_queue", "get_raw_queue"]
+    assert [(r.label, r.weight) for r in plan.rules] == [
+        ("push", 3), ("pop", 3), ("for_each_add_", 1), ("for_each_add_", 1), ("queue_size_like", 1)]
+    assert [r.op is not None for r in plan.rules] == [False, False, False, True, True]
+    config = engine.plan_for(context_for("samples::Config"))
+    # total(fallback=None) observes without arguments, and is still a step: its argument is worth drawing.
+    assert config.observers == ["total", "tags", "stats"] and "total" in [r.name for r in config.rules]
+
+
+def test_passing_item_says_what_it_drove_and_what_it_left_out(samples, capsys):
+    with _bug("queue_missing_top").installed(), overridden(examples=10):
+        assert differential_check(context_for("samples::TensorQueue"), None) == []
+    out = capsys.readouterr().out
+    assert "samples::TensorQueue: " in out and "rules: push, pop" in out and "observers: size()" in out
+    assert "not driven: top: not driven, the fake class does not define it " \
+           "(see torchbind[samples.TensorQueue]::coverage[top])" in out
+
+
+# ----- strategies -----------------------------------------------------------------------------------------
+
+
+def test_tensor_strategy_reaches_every_dtype_layout_and_degenerate_shape():
+    seen = set()
+
+    @settings(max_examples=300, derandomize=True, database=None)
+    @given(engine.tensor_strategy())
+    def draw(value):
+        t = value.make()
+        seen.add(str(t.dtype))
+        seen.add(("dim", min(t.dim(), 2)))
+        if t.numel() == 0:
+            seen.add("0-size")
+        if t.dim() >= 2 and t.numel() > 1 and not t.is_contiguous() and is_non_overlapping_and_dense(t):
+            seen.add("transposed")
+        if t.numel() > 1 and not is_non_overlapping_and_dense(t):
+            seen.add("sliced")
+        assert eval(value.code, {"torch": torch}).shape == t.shape  # the source rebuilds the same tensor
+
+    draw()
+    assert seen >= {"torch.float32", "torch.float64", "torch.int64", "torch.bool", ("dim", 0), ("dim", 1),
+                    ("dim", 2), "0-size", "transposed", "sliced"}
+
+
+def test_value_strategies_follow_the_schema_types(samples):
+    from conformance.context import resolve_class_values
+
+    schemas = context_for("samples::Config").info.methods
+    kinds = {"fallback": schemas["total"].arguments[1].type, "xs": schemas["extend"].arguments[1].type,
+             "name": schemas["tag"].arguments[1].type, "alpha": schemas["add"].arguments[2].type}
+    strategies = {k: engine.value_strategy(t, resolve_class_values) for k, t in kinds.items()}
+    made = {k: set() for k in kinds}
+
+    @settings(max_examples=100, derandomize=True, database=None)
+    @given(st.fixed_dictionaries(strategies))
+    def draw(values):
+        for k, v in values.items():
+            x = v.make()
+            made[k].add(type(x).__name__ if not isinstance(x, list) else f"list{len(x)}")
+
+    draw()
+    assert made["fallback"] == {"NoneType", "Tensor"}
+    assert {"list0", "list1"} <= made["xs"] and made["name"] == {"str"} and made["alpha"] == {"float"}
+    with pytest.raises(conformance.values.UnsupportedType):
+        engine.value_strategy(torch._C.AnyType.get())
+
+
+def test_argument_override_is_used_for_every_call(samples, overrides):
+    conformance.strategy("samples::Counter", "increment", arg=0)(lambda: st.sampled_from(["7", "-7"]))
+    with _bug("counter_increment_off_by_one").installed():
+        run = engine.run_differential(context_for("samples::Counter"), settings=CI)
+    increments = [a for r, a in run.drift.steps if r.name == "increment"]
+    assert increments and all(a.code() in ("7", "-7") for a in increments)
+
+
+def test_whole_method_override_and_exclusion(samples, overrides):
+    # Without pop the broken pop is never called, so nothing drifts; the item says pop was left out.
+    conformance.strategy("samples::TensorQueue", "pop")(lambda: None)
+    with _bug("queue_pop_keeps").installed():
+        run = engine.run_differential(context_for("samples::TensorQueue"), settings=CI, examples=20)
+    assert run.drift is None
+    assert "pop: not driven, excluded by conformance.strategy" in run.plan.notes
+    # A whole argument list as source text, keyword included.
+    conformance.strategy("samples::Config", "add")(lambda: st.just("torch.ones(2, 2), alpha=0.5"))
+    with _bug("config_add_no_evict").installed():
+        run = engine.run_differential(context_for("samples::Config"), settings=CI)
+    assert run.drift.steps[-1][1] == ArgumentSet((Value("torch.ones(2, 2)"),), (("alpha", Value("0.5")),))
+
+
+def test_override_mistakes_are_reported(samples, overrides):
+    conformance.strategy("samples::Counter", "incremnt")(lambda: st.just(""))
+    with pytest.raises(ValueError, match="has no method or op taking it named 'incremnt'"):
+        engine.plan_for(context_for("samples::Counter"))
+    engine._OVERRIDES.clear()
+    conformance.strategy("samples::Counter", "increment", arg="step")(lambda: st.just("1"))
+    with pytest.raises(ValueError, match="arg='step'"):
+        engine.plan_for(context_for("samples::Counter"))
+    with pytest.raises(ValueError, match="namespace::Class"):
+        conformance.strategy("Counter", "increment")
+    with pytest.raises(TypeError, match="draw Python source"):
+        engine._as_value(object())
+
+
+# ----- settings and hypothesis's own options ----------------------------------------------------------------
+
+
+class settings_loaded:
+    """Load a hypothesis profile for a block (as --hypothesis-profile does) and restore the previous one."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        self.previous = settings.get_current_profile_name()
+        settings.load_profile(self.name)
+
+    def __exit__(self, *exc):
+        settings.load_profile(self.previous)
+
+
+def test_profiles_ci_dev_and_the_users_choice(monkeypatch):
+    with settings_loaded("default"):
+        monkeypatch.setenv("CI", "1")
+        ci = engine.hypothesis_settings()
+        monkeypatch.delenv("CI")
+        dev = engine.hypothesis_settings()
+    assert ci.derandomize and ci.database is None and ci.deadline is None
+    assert not dev.derandomize and dev.database is not None and dev.deadline is None
+    assert ci.max_examples == dev.max_examples == SETTINGS.examples
+    settings.register_profile("users-own", stateful_step_count=7, derandomize=True, database=None,
+                              deadline=1000)
+    with settings_loaded("users-own"), overridden(examples=11):
+        mine = engine.hypothesis_settings()
+    assert (mine.stateful_step_count, mine.max_examples, mine.deadline) == (7, 11, None)
+
+
+def test_hypothesis_seed_option_seeds_the_run(samples, monkeypatch):
+    ctx = context_for("samples::Counter")
+
+    def steps():
+        return [engine.run_differential(ctx, settings=RANDOM, examples=15).steps for _ in range(2)]
+
+    monkeypatch.setattr(hypothesis.core, "global_force_seed", 1234)  # what --hypothesis-seed=1234 sets
+    first, second = steps()
+    assert first == second
+
+
+def test_plugin_item_fails_with_the_reproducer(pytester, samples, monkeypatch):
+    monkeypatch.setenv("CI", "1")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--torchbind-load=sample_classes",
+        "--torchbind-load=sample_classes.broken:install_queue_pop_empty_last",
+        "--torchbind-class=samples::TensorQueue", "--torchbind-checks=differential", "--hypothesis-seed=5")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines([
+        "FAILED torchbind[[]samples.TensorQueue[]]::differential*",
+    ])
+    result.stdout.fnmatch_lines(["*samples::TensorQueue.pop: *", "*minimal sequence (shrunk by hypothesis)*",
+                                 "*| sample_classes.broken.install_queue_pop_empty_last()", "*| step(1, *"])
+
+
+# ----- torch's own classes ----------------------------------------------------------------------------------
+
+
+def test_finds_the_aliasing_drift_in_torchs_contains_tensor(torch_test_classes, tmp_path, load_code):
+    load_code(TORCH_SPEC)
+    ctx = context_for("_TorchScriptTesting::_ContainsTensor")
+    run = engine.run_differential(ctx, settings=CI)
+    drift = run.drift
+    assert [r.code(a) for r, a in drift.steps] == ["obj.get()"] and drift.observer == "get"
+    assert drift.details == ["get(): C++ aliases nothing, fake aliases result of step 1"]
+    path = tmp_path / "repro_contains_tensor.py"
+    path.write_text(engine.repro_script(ctx, drift))
+    result = _run_script(path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "aliasing [result of step 1]   <-- DIFFERS" in result.stdout, result.stdout
