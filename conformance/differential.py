@@ -78,9 +78,10 @@ __all__ = [
     "repro_script",
 ]
 
-#: The default of ``--torchbind-examples`` (call sequences per class): 1–5 s per sample class on 2 CPU cores. With
-#: random seeds it caught the broken sample fakes ``queue_pop_keeps`` and ``config_add_no_evict`` in 40 of 40 runs
-#: and ``queue_pop_empty_last`` (three calls deep) in 77 of 80; the derandomized CI profile catches all three.
+#: The default of ``--torchbind-examples`` (random call sequences per class, after the explicit two-call ones):
+#: 1–5 s per sample class on 2 CPU cores. Without the explicit sequences, the random search alone caught the
+#: broken sample fakes ``queue_pop_keeps`` and ``config_add_no_evict`` in 40 of 40 seeds, and a pop-on-emptied
+#: queue bug that takes three calls to show (push, pop, pop) in 77 of 80.
 DEFAULT_EXAMPLES = 100
 #: Hypothesis profile for CI: derandomized (the same sequences on every run), no example database.
 CI_PROFILE = "torchbind-ci"
@@ -324,7 +325,9 @@ class Rule:
 
     ``name`` is the method name or the op's ``ns::op`` name; ``args`` draws :class:`ArgumentSet`s; ``observer``
     is True for methods that never change the C++ object's state on the examples; ``weight`` is how many times
-    the rule is offered among the steps (see :func:`_reshapes`).
+    the rule is offered among the steps (see :func:`_reshapes`); ``ordinary`` is the plugin's first ordinary
+    argument set (:meth:`ClassContext.argument_sets`) for the explicit sequences, ``None`` when the user
+    overrides the arguments or none can be generated.
     """
 
     name: str
@@ -333,6 +336,7 @@ class Rule:
     position: int = 0
     observer: bool = False
     weight: int = 1
+    ordinary: ArgumentSet | None = None
 
     @property
     def label(self) -> str:
@@ -468,6 +472,20 @@ def _reshapes(ctx: ClassContext, schema: torch.FunctionSchema, call, examples: l
     return False
 
 
+def _ordinary(ctx: ClassContext, qualname: str, key: str, schema: torch.FunctionSchema, skip: int
+              ) -> ArgumentSet | None:
+    """The first ordinary argument set of a call, unless the user overrides its arguments."""
+    from .results import NotApplicable
+
+    if any(m == key for m, _a in registered_strategies(qualname)):
+        return None
+    try:
+        sets = ctx.argument_sets(schema, skip=(skip,), limit=1)
+    except NotApplicable:
+        return None
+    return sets[0] if sets else None
+
+
 def _is_observer(ctx: ClassContext, method: str, examples: list[Example]) -> bool:
     """True when calling ``method()`` never changes ``read_state(obj)`` on any example (mirrors how the
     ``flatten`` check reads state: ``__obj_flatten__``, else ``__getstate__``)."""
@@ -542,7 +560,8 @@ def plan_for(ctx: ClassContext) -> Plan:
         observer = _callable_without_args(schema) and _is_observer(ctx, method, examples)
         reshaping = not observer and _reshapes(
             ctx, schema, lambda o, a, kw, m=method: getattr(o, m)(*a, **kw), examples, 0)
-        made = Rule(method, args, observer=observer, weight=RESHAPING_WEIGHT if reshaping else 1)
+        made = Rule(method, args, observer=observer, weight=RESHAPING_WEIGHT if reshaping else 1,
+                    ordinary=_ordinary(ctx, info.qualname, method, schema, 0))
         if observer:
             observer_rules.append(made)
         if not observer or len(schema.arguments) > 1:
@@ -564,8 +583,8 @@ def plan_for(ctx: ClassContext) -> Plan:
         overload = op.resolve()
         reshaping = _reshapes(ctx, op.schema, lambda o, a, kw, p=position: overload(*a[:p], o, *a[p:], **kw),
                               examples, position)
-        rules.append(Rule(op.qualname, args, op=op, position=position,
-                          weight=RESHAPING_WEIGHT if reshaping else 1))
+        rules.append(Rule(op.qualname, args, op=op, position=position, weight=RESHAPING_WEIGHT if reshaping else 1,
+                          ordinary=_ordinary(ctx, info.qualname, op.qualname, op.schema, position)))
     if not rules:
         rules = list(observer_rules)  # nothing changes the state: still call the observers repeatedly
     if not rules:
@@ -858,6 +877,25 @@ def _program(plan: Plan, max_steps: int) -> SearchStrategy:
     return st.tuples(st.integers(0, len(plan.examples) - 1), st.lists(step, min_size=1, max_size=max_steps))
 
 
+#: At most this many explicit sequences (see :func:`_explicit_programs`) per run.
+MAX_EXPLICIT = 48
+
+
+def _explicit_programs(plan: Plan) -> list[tuple[int, list[tuple[int, ArgumentSet]]]]:
+    """Every pair of state-changing calls (``push, pop``; ``add, add``...) with ordinary arguments, from every
+    example, for hypothesis to run first (``@example``, phase ``explicit``) in every profile, at most
+    :data:`MAX_EXPLICIT`: most drifts show within two such calls, and trying them all makes a fake that forgets to
+    remove or to evict fail deterministically even under a random profile. Explicit sequences are not shrunk
+    (two calls are already short)."""
+    reshaping = [i for i, r in enumerate(plan.rules) if r.weight > 1 and r.ordinary is not None]
+    out = []
+    for a in reshaping:
+        for b in reshaping:
+            for e in range(len(plan.examples)):
+                out.append((e, [(a, plan.rules[a].ordinary), (b, plan.rules[b].ordinary)]))
+    return out[:MAX_EXPLICIT]
+
+
 def _execute(plan: Plan, stats: dict, program) -> None:
     """Run one drawn program; raises :class:`_Found` at the first disagreement."""
     example, steps = program
@@ -914,7 +952,10 @@ def _run(ctx: ClassContext, examples: int | None, seed: int | None, settings: Se
 
     # Distinct example-database entries per class (hypothesis keys them by the test function's source).
     differential._hypothesis_internal_add_digest = f"torchbind-differential:{ctx.info.qualname}".encode()
-    test = given(_program(plan, used.stateful_step_count))(used(differential))
+    inner = used(differential)
+    for program in reversed(_explicit_programs(plan)):  # @example runs them in decoration order, innermost last
+        inner = hypothesis.example(program)(inner)
+    test = given(_program(plan, used.stateful_step_count))(inner)
     chosen = seed if seed is not None else hypothesis.core.global_force_seed
     if chosen is not None:
         test = hypothesis.seed(chosen)(test)

@@ -275,13 +275,14 @@ def _config_extend_evicting(self, xs: list[torch.Tensor]) -> int:
 
 
 def _queue_pop_empty_last(self) -> torch.Tensor:
-    # Answers an empty pop with the last popped tensor: right on a queue that
-    # was created empty (nothing popped yet: init_tensor_), wrong -- the last
-    # popped tensor's shape, not init_tensor_'s -- once pops have emptied it.
+    # Reuses init_tensor_ as the slot of the last popped tensor: right on a
+    # queue created empty (nothing popped yet), wrong once pops have emptied
+    # it -- an empty pop (and top) then answer with the last popped tensor's
+    # shape, not init_tensor_'s.
     if len(self.queue) > 0:
-        self._last_popped = self.queue.pop(0)
-        return self._last_popped
-    return getattr(self, "_last_popped", self.init_tensor_)
+        self.init_tensor_ = self.queue.pop(0)
+        return self.init_tensor_
+    return self.init_tensor_
 
 
 BROKEN_FAKES: tuple[BrokenFake, ...] = (
@@ -488,8 +489,8 @@ BROKEN_FAKES: tuple[BrokenFake, ...] = (
         qualname="samples::TensorQueue",
         check="differential",
         method="pop",
-        rule="fake pop() on a queue emptied by pops returns the last popped tensor, C++ returns init_tensor_"
-        " (right on a queue created empty)",
+        rule="fake pop() on a queue emptied by pops returns the last popped tensor (so does top()), C++ returns"
+        " init_tensor_ (right on a queue created empty)",
         fake_class=_variant(FakeTensorQueue, "FakeTensorQueuePopEmptyLast", pop=_queue_pop_empty_last),
     ),
 )

@@ -34,8 +34,8 @@ def differential(ctx, _target) -> list[Failure]:
     rule, _args = drift.steps[-1]
     calls = [r.code(a) for r, a in drift.steps]
     where = f"obj.{drift.observer}()" if drift.observer else None
-    sequence = [f"minimal sequence (shrunk by hypothesis), from the example object: {len(calls)} "
-                f"call{'s' if len(calls) > 1 else ''}"]
+    sequence = [f"shortest failing sequence found (two-call sequences are tried first, longer ones shrunk by "
+                f"hypothesis), from the example object: {len(calls)} call{'s' if len(calls) > 1 else ''}"]
     sequence += [f"  {i}. {c}" for i, c in enumerate(calls, start=1)]
     if where and drift.phase == "observer":
         sequence.append(f"  then {where} on both sides")
