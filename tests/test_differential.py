@@ -3,7 +3,7 @@
 The sequence-dependent broken fakes in ``sample_classes.broken`` (check ``differential``) agree with C++ on every
 single call from every example state, so only a sequence exposes them; each must be caught with a short
 sequence whose printed script, run on its own, shows the disagreement. The correct fakes must pass over the
-default budget, under several seeds.
+default budget, derandomized and with a random seed.
 """
 
 from __future__ import annotations
