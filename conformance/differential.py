@@ -57,6 +57,7 @@ from .context import (CallResult, ClassContext, defined_on_fake, _extra_defs, ne
                       resolve_class_values)
 from .example_objects import Example, read_state, state_key
 from .settings import SETTINGS
+from .settings import Settings as RunSettings
 from .values import ArgumentSet, UnsupportedType, Value, candidates
 
 __all__ = [
@@ -82,7 +83,7 @@ __all__ = [
 #: 1–5 s per sample class on 2 CPU cores. Without the explicit sequences, the random search alone caught the
 #: broken sample fakes ``queue_pop_keeps`` and ``config_add_no_evict`` in 40 of 40 seeds, and a pop-on-emptied
 #: queue bug that takes three calls to show (push, pop, pop) in 77 of 80.
-DEFAULT_EXAMPLES = 100
+DEFAULT_EXAMPLES = RunSettings.examples  # 100, the default of --torchbind-examples
 #: Hypothesis profile for CI: derandomized (the same sequences on every run), no example database.
 CI_PROFILE = "torchbind-ci"
 #: Hypothesis profile for local runs: random, with hypothesis's example database (failures are replayed first).

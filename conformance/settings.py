@@ -17,7 +17,7 @@ class Settings:
     """``examples``: hypothesis examples (method-call sequences) per class for the differential test.
     ``backends``: the coverage-matrix backends to run (``None``: all)."""
 
-    examples: int = 60
+    examples: int = 100
     backends: tuple[str, ...] | None = None
 
 

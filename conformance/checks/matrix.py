@@ -14,6 +14,7 @@ from ..matrix.scenarios import row_names
 from ..results import Failure, NotApplicable, Verdict
 from ..settings import SETTINGS
 from . import check
+from .tracing_mode import traces_with_real_object
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,8 @@ def matrix(ctx, cell: Cell) -> Verdict:
     """The scenario runs through the backend and matches plain eager: outputs, final object state, and an
     untouched traced object."""
     backend = get_backend(cell.backend)
+    if not traces_with_real_object(ctx):
+        ctx.require_fake()  # without a fake class no backend can fakify the object; fake_class reports it
     base = {"qualname": ctx.info.qualname, "row": cell.row, "backend": cell.backend,
             "row_index": cell.row_index, "backend_index": cell.backend_index}
     try:
