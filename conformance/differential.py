@@ -386,6 +386,20 @@ class Plan:
 _EMPTY = ArgumentSet(())
 
 
+def _driven_args(ctx: ClassContext, key: str, schema: torch.FunctionSchema, position: int,
+                 notes: list[str]) -> SearchStrategy | None:
+    """:func:`_args_strategy` for a method or op (``key``), or ``None`` with the reason appended to ``notes``
+    when it is not driven (no generator for an argument type, or excluded by ``conformance.strategy``)."""
+    try:
+        args = _args_strategy(ctx, ctx.info.qualname, key, schema, position, resolve_class_values)
+    except UnsupportedType as exc:
+        notes.append(f"{key}: not driven, {exc} (register a strategy with conformance.strategy)")
+        return None
+    if args is None:
+        notes.append(f"{key}: not driven, excluded by conformance.strategy")
+    return args
+
+
 def _args_strategy(ctx: ClassContext, qualname: str, key: str, schema: torch.FunctionSchema,
                    skip: int, resolver) -> SearchStrategy | None:
     """The :class:`ArgumentSet` strategy for a method / op schema (``skip``: the position of the object),
@@ -550,13 +564,8 @@ def plan_for(ctx: ClassContext) -> Plan:
                          f"(see {info.test_name}::coverage[{method}])")
             continue
         schema = info.methods[method]
-        try:
-            args = _args_strategy(ctx, info.qualname, method, schema, 0, resolve_class_values)
-        except UnsupportedType as exc:
-            notes.append(f"{method}: not driven, {exc} (register a strategy with conformance.strategy)")
-            continue
+        args = _driven_args(ctx, method, schema, 0, notes)
         if args is None:
-            notes.append(f"{method}: not driven, excluded by conformance.strategy")
             continue
         observer = _callable_without_args(schema) and _is_observer(ctx, method, examples)
         reshaping = not observer and _reshapes(
@@ -573,13 +582,8 @@ def plan_for(ctx: ClassContext) -> Plan:
                          f"(see {info.test_name}::custom_op[{op.short_name}])")
             continue
         position = op.class_args[0]
-        try:
-            args = _args_strategy(ctx, info.qualname, op.qualname, op.schema, position, resolve_class_values)
-        except UnsupportedType as exc:
-            notes.append(f"{op.qualname}: not driven, {exc} (register a strategy with conformance.strategy)")
-            continue
+        args = _driven_args(ctx, op.qualname, op.schema, position, notes)
         if args is None:
-            notes.append(f"{op.qualname}: not driven, excluded by conformance.strategy")
             continue
         overload = op.resolve()
         reshaping = _reshapes(ctx, op.schema, lambda o, a, kw, p=position: overload(*a[:p], o, *a[p:], **kw),
