@@ -28,11 +28,9 @@ from .results import Outcome
 from .runner import CheckTarget, plan, run_target
 
 _CLASSES = pytest.StashKey[list[str]]()
-_CELLS = pytest.StashKey[list[dict]]()
 _REPORT_PATH = pytest.StashKey[Path]()
 _CELL_PROPERTY = "torchbind_cell"
 _BASELINE = pytest.StashKey[tuple[Path, dict[str, str]]]()
-_ACCEPTED = pytest.StashKey[dict[str, tuple[bool, str]]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -97,6 +95,8 @@ def pytest_configure(config: pytest.Config) -> None:
         except SelectorError as exc:
             raise pytest.UsageError(str(exc)) from None
     config.stash[_CLASSES] = classes
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_Recorder(config), "torchbind-recorder")
     workers = getattr(config, "workerinput", {}).get("workercount")
     if classes and workers:
         # Under xdist, N workers each running torch's intra-op thread pool oversubscribe the cores and make
@@ -136,7 +136,6 @@ def _configure_settings(config: pytest.Config) -> None:
         except OSError as exc:
             raise pytest.UsageError(f"--torchbind-report={report}: cannot write the report: {exc}") from None
         config.stash[_REPORT_PATH] = path
-    config.stash[_CELLS] = []
     baseline = config.getoption("torchbind_baseline") or config.getini("torchbind_baseline")
     accept = config.getoption("torchbind_accept")
     if accept and not baseline:
@@ -147,7 +146,6 @@ def _configure_settings(config: pytest.Config) -> None:
             config.stash[_BASELINE] = (path, load_baseline(path, missing_ok=accept))
         except BaselineError as exc:
             raise pytest.UsageError(f"--torchbind-baseline: {exc}") from None
-        config.stash[_ACCEPTED] = {}
 
 
 class CheckFailed(Exception):
@@ -227,60 +225,55 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             item.add_marker(pytest.mark.xfail(reason=f"baseline: {known[item.nodeid]}", strict=True))
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect matrix cells, and outcomes for ``--torchbind-accept``, from test reports — on the xdist
-    controller these arrive from the workers."""
-    for name, value in report.user_properties:
-        if name == _CELL_PROPERTY and report.when == "call":
-            _session_cells().append(json.loads(value))
-    accepted = _CONFIG[0].stash.get(_ACCEPTED, None) if _CONFIG else None
-    if accepted is None or not report.nodeid.startswith("torchbind["):
-        return
-    if report.when == "call" or report.failed:
+class _Recorder:
+    """Controller-side (or serial-run) record of the session: matrix cells and, for ``--torchbind-accept``,
+    each torchbind item's outcome, taken from the test reports — under xdist these arrive from the workers — and
+    written out once at the end."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.cells: list[dict] = []
+        self.accepted: dict[str, tuple[bool, str]] = {}
+        self._report = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == _CELL_PROPERTY and report.when == "call":
+                self.cells.append(json.loads(value))
+                self._report = None
+        if not report.nodeid.startswith("torchbind[") or not (report.when == "call" or report.failed):
+            return
         xpassed = report.failed and "XPASS(strict)" in str(report.longrepr)
         still_failing = (report.failed and not xpassed) or (report.skipped and hasattr(report, "wasxfail"))
         lines = report.longreprtext.strip().splitlines() if report.failed and not xpassed else []
         summary = next((ln.strip() for ln in lines if ln.strip() and not ln.startswith("[")), "failing")
-        accepted[report.nodeid] = (still_failing, summary)
+        self.accepted[report.nodeid] = (still_failing, summary)
 
+    @property
+    def report(self):
+        if self._report is None:
+            self._report = build_report(self.cells)
+        return self._report
 
-_CONFIG: list[pytest.Config] = []
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.cells:
+            return
+        terminalreporter.section("torchbind coverage matrix")
+        for line in render_lines(self.report):
+            terminalreporter.write_line(line)
+        path = self.config.stash.get(_REPORT_PATH, None)
+        if path is not None:
+            terminalreporter.write_line(f"report: {path}")
 
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    _CONFIG[:] = [session.config]
-
-
-def _session_cells() -> list[dict]:
-    return _CONFIG[0].stash.setdefault(_CELLS, []) if _CONFIG else []
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
-    cells = config.stash.get(_CELLS, [])
-    if not cells or hasattr(config, "workerinput"):
-        return
-    terminalreporter.section("torchbind coverage matrix")
-    for line in render_lines(build_report(cells)):
-        terminalreporter.write_line(line)
-    path = config.stash.get(_REPORT_PATH, None)
-    if path is not None:
-        terminalreporter.write_line(f"report: {path}")
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
-    config = session.config
-    if hasattr(config, "workerinput"):
-        return
-    cells = config.stash.get(_CELLS, [])
-    path = config.stash.get(_REPORT_PATH, None)
-    report = build_report(cells)
-    if path is not None:
-        write_report(report, path)
-    if config.getoption("torchbind_accept") and _BASELINE in config.stash:
-        baseline_path, known = config.stash[_BASELINE]
-        save_baseline(baseline_path, merge_accepted(known, config.stash[_ACCEPTED]))
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary and cells:
-        with open(summary, "a", encoding="utf-8") as fh:
-            fh.write(render_markdown(report) + "\n")
+    def pytest_sessionfinish(self) -> None:
+        config = self.config
+        path = config.stash.get(_REPORT_PATH, None)
+        if path is not None:
+            write_report(self.report, path)
+        if config.getoption("torchbind_accept") and _BASELINE in config.stash:
+            baseline_path, known = config.stash[_BASELINE]
+            save_baseline(baseline_path, merge_accepted(known, self.accepted))
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary and self.cells:
+            with open(summary, "a", encoding="utf-8") as fh:
+                fh.write(render_markdown(self.report) + "\n")
