@@ -15,7 +15,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from .discovery import ClassInfo, discover
 from .example_objects import Example, ExampleSet, build_examples
-from .results import NotApplicable
+from .results import NotApplicable, exception_line
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
 
 __all__ = [
@@ -80,9 +80,7 @@ class CallResult:
         return self.error is not None
 
     def error_text(self) -> str:
-        first = str(self.error).strip().splitlines()
-        text = first[0] if first else ""
-        return f"raised {type(self.error).__name__}: {text if len(text) <= 300 else text[:297] + '...'}"
+        return f"raised {exception_line(self.error, limit=300)}"
 
 
 def resolve_class_values(script_qualname: str) -> list[Value]:

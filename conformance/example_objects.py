@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from .discovery import ClassInfo
+from .results import exception_line
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
 
 __all__ = [
@@ -177,11 +178,6 @@ def state_key(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-def _first_error_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
-
-
 def build_examples(info: ClassInfo, resolver=None) -> ExampleSet:
     """Build the examples of ``info``: user factories if registered, else generated constructor calls, plus
     states reached by applying each state-changing method twice to the first example.
@@ -199,7 +195,7 @@ def build_examples(info: ClassInfo, resolver=None) -> ExampleSet:
             obj = ex.build()
             key = state_key(read_state(obj))
         except Exception as exc:  # noqa: BLE001 - user code may raise anything
-            rejected.append(("\n".join(ex.code()), _first_error_line(exc)))
+            rejected.append(("\n".join(ex.code()), exception_line(exc)))
             return False
         if key is not None and key in seen:
             return False
@@ -213,7 +209,7 @@ def build_examples(info: ClassInfo, resolver=None) -> ExampleSet:
                 objs = list(factory())
             except Exception as exc:  # noqa: BLE001
                 return ExampleSet([], rejected, f"example factory {factory.__name__}() raised "
-                                                f"{_first_error_line(exc)}")
+                                                f"{exception_line(exc)}")
             for i, obj in enumerate(objs):
                 if not isinstance(obj, torch.ScriptObject) or obj._type().qualified_name() != info.script_qualname:
                     return ExampleSet([], rejected, f"example factory {factory.__name__}() returned "

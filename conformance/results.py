@@ -5,7 +5,20 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 
-__all__ = ["Failure", "Outcome", "NotApplicable", "Verdict"]
+__all__ = ["Failure", "Outcome", "NotApplicable", "Verdict", "exception_line"]
+
+
+def exception_line(exc: BaseException, limit: int | None = None) -> str:
+    """``Type: first line`` of an exception for one-line messages; when the first line only introduces the cause
+    (``backend='inductor' raised:``), the next non-empty line is added. Cut to ``limit`` characters (with
+    ``...``) when given."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    text = lines[0] if lines else ""
+    if text.endswith(":") and len(lines) > 1:
+        text = f"{text} {lines[1]}"
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"{type(exc).__name__}: {text}"
 
 
 class NotApplicable(Exception):

@@ -16,6 +16,7 @@ import torch
 
 from ..compare import flat_state_differences, value_differences
 from ..example_objects import read_state
+from ..results import exception_line
 from .backend import Backend, get_backend
 from .limitations import find_limitation
 from .scenarios import Scenario, scenario
@@ -43,16 +44,6 @@ class CellResult:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def _error_line(exc: BaseException) -> str:
-    """``Type: first line`` of an exception; when that line only introduces the cause (``backend='inductor'
-    raised:``), the next non-empty line is added."""
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    text = lines[0] if lines else ""
-    if text.endswith(":") and len(lines) > 1:
-        text = f"{text} {lines[1]}"
-    return f"{type(exc).__name__}: {text[:400]}"
 
 
 def _run(scn: Scenario, backend: Backend) -> list[str]:
@@ -99,21 +90,16 @@ def run_cell(qualname: str, row: str, backend: str | Backend) -> CellResult:
     result = CellResult(qualname, row, backend_name, "pass", program=scn.code())
     try:
         diffs = _run(scn, backend)
+        evidence, failure_details, matched = diffs, diffs, diffs[0] if diffs else ""
     except Exception as exc:  # noqa: BLE001 - compile/export/runtime errors are this cell's result
-        text = _error_line(exc)
-        limitation = find_limitation(backend_name, scn, f"{type(exc).__name__}: {exc}")
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        evidence = [exception_line(exc, limit=400)]
+        failure_details, matched = [ln.rstrip() for ln in tb[-4:]], f"{type(exc).__name__}: {exc}"
+    if evidence:
+        limitation = find_limitation(backend_name, scn, matched)
         if limitation is not None:
             result.status, result.reason, result.limitation = "unsupported", limitation.reason, limitation.key
-            result.details = [text, f"known limitation {limitation.key}: {limitation.source}"]
+            result.details = evidence + [f"known limitation {limitation.key}: {limitation.source}"]
         else:
-            result.status, result.reason = "fail", text
-            result.details = [ln.rstrip() for ln in tb[-4:]]
-    else:
-        limitation = find_limitation(backend_name, scn, diffs[0]) if diffs else None
-        if limitation is not None:
-            result.status, result.reason, result.limitation = "unsupported", limitation.reason, limitation.key
-            result.details = diffs + [f"known limitation {limitation.key}: {limitation.source}"]
-        elif diffs:
-            result.status, result.reason, result.details = "fail", diffs[0], diffs
+            result.status, result.reason, result.details = "fail", evidence[0], failure_details
     return result
