@@ -94,10 +94,13 @@ DEV_PROFILE = "torchbind-dev"
 STEP_COUNT = 15
 
 _OUR_PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
-Settings.register_profile(CI_PROFILE, derandomize=True, database=None, deadline=None, print_blob=False,
+# Both derive from hypothesis's own "default" profile: a profile registered without a parent inherits the profile
+# current at import time, which on a CI machine is hypothesis's "ci" (derandomized, no database).
+_DEFAULT = Settings.get_profile("default")
+Settings.register_profile(CI_PROFILE, parent=_DEFAULT, derandomize=True, database=None, deadline=None, print_blob=False,
                           stateful_step_count=STEP_COUNT, phases=_OUR_PHASES,
                           suppress_health_check=[HealthCheck.too_slow])
-Settings.register_profile(DEV_PROFILE, deadline=None, stateful_step_count=STEP_COUNT, phases=_OUR_PHASES,
+Settings.register_profile(DEV_PROFILE, parent=_DEFAULT, deadline=None, stateful_step_count=STEP_COUNT, phases=_OUR_PHASES,
                           suppress_health_check=[HealthCheck.too_slow])
 
 
