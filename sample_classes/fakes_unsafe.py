@@ -1,0 +1,82 @@
+"""Fake classes for the ``samples_unsafe`` C++ classes, whose C++ code crashes or hangs on purpose.
+
+These fakes are CORRECT: they do what the C++ methods were meant to do (csrc/samples_unsafe.cpp documents each
+bug), so everything a conformance run reports for these classes is the C++ side's doing:
+
+* ``samples_unsafe::CrashyStack.pop()`` on an empty stack: SIGSEGV in C++ (the fake raises ``IndexError``);
+  ``wait_for(n)`` with ``n > size()``: C++ spins forever (the fake returns ``size()``, as C++ would once a
+  producer had pushed).
+* ``samples_unsafe::OverflowPickle``: its ``__setstate__`` crashes (SIGSEGV) on a non-empty state, so
+  ``copy.deepcopy`` -- and with it torch's fakification -- of a non-empty object kills the process.
+
+Not imported by ``sample_classes``; load it explicitly, e.g.
+``pytest --torchbind-load=sample_classes.fakes_unsafe --torchbind-class='samples_unsafe::*'``, and only with the
+plugin's process isolation on (the default on Linux). Importing it registers the fakes (idempotently).
+"""
+
+import torch
+from torch._library.fake_class_registry import (
+    _full_qual_class_name,
+    global_fake_class_registry,
+    register_fake_class,
+)
+
+from . import _build
+
+__all__ = ["FakeCrashyStack", "FakeOverflowPickle", "FAKE_CLASSES", "register"]
+
+
+class FakeCrashyStack:
+    def __init__(self, items: list[torch.Tensor]) -> None:
+        self.items = list(items)
+
+    @classmethod
+    def __obj_unflatten__(cls, flattened):
+        return cls(**dict(flattened))
+
+    def push(self, t: torch.Tensor) -> None:
+        self.items.append(t)
+
+    def pop(self) -> torch.Tensor:
+        return self.items.pop()
+
+    def size(self) -> int:
+        return len(self.items)
+
+    def wait_for(self, n: int) -> int:
+        return len(self.items)
+
+
+class FakeOverflowPickle:
+    def __init__(self, items: list[torch.Tensor]) -> None:
+        self.items = list(items)
+
+    @classmethod
+    def __obj_unflatten__(cls, flattened):
+        return cls(**dict(flattened))
+
+    def push(self, t: torch.Tensor) -> None:
+        self.items.append(t)
+
+    def size(self) -> int:
+        return len(self.items)
+
+
+FAKE_CLASSES = {
+    "samples_unsafe::CrashyStack": FakeCrashyStack,
+    "samples_unsafe::OverflowPickle": FakeOverflowPickle,
+}
+
+
+def register(force: bool = False) -> None:
+    """Register the fakes above (idempotent; see sample_classes.fakes.register)."""
+    _build.load_library()
+    for qualname, cls in FAKE_CLASSES.items():
+        full = _full_qual_class_name(qualname)
+        if force and global_fake_class_registry.has_impl(full):
+            global_fake_class_registry.deregister(full)
+        if not global_fake_class_registry.has_impl(full):
+            register_fake_class(qualname, cls)
+
+
+register()
