@@ -14,7 +14,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from .discovery import ClassInfo, discover
-from .example_objects import Example, ExampleSet, build_examples
+from .example_objects import Example, ExampleSet, build_examples, script_name
+from .isolation import calling
 from .results import NotApplicable, exception_line
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
 
@@ -150,19 +151,23 @@ class ClassContext:
     @staticmethod
     def fakify(obj: torch.ScriptObject, mode: FakeTensorMode):
         """``maybe_to_fake_obj(mode, obj)``, as dynamo and AOTAutograd do before tracing."""
-        with quiet_torch_logs():
+        with quiet_torch_logs(), calling(lambda: f"fakifying a {script_name(obj)} object (maybe_to_fake_obj: "
+                                                 "copy.deepcopy through def_pickle's __getstate__ and "
+                                                 "__setstate__, __obj_flatten__, the fake's __obj_unflatten__)"):
             return maybe_to_fake_obj(mode, obj)
 
     @staticmethod
     def call_real(obj: torch.ScriptObject, method: str, args: ArgumentSet) -> CallResult:
         """Call ``obj.<method>(...)`` with fresh arguments; C++ errors are captured in the result."""
-        return _invoke(lambda: getattr(obj, method), args, None)
+        return _invoke(lambda: getattr(obj, method), args, None,
+                       label=lambda: f"{script_name(obj)}.{method}({args.code()})")
 
     @staticmethod
     def call_fake(fake_obj, mode: FakeTensorMode, method: str, args: ArgumentSet) -> CallResult:
         """Call ``fake_obj.<method>(...)`` under ``mode`` — the ``call_torchbind`` path used while tracing —
         with fresh arguments whose tensors were converted with ``mode.from_tensor``."""
-        return _invoke(lambda: getattr(fake_obj, method), args, mode)
+        return _invoke(lambda: getattr(fake_obj, method), args, mode,
+                       label=lambda: f"the fake's {method}({args.code()})")
 
     def paired_calls(self, method: str | None = None, op=None):
         """Yield ``(example, args, real, fake)`` for every example and argument set of a method or an op.
@@ -187,12 +192,15 @@ class ClassContext:
                     fake_obj = self.fakify(other, mode)
                 except Exception:  # noqa: BLE001 - reported by the examples / roundtrip checks
                     continue
-                if op is not None:
-                    real = _invoke(lambda: overload, args, None, (position, real_obj))
-                    fake = _invoke(lambda: overload, args, mode, (position, fake_obj))
-                else:
-                    real = self.call_real(real_obj, method, args)
-                    fake = self.call_fake(fake_obj, mode, method, args)
+                with calling(f"on the example object {example.label}", timed=False):
+                    if op is not None:
+                        real = _invoke(lambda: overload, args, None, (position, real_obj),
+                                       label=lambda: f"{op.qualname}({args.code()}) on the object")
+                        fake = _invoke(lambda: overload, args, mode, (position, fake_obj),
+                                       label=lambda: f"the fake of {op.qualname}({args.code()})")
+                    else:
+                        real = self.call_real(real_obj, method, args)
+                        fake = self.call_fake(fake_obj, mode, method, args)
                 yield example, args, real, fake
 
     # ----- reproducers --------------------------------------------------------------------------------------
@@ -242,11 +250,12 @@ class ClassContext:
         return self.repro(example, body)
 
 
-def _invoke(target, args: ArgumentSet, mode: FakeTensorMode | None, insert: tuple[int, Any] | None = None
-            ) -> CallResult:
+def _invoke(target, args: ArgumentSet, mode: FakeTensorMode | None, insert: tuple[int, Any] | None = None,
+            label=None) -> CallResult:
     """Call ``target()(*args, **kwargs)`` with fresh arguments — fake ones, under ``mode``, when it is given —
     with ``insert = (position, obj)`` placing the object among the arguments (for custom ops). Exceptions from
-    looking up or running the callable are captured in the :class:`CallResult`."""
+    looking up or running the callable are captured in the :class:`CallResult`. ``label`` (text or a function
+    returning it) names the call for :func:`conformance.isolation.calling`."""
     a, kw = args.make()
     if mode is not None:
         a, kw = to_fake(mode, (a, kw))
@@ -254,7 +263,8 @@ def _invoke(target, args: ArgumentSet, mode: FakeTensorMode | None, insert: tupl
         position, obj = insert
         a = [*a[:position], obj, *a[position:]]
     try:
-        with (mode if mode is not None else contextlib.nullcontext()), quiet_torch_logs():
+        with (mode if mode is not None else contextlib.nullcontext()), quiet_torch_logs(), \
+                calling(label or "a call into the class"):
             return CallResult(target()(*a, **kw))
     except Exception as exc:  # noqa: BLE001 - user and C++ code may raise anything
         return CallResult(error=exc)

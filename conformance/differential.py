@@ -56,6 +56,7 @@ from .compare import describe
 from .context import (CallResult, ClassContext, defined_on_fake, _extra_defs, new_fake_mode, quiet_torch_logs,
                       resolve_class_values)
 from .example_objects import Example, read_state, state_key
+from .isolation import calling
 from .settings import SETTINGS
 from .settings import Settings as RunSettings
 from .values import ArgumentSet, UnsupportedType, Value, candidates
@@ -481,7 +482,9 @@ def _reshapes(ctx: ClassContext, schema: torch.FunctionSchema, call, examples: l
                 obj = example.build()
                 before = _meta_key(read_state(obj))
                 a, kw = args.make()
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(Exception), calling(
+                        lambda: f"{ctx.info.qualname}: {schema.name}({args.code()}) on the example object "
+                                f"{example.label} (does it change the state? planning the differential test)"):
                     call(obj, a, kw)
                 if _meta_key(read_state(obj)) != before:
                     return True
@@ -512,7 +515,9 @@ def _is_observer(ctx: ClassContext, method: str, examples: list[Example]) -> boo
         before = read_state(obj)
         if before is None:
             return False
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception), calling(
+                lambda: f"{ctx.info.qualname}.{method}() on the example object {example.label} (does it only "
+                        "read the state? planning the differential test)"):
             getattr(obj, method)()
         if state_key(read_state(obj)) != state_key(before):
             return False
@@ -752,7 +757,8 @@ class _Side:
                 for path, t in _tensor_leaves(value, name):
                     self.seen.append((f"{path} of step {step}", t, _storage(t)))
         try:
-            with self.mode if self.mode is not None else contextlib.nullcontext():
+            with self.mode if self.mode is not None else contextlib.nullcontext(), \
+                    calling(lambda: f"{rule.label}({args.code()}) on the {self.name} side"):
                 if rule.op is None:
                     value = getattr(self.obj, rule.name)(*a, **kw)
                 else:
@@ -803,8 +809,10 @@ class _Machine:
         self.steps.append((rule, args))
         self.mutating.append(not rule.observer)
         n = len(self.steps)
-        real = self.real.call(rule, args, ctx, n)
-        fake = self.fake.call(rule, args, ctx, n)
+        with calling(lambda: f"step {n} of a differential sequence from {self.example.label}: "
+                             + ", ".join(f"{r.label}({a.code()})" for r, a in self.steps), timed=False):
+            real = self.real.call(rule, args, ctx, n)
+            fake = self.fake.call(rule, args, ctx, n)
         found = _disagree(real, fake)
         if found is not None:
             summary, diffs = found

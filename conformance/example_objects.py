@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from .discovery import ClassInfo
+from .isolation import CallAbandoned, calling
 from .results import exception_line
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
 
@@ -102,14 +103,15 @@ class Example:
 
     def build(self) -> torch.ScriptObject:
         """A fresh object. Raises whatever the constructor, factory or steps raise."""
-        if self.factory is not None:
-            objs = list(self.factory())
-            obj = objs[self.factory_index]
-        else:
-            args, kwargs = self.ctor.make()
-            obj = self.info.script_class(*args, **kwargs)
-        for step in self.steps:
-            step.apply(obj)
+        with calling(lambda: f"building the example object {self.info.qualname}: {'; '.join(self.code())}"):
+            if self.factory is not None:
+                objs = list(self.factory())
+                obj = objs[self.factory_index]
+            else:
+                args, kwargs = self.ctor.make()
+                obj = self.info.script_class(*args, **kwargs)
+            for step in self.steps:
+                step.apply(obj)
         return obj
 
     @property
@@ -145,20 +147,28 @@ class Example:
 
 @dataclasses.dataclass
 class ExampleSet:
-    """The examples of one class and the attempts that failed (``rejected``: ``(call code, error text)``)."""
+    """The examples of one class and the attempts that failed (``rejected``: ``(call code, error text)``);
+    ``lost``: those among them that crashed or hung a worker process (see :mod:`conformance.isolation`)."""
 
     examples: list[Example]
     rejected: list[tuple[str, str]]
     problem: str | None = None
+    lost: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+
+def script_name(obj: torch.ScriptObject) -> str:
+    """``ns::Cls`` of a TorchBind object (its JIT type is ``__torch__.torch.classes.ns.Cls``)."""
+    name = obj._type().qualified_name().removeprefix("__torch__.torch.classes.")
+    return name.replace(".", "::", 1)
 
 
 def read_state(obj: torch.ScriptObject) -> Any:
     """The object's observable state: ``__obj_flatten__()`` if defined, else ``__getstate__()``, else ``None``."""
     names = obj._method_names()
-    if "__obj_flatten__" in names:
-        return obj.__obj_flatten__()
-    if "__getstate__" in names:
-        return obj.__getstate__()
+    for method in ("__obj_flatten__", "__getstate__"):
+        if method in names:
+            with calling(lambda: f"{script_name(obj)}.{method}()"):
+                return getattr(obj, method)()
     return None
 
 
@@ -187,6 +197,7 @@ def build_examples(info: ClassInfo, resolver=None) -> ExampleSet:
     end up in ``rejected`` or ``problem``.
     """
     rejected: list[tuple[str, str]] = []
+    lost: list[tuple[str, str]] = []
     bases: list[Example] = []
     seen: set[Any] = set()
 
@@ -196,30 +207,38 @@ def build_examples(info: ClassInfo, resolver=None) -> ExampleSet:
             key = state_key(read_state(obj))
         except Exception as exc:  # noqa: BLE001 - user code may raise anything
             rejected.append(("\n".join(ex.code()), exception_line(exc)))
+            if isinstance(exc, CallAbandoned):
+                lost.append(("\n".join(ex.code()), exc.cause))
             return False
         if key is not None and key in seen:
             return False
         seen.add(key)
         return True
 
+    def give_up(problem: str) -> ExampleSet:
+        return ExampleSet([], rejected, problem, lost)
+
     factories = registered_factories(info.qualname)
     if factories:
         for factory in factories:
+            name = getattr(factory, "__name__", "factory")
             try:
-                objs = list(factory())
+                with calling(f"the example factory {name}() of {info.qualname}"):
+                    objs = list(factory())
             except Exception as exc:  # noqa: BLE001
-                return ExampleSet([], rejected, f"example factory {factory.__name__}() raised "
-                                                f"{exception_line(exc)}")
+                if isinstance(exc, CallAbandoned):
+                    lost.append((f"{name}()", exc.cause))
+                return give_up(f"example factory {name}() raised {exception_line(exc)}")
             for i, obj in enumerate(objs):
                 if not isinstance(obj, torch.ScriptObject) or obj._type().qualified_name() != info.script_qualname:
-                    return ExampleSet([], rejected, f"example factory {factory.__name__}() returned "
-                                                    f"{type(obj).__name__} at index {i}, not a {info.qualname}")
+                    return give_up(f"example factory {name}() returned {type(obj).__name__} at index {i}, "
+                                   f"not a {info.qualname}")
                 ex = Example(info, factory=factory, factory_index=i)
                 if admit(ex):
                     bases.append(ex)
     elif not info.constructors:
-        return ExampleSet([], rejected, f"{info.qualname} has no constructor (no torch::init binding); register "
-                                        "example objects with @conformance.examples")
+        return give_up(f"{info.qualname} has no constructor (no torch::init binding); register example objects "
+                       "with @conformance.examples")
     else:
         for ctor in info.constructors:
             try:
@@ -235,10 +254,10 @@ def build_examples(info: ClassInfo, resolver=None) -> ExampleSet:
                     bases.append(ex)
     if not bases:
         why = "; ".join(f"{code} -> {err}" for code, err in rejected[:4])
-        return ExampleSet([], rejected, f"could not build any {info.qualname} object: {why or 'no candidates'}. "
-                                        "Register example objects with @conformance.examples")
+        return give_up(f"could not build any {info.qualname} object: {why or 'no candidates'}. "
+                       "Register example objects with @conformance.examples")
     derived = _derive_states(info, bases[0], admit, resolver)
-    return ExampleSet(bases + derived, rejected)
+    return ExampleSet(bases + derived, rejected, lost=lost)
 
 
 def _derive_states(info: ClassInfo, base: Example, admit, resolver) -> list[Example]:

@@ -24,13 +24,16 @@ from .settings import SETTINGS
 from .context import context_for, set_load_code
 from .discovery import SelectorError, expand_selector
 from .loading import LoadError, apply_load_spec, repro_lines
+from .isolation import DEFAULT_TIMEOUT, ITEM_LIMIT_FACTOR, Supervisor, WorkerLost, isolation_available
 from .results import Outcome
-from .runner import CheckTarget, plan, run_target
+from .runner import CheckTarget, lost_outcome, plan, prepare_class, run_target
 
 _CLASSES = pytest.StashKey[list[str]]()
 _REPORT_PATH = pytest.StashKey[Path]()
 _CELL_PROPERTY = "torchbind_cell"
 _BASELINE = pytest.StashKey[tuple[Path, dict[str, str]]]()
+_SUPERVISOR = pytest.StashKey[Supervisor]()
+_UNITS: dict[str, CheckTarget] = {}  # nodeid -> unit, for the worker process (it inherits this at fork)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -55,6 +58,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "Ini: torchbind_baseline.")
     group.addoption("--torchbind-accept", action="store_true", default=False,
                     help="rewrite the --torchbind-baseline file from this run's failures, keeping their reasons.")
+    group.addoption("--torchbind-timeout", default=None, metavar="SECONDS",
+                    help=f"stop a call into the class's code (constructor, method, __obj_flatten__, pickling, custom "
+                         f"op) that runs longer than this and fail the item as a hang; one item may run "
+                         f"{ITEM_LIMIT_FACTOR}x as long. 0: no limit (default {DEFAULT_TIMEOUT:g}). "
+                         "Ini: torchbind_timeout.")
+    group.addoption("--torchbind-isolation", default=None, choices=("process", "none"),
+                    help="process: run the checks in a worker process, so a crash (SIGSEGV, abort) or a hang in C++ "
+                         "code fails one item and the run goes on (default on Linux); none: in the pytest process "
+                         "(no crash protection, no timeout). Ini: torchbind_isolation.")
     group.addoption("--torchbind-examples", type=int, default=None, metavar="N",
                     help=f"hypothesis examples per class for the differential test (default {SETTINGS.examples}). "
                          "Ini: torchbind_examples.")
@@ -65,6 +77,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("torchbind_report", "coverage-matrix report path (.md, .json, .html)", default="")
     parser.addini("torchbind_baseline", "known-failures baseline file (JSON)", default="")
     parser.addini("torchbind_examples", "hypothesis examples per class for the differential test", default="")
+    parser.addini("torchbind_timeout", "seconds a call into the class's code may take (0: no limit)", default="")
+    parser.addini("torchbind_isolation", "process (default on Linux) or none", default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -95,6 +109,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except SelectorError as exc:
             raise pytest.UsageError(str(exc)) from None
     config.stash[_CLASSES] = classes
+    _configure_isolation(config, bool(classes))
     if not hasattr(config, "workerinput"):
         config.pluginmanager.register(_Recorder(config), "torchbind-recorder")
     workers = getattr(config, "workerinput", {}).get("workercount")
@@ -104,6 +119,35 @@ def pytest_configure(config: pytest.Config) -> None:
         import torch
 
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
+
+
+def _configure_isolation(config: pytest.Config, needed: bool) -> None:
+    """Validate ``--torchbind-timeout`` / ``--torchbind-isolation``; with process isolation, stash the
+    :class:`Supervisor` whose worker will run the items (forked at the first item, after collection)."""
+    raw = config.getoption("torchbind_timeout") or config.getini("torchbind_timeout")
+    try:
+        timeout = DEFAULT_TIMEOUT if raw in (None, "") else float(raw)
+    except ValueError:
+        raise pytest.UsageError(f"--torchbind-timeout: expected a number of seconds, got {raw!r}") from None
+    if not timeout >= 0:
+        raise pytest.UsageError(f"--torchbind-timeout: must be 0 (no limit) or positive, got {raw!r}")
+    mode = config.getoption("torchbind_isolation") or config.getini("torchbind_isolation") or (
+        "process" if isolation_available() else "none")
+    if mode not in ("process", "none"):
+        raise pytest.UsageError(f"torchbind_isolation: expected process or none, got {mode!r}")
+    if mode == "process" and not isolation_available():
+        raise pytest.UsageError("--torchbind-isolation=process needs os.fork on Linux; use "
+                                "--torchbind-isolation=none here")
+    if mode == "process" and needed:
+        supervisor = Supervisor(_run_in_worker, timeout)
+        config.stash[_SUPERVISOR] = supervisor
+        config.add_cleanup(supervisor.close)
+
+
+def _run_in_worker(key: str) -> Outcome:
+    """What the isolation worker runs for a key: a collected item (by node id) or a class's preparation."""
+    unit = _UNITS.get(key)
+    return run_target(unit) if unit is not None else prepare_class(key)
 
 
 def _configure_settings(config: pytest.Config) -> None:
@@ -176,13 +220,26 @@ class TorchbindCheckItem(pytest.Item):
     def __init__(self, *, unit: CheckTarget, **kwargs):
         super().__init__(**kwargs)
         self.unit = unit
+        _UNITS[self.nodeid] = unit
+        supervisor = self.config.stash.get(_SUPERVISOR, None)
+        if supervisor is not None:
+            supervisor.register(self.nodeid)
         self.add_marker("torchbind")
         self.user_properties += [("torchbind_class", unit.qualname), ("torchbind_check", unit.check.name)]
         if unit.target_name:
             self.user_properties.append(("torchbind_target", unit.target_name))
 
     def runtest(self) -> None:
-        outcome = run_target(self.unit)
+        supervisor = self.config.stash.get(_SUPERVISOR, None)
+        if supervisor is None:
+            outcome = run_target(self.unit)
+        else:
+            if self.unit.qualname not in supervisor.prepared:
+                supervisor.prepared.add(self.unit.qualname)
+                supervisor.prepare(self.unit.qualname)
+            result = supervisor.run(self.nodeid)
+            outcome = lost_outcome(self.unit, result, supervisor.timeout) if isinstance(result, WorkerLost) \
+                else result
         self.user_properties.append(("torchbind_status", outcome.status))
         if outcome.data is not None:
             data = outcome.data

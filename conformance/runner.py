@@ -8,9 +8,10 @@ from typing import Any
 
 from .checks import Check, all_checks
 from .context import ClassContext, context_for
+from .isolation import WorkerLost, calling
 from .results import Failure, NotApplicable, Outcome, Verdict
 
-__all__ = ["CheckTarget", "plan", "run_target", "run_class"]
+__all__ = ["CheckTarget", "plan", "run_target", "run_class", "prepare_class", "lost_outcome"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +49,8 @@ def run_target(unit: CheckTarget) -> Outcome:
     check becomes a failure that shows it; :class:`NotApplicable` becomes a skip."""
     outcome = Outcome(unit.check.name, unit.qualname, unit.target_name)
     try:
-        result = unit.check.func(context_for(unit.qualname), unit.target)
+        with calling(f"check {unit.name} of {unit.qualname}", timed=False):
+            result = unit.check.func(context_for(unit.qualname), unit.target)
         if isinstance(result, Verdict):
             outcome.failures, outcome.skipped, outcome.data = list(result.failures), result.skipped, result.data
         else:
@@ -63,6 +65,25 @@ def run_target(unit: CheckTarget) -> Outcome:
             details=("traceback (most recent call last):", *[ln.rstrip() for ln in tb[-6:]]),
         )]
     return outcome
+
+
+def prepare_class(qualname: str) -> Outcome:
+    """Build what every check of the class shares (its example objects), so that a worker process can do it
+    once under supervision (:meth:`conformance.isolation.Supervisor.prepare`); errors are left for the checks
+    to report."""
+    try:
+        context_for(qualname).example_set
+    except Exception:  # noqa: BLE001 - the examples check reports it
+        pass
+    return Outcome("prepare", qualname, None)
+
+
+def lost_outcome(unit: CheckTarget, lost: WorkerLost, timeout: float) -> Outcome:
+    """The failed :class:`Outcome` of a unit whose worker process crashed or was killed for hanging (see
+    :mod:`conformance.isolation`), with the check's report data for such a case when it has any."""
+    failure = lost.failure(unit.check.name, unit.qualname, unit.target_name, timeout)
+    data = unit.check.lost(unit.qualname, unit.target, failure.summary) if unit.check.lost else None
+    return Outcome(unit.check.name, unit.qualname, unit.target_name, failures=[failure], data=data)
 
 
 def run_class(qualname: str, only: set[str] | None = None, skip: set[str] | None = None) -> list[Outcome]:

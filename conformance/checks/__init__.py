@@ -24,13 +24,18 @@ CheckFunc = Callable[[Any, Any], list[Failure]]
 
 @dataclasses.dataclass(frozen=True)
 class Check:
-    """A registered check: ``name`` (used in test ids), ``scope``, the function, and its target lister."""
+    """A registered check: ``name`` (used in test ids), ``scope``, the function, and its target lister.
+
+    ``lost(qualname, target, reason)``, when given, returns the report data (:attr:`Verdict.data`) of an item
+    whose worker process crashed or hung, so that reports still show it (e.g. the matrix cell as failed).
+    """
 
     name: str
     scope: str
     func: CheckFunc
     targets: Callable[[ClassInfo], list[Any]]
     description: str
+    lost: Callable[[str, Any, str], dict] | None = None
 
     def target_id(self, target: Any) -> str | None:
         """The bracketed part of the test id: a method name, an op's short name, or ``None``."""
@@ -57,8 +62,10 @@ def _op_targets(info: ClassInfo) -> list[Any]:
 _DEFAULT_TARGETS = {"class": _class_targets, "method": _method_targets, "op": _op_targets, "cell": lambda info: []}
 
 
-def check(name: str, scope: str = "class", targets: Callable[[ClassInfo], list[Any]] | None = None):
-    """Register the decorated function as the check ``name``. Raises ``ValueError`` on a duplicate name."""
+def check(name: str, scope: str = "class", targets: Callable[[ClassInfo], list[Any]] | None = None,
+          lost: Callable[[str, Any, str], dict] | None = None):
+    """Register the decorated function as the check ``name`` (``lost``: see :class:`Check`). Raises
+    ``ValueError`` on a duplicate name."""
     if scope not in _DEFAULT_TARGETS:
         raise ValueError(f"unknown scope {scope!r}")
 
@@ -66,7 +73,8 @@ def check(name: str, scope: str = "class", targets: Callable[[ClassInfo], list[A
         if name in _REGISTRY:
             raise ValueError(f"check {name!r} registered twice")
         doc = (func.__doc__ or "").strip().splitlines()
-        _REGISTRY[name] = Check(name, scope, func, targets or _DEFAULT_TARGETS[scope], doc[0] if doc else name)
+        _REGISTRY[name] = Check(name, scope, func, targets or _DEFAULT_TARGETS[scope], doc[0] if doc else name,
+                                lost)
         return func
 
     return register

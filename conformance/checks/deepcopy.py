@@ -12,6 +12,7 @@ import copy
 
 from ..compare import flat_state_differences
 from ..example_objects import read_state
+from ..isolation import calling
 from ..results import Failure
 from . import check
 
@@ -30,7 +31,9 @@ def deepcopy(ctx, _target) -> list[Failure]:
         repro = ctx.repro(example, ["import copy", "obj = make_obj()", "print(obj.__obj_flatten__())",
                                     "print(copy.deepcopy(obj).__obj_flatten__())"])
         try:
-            clone = copy.deepcopy(obj)
+            with calling(lambda: f"copy.deepcopy of the example object {example.label} (def_pickle: "
+                                 "__getstate__, then __setstate__ builds the copy)"):
+                clone = copy.deepcopy(obj)
             copied = read_state(clone)
         except Exception as exc:  # noqa: BLE001
             return [Failure("deepcopy", ctx.info.qualname, "__setstate__",

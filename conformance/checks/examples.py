@@ -14,12 +14,16 @@ def examples(ctx, _target) -> list[Failure]:
     """At least one example object can be built, and rebuilding gives the same state."""
     info = ctx.info
     exset = ctx.example_set
+    lost = [Failure("examples", info.qualname, None, f"building an example object {cause}",
+                    example=code, details=("this state is left out of every other check of the class; the check "
+                                           "of the method involved shows the crash or hang itself",))
+            for code, cause in exset.lost]
     if exset.problem:
         details = tuple(f"{code.splitlines()[-1]}  ->  {err}" for code, err in exset.rejected[:6])
-        return [Failure("examples", info.qualname, None, exset.problem,
+        return lost + [Failure("examples", info.qualname, None, exset.problem,
                         details=details + ("supply objects with @conformance.examples(" + repr(info.qualname) +
                                            ") in a module passed to --torchbind-load",))]
-    failures = []
+    failures = lost
     for ex in exset.examples:
         try:
             first, second = read_state(ex.build()), read_state(ex.build())

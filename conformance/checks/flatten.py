@@ -18,6 +18,7 @@ from torch._higher_order_ops.utils import _tensor_storage
 from torch._library.fake_class_registry import _check_valid_flat_script_obj
 
 from ..compare import describe, flat_state_differences
+from ..isolation import calling
 from ..results import Failure
 from . import check
 from .tracing_mode import traces_with_real_object
@@ -49,8 +50,10 @@ def flatten(ctx, _target) -> list[Failure]:
                                                               "print(obj.__obj_flatten__())"])))
 
         obj = example.build()
+        label = f"{info.qualname}.__obj_flatten__() on the example object {example.label}"
         try:
-            first = obj.__obj_flatten__()
+            with calling(label):
+                first = obj.__obj_flatten__()
         except Exception as exc:  # noqa: BLE001
             fail(f"__obj_flatten__ raised {type(exc).__name__}: {exc}")
             continue
@@ -71,7 +74,8 @@ def flatten(ctx, _target) -> list[Failure]:
                  + ", ".join(sorted({type(b).__name__ for b in bad})),
                  "supported: tensors, int, float, bool, str, None, dtype, device, and lists/tuples/dicts of them")
         try:
-            second = obj.__obj_flatten__()
+            with calling(label):
+                second = obj.__obj_flatten__()
         except Exception as exc:  # noqa: BLE001
             fail(f"a second __obj_flatten__ call raised {type(exc).__name__}: {exc}")
             continue
@@ -82,9 +86,10 @@ def flatten(ctx, _target) -> list[Failure]:
         if info.pickles:
             fresh = example.build()
             try:
-                before = fresh.__getstate__()
-                fresh.__obj_flatten__()
-                after = fresh.__getstate__()
+                with calling(f"{info.qualname}.__getstate__() and __obj_flatten__() on {example.label}"):
+                    before = fresh.__getstate__()
+                    fresh.__obj_flatten__()
+                    after = fresh.__getstate__()
             except Exception:  # noqa: BLE001 - pickling problems are the deepcopy check's
                 pass
             else:

@@ -38,15 +38,25 @@ def _targets(info) -> list[Cell]:
     return [Cell(r, b, i, names.index(b)) for i, r in enumerate(rows) for b in chosen]
 
 
-@check("matrix", scope="cell", targets=_targets)
+def _base(qualname: str, cell: Cell) -> dict:
+    return {"qualname": qualname, "row": cell.row, "backend": cell.backend, "row_index": cell.row_index,
+            "backend_index": cell.backend_index}
+
+
+def _lost(qualname: str, cell: Cell, reason: str) -> dict:
+    """The report data of a cell whose worker process crashed or hung: failed, with that reason."""
+    return {**_base(qualname, cell), "status": "fail", "reason": reason, "details": [], "program": "",
+            "limitation": None}
+
+
+@check("matrix", scope="cell", targets=_targets, lost=_lost)
 def matrix(ctx, cell: Cell) -> Verdict:
     """The scenario runs through the backend and matches plain eager: outputs, final object state, and an
     untouched traced object."""
     backend = get_backend(cell.backend)
     if not traces_with_real_object(ctx):
         ctx.require_fake()  # without a fake class no backend can fakify the object; fake_class reports it
-    base = {"qualname": ctx.info.qualname, "row": cell.row, "backend": cell.backend,
-            "row_index": cell.row_index, "backend_index": cell.backend_index}
+    base = _base(ctx.info.qualname, cell)
     try:
         result = run_cell(ctx.info.qualname, cell.row, cell.backend)
     except NotApplicable as exc:

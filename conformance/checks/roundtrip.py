@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..compare import describe
 from ..context import new_fake_mode
+from ..isolation import calling
 from ..results import Failure
 from . import check
 
@@ -27,7 +28,8 @@ def roundtrip(ctx, _target) -> list[Failure]:
                                     "print(fake_obj.wrapped_obj)"])
         obj = example.build()
         try:
-            flat = obj.__obj_flatten__()
+            with calling(f"{info.qualname}.__obj_flatten__() on the example object {example.label}"):
+                flat = obj.__obj_flatten__()
         except Exception:  # noqa: BLE001 - the flatten check reports it
             continue
         try:

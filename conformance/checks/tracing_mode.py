@@ -6,6 +6,7 @@ tracing for any other value. ``"real"`` makes torch trace with the real object (
 
 from __future__ import annotations
 
+from ..isolation import calling
 from ..results import Failure
 from . import check
 
@@ -21,7 +22,9 @@ def traces_with_real_object(ctx) -> bool:
     if "tracing_mode" not in ctx.info.methods or not ctx.example_set.examples:
         return False
     try:
-        return ctx.example_set.examples[0].build().tracing_mode() == "real"
+        obj = ctx.example_set.examples[0].build()
+        with calling(f"{ctx.info.qualname}.tracing_mode()"):
+            return obj.tracing_mode() == "real"
     except Exception:  # noqa: BLE001 - the tracing_mode check reports it
         return False
 
@@ -32,7 +35,9 @@ def tracing_mode(ctx, _target) -> list[Failure]:
     failures = []
     for example in ctx.require_examples():
         try:
-            value = example.build().tracing_mode()
+            obj = example.build()
+            with calling(f"{ctx.info.qualname}.tracing_mode() on the example object {example.label}"):
+                value = obj.tracing_mode()
         except Exception as exc:  # noqa: BLE001
             value, error = None, f"raised {type(exc).__name__}: {exc}"
         else:

@@ -16,6 +16,7 @@ import torch
 
 from ..compare import flat_state_differences, value_differences
 from ..example_objects import read_state
+from ..isolation import calling
 from ..results import exception_line
 from .backend import Backend, get_backend
 from .limitations import find_limitation
@@ -89,7 +90,8 @@ def run_cell(qualname: str, row: str, backend: str | Backend) -> CellResult:
     scn = scenario(qualname, row)
     result = CellResult(qualname, row, backend_name, "pass", program=scn.code())
     try:
-        diffs = _run(scn, backend)
+        with calling(f"scenario {row} of {qualname} through {backend.title} (compile and run)", timed=False):
+            diffs = _run(scn, backend)
         evidence, failure_details, matched = diffs, diffs, diffs[0] if diffs else ""
     except Exception as exc:  # noqa: BLE001 - compile/export/runtime errors are this cell's result
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)

@@ -30,6 +30,7 @@ import torch
 from ..context import ClassContext, defined_on_fake, context_for, resolve_class_values
 from ..jit_types import return_type
 from ..example_objects import Example, read_state, state_key
+from ..isolation import calling
 from ..results import NotApplicable
 from ..values import ArgumentSet, UnsupportedType, Value, argument_sets
 
@@ -174,7 +175,8 @@ class Scenario:
         for run in (0, 1):
             if run == 1 and self.placement == "input":
                 obj = self.second.build()
-            outputs.append(mod(*self.args(obj, run)))
+            with calling(f"the eager reference run {run} of scenario {self.row} on {self.qualname}"):
+                outputs.append(mod(*self.args(obj, run)))
             states.append(read_state(obj))
         return Reference(outputs, states)
 
@@ -218,10 +220,12 @@ def _eager_ok(example: Example, calls: tuple[Call, ...]) -> bool:
         obj = example.build()
         for call in calls:
             args, kwargs = call.args.make()
-            if call.op is not None:
-                call.op.resolve()(obj, *args, **kwargs)
-            else:
-                getattr(obj, call.name)(*args, **kwargs)
+            with calling(lambda: f"{call.op.qualname if call.op is not None else call.name}({call.args.code()}) "
+                                 f"on the example object {example.label}, trying the scenario in eager"):
+                if call.op is not None:
+                    call.op.resolve()(obj, *args, **kwargs)
+                else:
+                    getattr(obj, call.name)(*args, **kwargs)
     except Exception:  # noqa: BLE001 - the scenario is not valid in this state
         return False
     return True
