@@ -245,7 +245,7 @@ class Supervisor:
         self._crumbs: _Crumbs | None = None
         self._stackfile = None
         self.started = 0  # workers forked so far
-        self.prepared: set[str] = set()  # preparation keys run (for the caller's bookkeeping)
+        self.prepared: set[str] = set()  # preparation keys already run
 
     def register(self, key: str) -> None:
         self.keys.add(key)
@@ -345,6 +345,12 @@ class Supervisor:
             _ABANDONED[result.call] = (f"crashed a worker process ({result.cause})" if result.kind == "crash"
                                        else f"hung a worker process (it {result.cause})")
         return lost
+
+    def prepare_once(self, key: str) -> None:
+        """:meth:`prepare` ``key`` unless it already ran."""
+        if key not in self.prepared:
+            self.prepared.add(key)
+            self.prepare(key)
 
     @property
     def abandoned(self) -> dict[str, str]:

@@ -52,21 +52,45 @@ def repro_lines(spec: str, rootdir: Path | None = None) -> list[str]:
     return [f"import {module}"] + ([f"{module}.{func}()"] if func else [])
 
 
+def _registrations() -> tuple[int, int]:
+    """How many custom-class method schemas and operator schemas torch knows (both grow when a torch extension
+    library registers something at load time)."""
+    return len(torch._C._jit_get_custom_class_schemas()), len(torch._C._jit_get_all_schemas())
+
+
+def _mapped(path: Path) -> bool:
+    """Whether the process has already mapped this file (loading it again registers nothing new). Linux reads
+    ``/proc/self/maps``; elsewhere torch's own record of loaded libraries is used."""
+    real = os.path.realpath(path)
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            return any(line.rstrip().endswith(real) for line in maps)
+    except OSError:
+        return real in {os.path.realpath(p) for p in getattr(torch.ops, "loaded_libraries", ())}
+
+
 def apply_load_spec(spec: str, rootdir: Path | None = None) -> None:
     """Apply one spec (see module docstring). Relative paths are tried against the CWD, then ``rootdir``.
 
-    Raises :class:`LoadError` carrying the underlying exception text when the library does not load, the module
-    cannot be imported (missing, syntax error, raises on import) or the function fails.
+    Raises :class:`LoadError` carrying the underlying exception text when the library does not load or loads but
+    registers no TorchBind class and no operator (not a torch extension), the module cannot be imported
+    (missing, syntax error, raises on import) or the function fails.
     """
     path = _existing_path(spec, rootdir)
     kind = _kind(spec)
     if kind == "library":
         if path is None:
             raise LoadError(f"--torchbind-load={spec!r}: library file not found")
+        already = _mapped(path)
+        before = _registrations()
         try:
             torch.ops.load_library(str(path))
         except (Exception, SystemExit) as exc:  # any loader error becomes a usage error
             raise _format(spec, "loading the library", exc) from exc
+        if not already and _registrations() == before:
+            raise LoadError(f"--torchbind-load={spec!r}: {path} loaded but registered no TorchBind class and no "
+                            "operator: it is not a torch extension library (one built with TORCH_LIBRARY / "
+                            "torch::class_)")
         return
     if kind == "file":
         if path is None:

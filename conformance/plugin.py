@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from .discovery import SelectorError, expand_selector
 from .loading import LoadError, apply_load_spec, repro_lines
 from .isolation import DEFAULT_TIMEOUT, ITEM_LIMIT_FACTOR, Supervisor, WorkerLost, isolation_available
 from .results import Outcome
-from .runner import CheckTarget, lost_outcome, plan, prepare_class, run_target
+from .runner import CheckTarget, lost_item_data, lost_outcome, plan, prepare_class, run_target
 
 _CLASSES = pytest.StashKey[list[str]]()
 _REPORT_PATH = pytest.StashKey[Path]()
@@ -140,6 +141,8 @@ def _configure_isolation(config: pytest.Config, needed: bool) -> None:
                                 "--torchbind-isolation=none here")
     if mode == "process" and needed:
         supervisor = Supervisor(_run_in_worker, timeout)
+        for qualname in config.stash.get(_CLASSES, []):
+            supervisor.register(qualname)  # the key of the class's preparation
         config.stash[_SUPERVISOR] = supervisor
         config.add_cleanup(supervisor.close)
 
@@ -234,9 +237,7 @@ class TorchbindCheckItem(pytest.Item):
         if supervisor is None:
             outcome = run_target(self.unit)
         else:
-            if self.unit.qualname not in supervisor.prepared:
-                supervisor.prepared.add(self.unit.qualname)
-                supervisor.prepare(self.unit.qualname)
+            supervisor.prepare_once(self.unit.qualname)
             result = supervisor.run(self.nodeid)
             outcome = lost_outcome(self.unit, result, supervisor.timeout) if isinstance(result, WorkerLost) \
                 else result
@@ -294,9 +295,21 @@ class _Recorder:
         self._report = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for name, value in report.user_properties:
-            if name == _CELL_PROPERTY and report.when == "call":
-                self.cells.append(json.loads(value))
+        cell = next((value for name, value in report.user_properties if name == _CELL_PROPERTY), None)
+        if cell is not None and report.when == "call":
+            self.cells.append(json.loads(cell))
+            self._report = None
+        elif report.failed and report.when not in ("setup", "teardown") and report.nodeid.startswith("torchbind[") \
+                and not any(name == "torchbind_status" for name, _ in report.user_properties):
+            # No result came back: e.g. a pytest-xdist worker crashed running it ("worker 'gw0' crashed while
+            # running ..."). The check still gets its report entry (a matrix cell shows the crash).
+            lines = report.longreprtext.strip().splitlines()
+            # xdist heads its text with "[gw0] linux -- Python ..." (where it ran); the reason comes after.
+            reason = next((ln.strip() for ln in lines if ln.strip() and not re.match(r"\[gw\d+\] ", ln)),
+                          "no result")
+            data = lost_item_data(self.config.stash.get(_CLASSES, []), report.nodeid, reason)
+            if data is not None:
+                self.cells.append(data)
                 self._report = None
         if not report.nodeid.startswith("torchbind[") or not (report.when == "call" or report.failed):
             return

@@ -11,7 +11,8 @@ from .context import ClassContext, context_for
 from .isolation import WorkerLost, calling
 from .results import Failure, NotApplicable, Outcome, Verdict
 
-__all__ = ["CheckTarget", "plan", "run_target", "run_class", "prepare_class", "lost_outcome"]
+__all__ = ["CheckTarget", "plan", "run_target", "run_class", "prepare_class", "lost_outcome",
+           "lost_item_data"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +85,21 @@ def lost_outcome(unit: CheckTarget, lost: WorkerLost, timeout: float) -> Outcome
     failure = lost.failure(unit.check.name, unit.qualname, unit.target_name, timeout)
     data = unit.check.lost(unit.qualname, unit.target, failure.summary) if unit.check.lost else None
     return Outcome(unit.check.name, unit.qualname, unit.target_name, failures=[failure], data=data)
+
+
+def lost_item_data(qualnames: list[str], test_id: str, reason: str) -> dict | None:
+    """Report data for the item ``test_id`` (``torchbind[ns.Cls]::check[target]``) of one of ``qualnames`` that
+    produced no result because its process died (e.g. a pytest-xdist worker lost to a crash without process
+    isolation): what its check's ``lost`` hook makes of ``reason``, or ``None``. Plans without building objects."""
+    for qualname in qualnames:
+        ctx = context_for(qualname)
+        prefix = ctx.info.test_name + "::"
+        if test_id.startswith(prefix):
+            name = test_id[len(prefix):]
+            for unit in plan(ctx):
+                if unit.name == name:
+                    return unit.check.lost(qualname, unit.target, reason) if unit.check.lost else None
+    return None
 
 
 def run_class(qualname: str, only: set[str] | None = None, skip: set[str] | None = None) -> list[Outcome]:

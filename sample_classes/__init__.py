@@ -31,6 +31,12 @@ BROKEN_CLASS_QUALNAMES = (
     "samples_broken::BadTracingMode",
     "samples_broken::LossyPickle",
     "samples_broken::NoFlatten",
+    "samples_broken::FlattenWrongStructure",
+    "samples_broken::PickyInit",
+)
+UNSAFE_CLASS_QUALNAMES = (  # crash or hang in C++ on purpose; only with process isolation
+    "samples_unsafe::CrashyStack",
+    "samples_unsafe::OverflowPickle",
 )
 
 __all__ = [
@@ -40,4 +46,5 @@ __all__ = [
     "CLASS_QUALNAMES",
     "OP_QUALNAMES",
     "BROKEN_CLASS_QUALNAMES",
+    "UNSAFE_CLASS_QUALNAMES",
 ]

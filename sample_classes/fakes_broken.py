@@ -24,6 +24,8 @@ __all__ = [
     "FakeFlattenMutates",
     "FakeBadTracingMode",
     "FakeLossyPickle",
+    "FakeFlattenWrongStructure",
+    "FakePickyInit",
     "FAKE_CLASSES",
     "register",
 ]
@@ -90,11 +92,37 @@ class FakeLossyPickle:
         return len(self.items)
 
 
+class FakeFlattenWrongStructure:
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+
+    @classmethod
+    def __obj_unflatten__(cls, flattened):
+        return cls(flattened[0])
+
+    def get(self) -> torch.Tensor:
+        return self.t
+
+
+class FakePickyInit:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    @classmethod
+    def __obj_unflatten__(cls, flattened):
+        return cls(**dict(flattened))
+
+    def get(self) -> int:
+        return self.n
+
+
 FAKE_CLASSES = {
     "samples_broken::FlattenDup": FakeFlattenDup,
     "samples_broken::FlattenMutates": FakeFlattenMutates,
     "samples_broken::BadTracingMode": FakeBadTracingMode,
     "samples_broken::LossyPickle": FakeLossyPickle,
+    "samples_broken::FlattenWrongStructure": FakeFlattenWrongStructure,
+    "samples_broken::PickyInit": FakePickyInit,
     # samples_broken::NoFlatten: no fake class on purpose.
 }
 

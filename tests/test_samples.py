@@ -110,6 +110,27 @@ def test_class_without_flatten_is_not_fakifiable(broken_cpp):
     assert "no fake class is registered" in no_fake.summary
 
 
+def test_flatten_with_the_wrong_structure(broken_cpp):
+    failures = _failures("samples_broken::FlattenWrongStructure", "flatten")  # one per example object
+    assert failures and all(f.summary == "__obj_flatten__ returned the wrong structure: Expect flat x to be a "
+                                         "tuple of tuples." for f in failures), failures
+    assert failures[0].cpp.startswith("returned (Tensor(shape="), failures[0].cpp
+    roundtrip = _failures("samples_broken::FlattenWrongStructure", "roundtrip")
+    assert roundtrip and all("fakifying the object failed" in f.summary for f in roundtrip)
+
+
+def test_constructor_that_rejects_every_generated_argument(broken_cpp):
+    outcomes = {(o.check, o.target): o for o in run_class("samples_broken::PickyInit", skip={"matrix"})}
+    [failure] = outcomes[("examples", None)].failures
+    assert failure.summary.startswith("could not build any samples_broken::PickyInit object: "
+                                      "obj = torch.classes.samples_broken.PickyInit(")
+    assert "RuntimeError: PickyInit needs n == 4242" in failure.summary
+    assert "@conformance.examples('samples_broken::PickyInit')" in failure.render()
+    # Every check that needs an object is skipped, pointing at the examples item.
+    assert outcomes[("agreement", "get")].skipped == ("no example objects of samples_broken::PickyInit (see "
+                                                      "torchbind[samples_broken.PickyInit]::examples)")
+
+
 def test_main_job_on_the_samples_passes(pytester, samples):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--torchbind-load=sample_classes",
                                            "--torchbind-class=samples::*", "-k", "not matrix")

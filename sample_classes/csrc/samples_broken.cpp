@@ -104,6 +104,40 @@ struct NoFlatten : torch::CustomClassHolder {
   int64_t v_;
 };
 
+// __obj_flatten__ returns bare values, not (name, value) pairs, so torch
+// cannot fakify the object.
+struct FlattenWrongStructure : torch::CustomClassHolder {
+  explicit FlattenWrongStructure(at::Tensor t) : t_(std::move(t)) {}
+
+  at::Tensor get() {
+    return t_;
+  }
+
+  std::tuple<at::Tensor, int64_t> __obj_flatten__() {
+    return std::make_tuple(t_, t_.dim());
+  }
+
+  at::Tensor t_;
+};
+
+// The constructor accepts one magic value only, so no generated argument
+// builds an object; users supply example objects with @conformance.examples.
+struct PickyInit : torch::CustomClassHolder {
+  explicit PickyInit(int64_t n) : n_(n) {
+    TORCH_CHECK(n == 4242, "PickyInit needs n == 4242, got ", n);
+  }
+
+  int64_t get() {
+    return n_;
+  }
+
+  std::tuple<std::tuple<std::string, int64_t>> __obj_flatten__() {
+    return std::make_tuple(std::make_tuple(std::string("n"), n_));
+  }
+
+  int64_t n_;
+};
+
 } // namespace torchbind_samples_broken
 
 using namespace torchbind_samples_broken;
@@ -172,4 +206,14 @@ TORCH_LIBRARY(samples_broken, m) {
           [](int64_t state) -> c10::intrusive_ptr<NoFlatten> {
             return c10::make_intrusive<NoFlatten>(state);
           });
+
+  m.class_<FlattenWrongStructure>("FlattenWrongStructure")
+      .def(torch::init<at::Tensor>())
+      .def("get", &FlattenWrongStructure::get)
+      .def("__obj_flatten__", &FlattenWrongStructure::__obj_flatten__);
+
+  m.class_<PickyInit>("PickyInit")
+      .def(torch::init<int64_t>())
+      .def("get", &PickyInit::get)
+      .def("__obj_flatten__", &PickyInit::__obj_flatten__);
 }
