@@ -33,6 +33,7 @@ __all__ = [
     "FAKE_CLASSES",
     "OP_FAKES",
     "register",
+    "register_fake_classes",
 ]
 
 
@@ -192,6 +193,18 @@ OP_FAKES = {
 _lib = globals().get("_lib")
 
 
+def register_fake_classes(fake_classes: dict[str, type], force: bool = False) -> None:
+    """Load the library, then register each ``qualname -> fake class`` unless one is registered already
+    (``force``: replace it). Shared by this module, ``fakes_broken`` and ``fakes_unsafe``."""
+    _build.load_library()
+    for qualname, cls in fake_classes.items():
+        full = _full_qual_class_name(qualname)
+        if force and global_fake_class_registry.has_impl(full):
+            global_fake_class_registry.deregister(full)
+        if not global_fake_class_registry.has_impl(full):
+            register_fake_class(qualname, cls)
+
+
 def register(force: bool = False) -> None:
     """Register the correct fake classes and op fakes.
 
@@ -201,13 +214,7 @@ def register(force: bool = False) -> None:
     ``force=True`` re-registers this module's fakes regardless.
     """
     global _lib
-    _build.load_library()
-    for qualname, cls in FAKE_CLASSES.items():
-        full = _full_qual_class_name(qualname)
-        if force and global_fake_class_registry.has_impl(full):
-            global_fake_class_registry.deregister(full)
-        if not global_fake_class_registry.has_impl(full):
-            register_fake_class(qualname, cls)
+    register_fake_classes(FAKE_CLASSES, force)
     for qualname, fn in OP_FAKES.items():
         holder = _simple_registry.find(qualname).fake_impl
         if holder.kernel is not None and not force:

@@ -15,13 +15,7 @@ plugin's process isolation on (the default on Linux). Importing it registers the
 """
 
 import torch
-from torch._library.fake_class_registry import (
-    _full_qual_class_name,
-    global_fake_class_registry,
-    register_fake_class,
-)
-
-from . import _build
+from .fakes import register_fake_classes
 
 __all__ = ["FakeCrashyStack", "FakeOverflowPickle", "FAKE_CLASSES", "register"]
 
@@ -70,13 +64,7 @@ FAKE_CLASSES = {
 
 def register(force: bool = False) -> None:
     """Register the fakes above (idempotent; see sample_classes.fakes.register)."""
-    _build.load_library()
-    for qualname, cls in FAKE_CLASSES.items():
-        full = _full_qual_class_name(qualname)
-        if force and global_fake_class_registry.has_impl(full):
-            global_fake_class_registry.deregister(full)
-        if not global_fake_class_registry.has_impl(full):
-            register_fake_class(qualname, cls)
+    register_fake_classes(FAKE_CLASSES, force)
 
 
 register()
