@@ -274,12 +274,14 @@ class Supervisor:
             return
         self._conn.close()
         deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline:
-            if os.waitpid(self._pid, os.WNOHANG)[0]:
-                break
-            time.sleep(0.01)
-        else:
-            self._kill()
+        try:
+            while not os.waitpid(self._pid, os.WNOHANG)[0]:
+                if time.monotonic() >= deadline:
+                    self._kill()
+                    break
+                time.sleep(0.01)
+        except ChildProcessError:  # already reaped
+            pass
         self._forget()
 
     def _kill(self) -> int:
@@ -292,6 +294,9 @@ class Supervisor:
         return 0
 
     def _forget(self) -> None:
+        """Drop the worker; processes it started and left behind (compiler pools) go with its process group."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             self._conn.close()
         with contextlib.suppress(Exception):
