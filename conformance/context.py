@@ -20,8 +20,8 @@ from .results import NotApplicable, exception_line
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
 
 __all__ = [
-    "new_fake_mode", "to_fake", "ClassContext", "CallResult", "context_for", "reset_contexts", "set_load_code",
-    "quiet_torch_logs",
+    "new_fake_mode", "to_fake", "import_lazily_imported_modules", "ClassContext", "CallResult", "context_for",
+    "reset_contexts", "set_load_code", "quiet_torch_logs",
 ]
 
 _CONTEXTS: dict[str, "ClassContext"] = {}
@@ -32,6 +32,12 @@ def new_fake_mode() -> FakeTensorMode:
     """A ``FakeTensorMode`` with a ``ShapeEnv``, as dynamo and export use, so fakes that allocate data-dependent
     sizes (``torch.library.get_ctx().new_dynamic_size()``) work."""
     return FakeTensorMode(shape_env=ShapeEnv())
+
+
+def import_lazily_imported_modules() -> None:
+    """Import what torch imports on the first fakification: ``maybe_to_fake_obj`` pulls in ``torch._dynamo``
+    (about 2 s). The isolation supervisor calls this before forking workers, so no timed call pays for it."""
+    import torch._dynamo  # noqa: F401
 
 
 def to_fake(mode: FakeTensorMode, value: Any) -> Any:

@@ -230,12 +230,16 @@ class Supervisor:
     ``run_item(key)`` is called in the worker with a key handed to :meth:`run`; it must return an
     :class:`Outcome` (it is :func:`conformance.runner.run_target` over the collected items). ``timeout``: seconds
     one timed call may take (``0`` disables both limits); one item may take ``ITEM_LIMIT_FACTOR`` times that.
+    ``before_fork`` runs once, here, before the first worker is forked: imports every worker would otherwise
+    make on its own (slowly, inside a timed call, and again after each crash).
     Keys registered with :meth:`register` after the current worker was forked make the next :meth:`run` fork a
     new one, since the old worker cannot know them.
     """
 
-    def __init__(self, run_item: Callable[[str], Outcome], timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, run_item: Callable[[str], Outcome], timeout: float = DEFAULT_TIMEOUT,
+                 before_fork: Callable[[], None] | None = None):
         self.run_item = run_item
+        self.before_fork = before_fork
         self.timeout = timeout
         self.item_limit = timeout * ITEM_LIMIT_FACTOR
         self.keys: set[str] = set()
@@ -252,6 +256,9 @@ class Supervisor:
 
     # ----- lifecycle ----------------------------------------------------------------------------------------
     def _start(self) -> None:
+        if self.before_fork is not None:
+            self.before_fork()
+            self.before_fork = None
         parent, child = Pipe()
         crumbs = _Crumbs()
         stackfile = tempfile.TemporaryFile("w+")

@@ -22,7 +22,7 @@ from .reports import FORMATS, build_report, write_report
 from .reports.markdown import render as render_markdown
 from .reports.terminal import render_lines
 from .settings import SETTINGS
-from .context import context_for, set_load_code
+from .context import context_for, import_lazily_imported_modules, set_load_code
 from .discovery import SelectorError, expand_selector
 from .loading import LoadError, apply_load_spec, repro_lines
 from .isolation import DEFAULT_TIMEOUT, ITEM_LIMIT_FACTOR, Supervisor, WorkerLost, isolation_available
@@ -140,7 +140,7 @@ def _configure_isolation(config: pytest.Config, needed: bool) -> None:
         raise pytest.UsageError("--torchbind-isolation=process needs os.fork on Linux; use "
                                 "--torchbind-isolation=none here")
     if mode == "process" and needed:
-        supervisor = Supervisor(_run_in_worker, timeout)
+        supervisor = Supervisor(_run_in_worker, timeout, before_fork=import_lazily_imported_modules)
         for qualname in config.stash.get(_CLASSES, []):
             supervisor.register(qualname)  # the key of the class's preparation
         config.stash[_SUPERVISOR] = supervisor

@@ -20,6 +20,9 @@ from conformance.results import Outcome
 pytestmark = pytest.mark.skipif(not isolation.isolation_available(), reason="process isolation needs Linux fork")
 
 
+_WARMED: list[str] = []
+
+
 def _item(key: str) -> Outcome:
     """Work items for a test supervisor; run in its worker process."""
     ok = Outcome("check", "ns::Cls", "method")
@@ -51,6 +54,8 @@ def _item(key: str) -> Outcome:
                 os.kill(os.getpid(), signal.SIGSEGV)
         except CallAbandoned as exc:
             return Outcome("prepare", "ns::Cls", None, skipped=str(exc))
+    if key == "warm":
+        return Outcome("check", "ns::Cls", None, skipped=",".join(_WARMED))
     if key == "unpicklable":
         return Outcome("check", "ns::Cls", None, data={"f": lambda: 1})
     raise AssertionError(key)
@@ -61,10 +66,10 @@ def supervisor(monkeypatch):
     monkeypatch.setattr(isolation, "_ABANDONED", {})
     made = []
 
-    def make(timeout=5.0):
-        sup = Supervisor(_item, timeout)
+    def make(timeout=5.0, before_fork=None):
+        sup = Supervisor(_item, timeout, before_fork)
         for key in ("ok", "pid", "segv", "abort", "exit", "spin", "slow-untimed", "forever-untimed", "prepare",
-                    "unpicklable"):
+                    "unpicklable", "warm"):
             sup.register(key)
         made.append(sup)
         return sup
@@ -154,6 +159,16 @@ def test_keys_registered_after_the_fork_get_a_new_worker(supervisor):
     assert sup.run("pid").skipped == first
     sup.register("late")  # e.g. an item collected after the worker was forked: that worker cannot know it
     assert sup.run("late").skipped != first and sup.started == 2
+
+
+def test_before_fork_runs_once_in_the_supervisor_and_workers_inherit_it(supervisor):
+    _WARMED.clear()
+    sup = supervisor(before_fork=lambda: _WARMED.append(f"imported in {os.getpid()}"))
+    assert sup.run("warm").skipped == f"imported in {os.getpid()}"
+    assert isinstance(sup.run("segv"), WorkerLost)
+    assert sup.run("warm").skipped == f"imported in {os.getpid()}"  # the new worker: not run again
+    assert _WARMED == [f"imported in {os.getpid()}"]
+    _WARMED.clear()
 
 
 def test_an_outcome_that_cannot_be_sent_back_becomes_a_failure(supervisor):
