@@ -339,8 +339,9 @@ class Supervisor:
                     return self._lost_by_hang(start, doing, f"did not return within {self.timeout:g} s "
                                                             "(--torchbind-timeout)")
                 if now - start > self.item_limit:
+                    limit = f"{self.item_limit:g} s ({ITEM_LIMIT_FACTOR} x --torchbind-timeout)"
                     return self._lost_by_hang(start, doing, f"was still running when the item reached its limit of "
-                                                            f"{self.item_limit:g} s (10 x --torchbind-timeout)")
+                                                            f"{limit}")
 
     def prepare(self, key: str, attempts: int = 8) -> list[WorkerLost]:
         """Run the preparation item ``key`` (e.g. building a class's examples) until it completes without losing
