@@ -13,7 +13,7 @@ from torch._library.fake_class_registry import maybe_to_fake_obj
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from .discovery import ClassInfo, discover
+from .discovery import ClassInfo, discover, qualname_of
 from .example_objects import Example, ExampleSet, build_examples, script_name
 from .isolation import calling
 from .results import NotApplicable, exception_line
@@ -93,9 +93,8 @@ class CallResult:
 def resolve_class_values(script_qualname: str) -> list[Value]:
     """Values that build an object of the TorchBind class ``__torch__.torch.classes.ns.Cls`` (the first example),
     for arguments typed as a class; empty when the class has no examples."""
-    qual = script_qualname.replace("__torch__.torch.classes.", "").replace(".", "::", 1)
     try:
-        ctx = context_for(qual)
+        ctx = context_for(qualname_of(script_qualname))
     except Exception:  # noqa: BLE001 - unknown class: no values
         return []
     if ctx._building:

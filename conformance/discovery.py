@@ -21,6 +21,7 @@ from torch._library import fake_class_registry
 
 __all__ = [
     "CLASS_PREFIX",
+    "qualname_of",
     "ClassInfo",
     "OpInfo",
     "ProtocolMethods",
@@ -32,6 +33,11 @@ __all__ = [
 ]
 
 CLASS_PREFIX = "__torch__.torch.classes."
+
+
+def qualname_of(script_qualname: str) -> str:
+    """``ns::Cls`` for a TorchBind class's TorchScript name ``__torch__.torch.classes.ns.Cls``."""
+    return script_qualname.removeprefix(CLASS_PREFIX).replace(".", "::", 1)
 
 # Methods that torch's fake-class protocol does not expect on the fake: see the ``override_skip_list`` in
 # ``torch/_library/fake_class_registry.py::maybe_to_fake_obj`` (plus ``__init__``, which fakes replace with

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from .discovery import ClassInfo
+from .discovery import ClassInfo, qualname_of
 from .isolation import CallAbandoned, calling
 from .results import exception_line
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
@@ -158,8 +158,7 @@ class ExampleSet:
 
 def script_name(obj: torch.ScriptObject) -> str:
     """``ns::Cls`` of a TorchBind object (its JIT type is ``__torch__.torch.classes.ns.Cls``)."""
-    name = obj._type().qualified_name().removeprefix("__torch__.torch.classes.")
-    return name.replace(".", "::", 1)
+    return qualname_of(obj._type().qualified_name())
 
 
 def read_state(obj: torch.ScriptObject) -> Any:

@@ -291,14 +291,12 @@ class Supervisor:
             pass
         self._forget()
 
-    def _kill(self) -> int:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._pid, signal.SIGKILL)
+    def _kill(self) -> None:
+        """Kill the worker and reap it; :meth:`_forget` then takes the rest of its process group."""
         with contextlib.suppress(ProcessLookupError):
             os.kill(self._pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
-            return os.waitpid(self._pid, 0)[1]
-        return 0
+            os.waitpid(self._pid, 0)
 
     def _forget(self) -> None:
         """Drop the worker; processes it started and left behind (compiler pools) go with its process group."""
