@@ -64,3 +64,20 @@ def test_example_workflow_installs_cpu_torch_first_and_publishes_the_report():
     gate = text[text.index("python -m pytest"):]
     assert "--torchbind-baseline=" in gate and "--torchbind-report=torchbind-matrix.html" in gate
     assert "actions/upload-artifact" in text and "torchbind-matrix.html" in text.split("upload-artifact")[1]
+
+
+def _readme_commands() -> list[str]:
+    """The README's code blocks that are one command line each (the two commands a new user runs)."""
+    text = (ROOT / "README.md").read_text()
+    return [block.strip() for block in re.findall(r"```\n(.*?)```", text, flags=re.S)
+            if block.strip().count("\n") == 0 and block.strip().startswith("pip install")]
+
+
+def test_ci_runs_the_readme_test_command_in_a_fresh_virtualenv():
+    install_and_run, test_command = _readme_commands()[:2]
+    assert "python -m pytest sample_classes" in install_and_run
+    ci = (ROOT / ".ci" / "run").read_text()
+    # CI runs the README's own test command, verbatim, inside a virtualenv it has just created.
+    assert test_command in ci
+    venv = ci.index("-m venv .ci-venv")
+    assert ci.index("rm -rf .ci-venv") < venv < ci.index("source .ci-venv/bin/activate") < ci.index(test_command)

@@ -158,24 +158,28 @@ def test_junit_xml_carries_check_properties(pytester):
     result = run(pytester, LOAD, FOO, "-k", "fake_class or coverage", "--junitxml=out.xml")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     root = ET.parse(pytester.path / "out.xml").getroot()
-    cases = {c.get("name"): c for c in root.iter("testcase")}
+    # pytest splits an item's node id into the JUnit `classname` and `name` attributes, and has changed where it
+    # splits a non-file node id (pytest 9.2 writes classname="torchbind[ns.Cls]" name="coverage[add]"; earlier
+    # releases wrote the whole id as the name): read the id back whichever way it was split.
+    cases = {"::".join(part for part in (c.get("classname"), c.get("name")) if part): c
+             for c in root.iter("testcase")}
+    cases.update({c.get("name"): c for c in root.iter("testcase")})
     props = {p.get("name"): p.get("value")
              for p in cases["torchbind[_TorchScriptTesting._Foo]::coverage[add]"].iter("property")}
+    summary = props.pop("torchbind_summary")
     assert props == {"torchbind_class": "_TorchScriptTesting::_Foo", "torchbind_check": "coverage",
                      "torchbind_target": "add", "torchbind_status": "failed"}
+    assert summary.startswith("_TorchScriptTesting::_Foo.add: the fake class does not define add")
 
 
 def test_printed_reproducer_runs_on_its_own(torch_test_classes, tmp_path):
-    from conformance.context import set_load_code
     from conformance.runner import run_class
+    from conformance.session import Session
 
-    set_load_code(["from torch.testing._internal.torchbind_impls import init_torchbind_implementations",
-                   "init_torchbind_implementations()"])
-    try:
-        [outcome] = [o for o in run_class("_TorchScriptTesting::_TensorQueue", only={"agreement"})
-                     if o.target == "pop"]
-    finally:
-        set_load_code([])
+    session = Session(load_code=["from torch.testing._internal.torchbind_impls import init_torchbind_implementations",
+                                 "init_torchbind_implementations()"])
+    [outcome] = [o for o in run_class("_TorchScriptTesting::_TensorQueue", only={"agreement"}, session=session)
+                 if o.target == "pop"]
     script = tmp_path / "repro.py"
     script.write_text(outcome.failures[0].repro)
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
