@@ -9,14 +9,18 @@ equal by value.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch._library.fake_class_registry import FakeScriptObject, global_fake_class_registry
+from torch._prims_common import check_significant_strides
 from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
-__all__ = ["tensor_meta", "compare_results", "describe", "flat_state_differences", "script_class_name",
-           "value_differences"]
+if TYPE_CHECKING:
+    from .context import CallResult
+
+__all__ = ["tensor_meta", "compare_results", "describe", "disagreement", "flat_state_differences",
+           "script_class_name", "side_text", "value_differences"]
 
 
 def tensor_meta(t: torch.Tensor) -> dict[str, Any]:
@@ -70,8 +74,8 @@ def _meta_equal(key: str, real: Any, fake: Any) -> bool:
     return real == fake
 
 
-def compare_results(real: Any, fake: Any, where: str = "result", sides: tuple[str, str] = ("C++", "fake")
-                    ) -> list[str]:
+def compare_results(real: Any, fake: Any, where: str = "result", sides: tuple[str, str] = ("C++", "fake"), *,
+                    significant_strides_only: bool = False) -> list[str]:
     """Differences between a real result and a fake result; an empty list means they agree.
 
     Tensors: shape, dtype, device, strides and requires_grad must match (values are not compared: a FakeTensor
@@ -79,6 +83,13 @@ def compare_results(real: Any, fake: Any, where: str = "result", sides: tuple[st
     same class. Anything else (int, float, bool, str, None, dtype, ...): same type and equal value, since torch burns
     non-tensor results into graphs as constants. Each difference names its position, e.g. ``result[1].stride``.
     ``sides`` names the two values in messages.
+
+    With ``significant_strides_only``, tensors of the same shape may differ in the strides of dimensions that do
+    not matter (size 1, or any dimension of an empty tensor): the rule of
+    ``torch._prims_common.check_significant_strides``, which ``torch._prims.utils.compare_tensor_meta`` applies
+    when ``CrossRefFakeMode`` checks fake against real outputs. Eager kernels and meta functions legitimately pick
+    different strides there (the C++ ``x * 2`` on a ``[0, 1]`` tensor has strides ``[1, 0]``, its FakeTensor
+    ``[1, 1]``). Returns the list of differences, one line each; raises nothing of its own.
     """
     a, b = sides
     diffs: list[str] = []
@@ -87,8 +98,12 @@ def compare_results(real: Any, fake: Any, where: str = "result", sides: tuple[st
             return [f"{where}: {a} gave {describe(real)}, {b} gave {describe(fake)}"]
         rm, fm = tensor_meta(real), tensor_meta(fake)
         for key in rm:
-            if not _meta_equal(key, rm[key], fm[key]):
-                diffs.append(f"{where}.{key}: {a} {_fmt(rm[key])}, {b} {_fmt(fm[key])}")
+            if _meta_equal(key, rm[key], fm[key]):
+                continue
+            if key == "stride" and significant_strides_only and _meta_equal("shape", rm["shape"], fm["shape"]) \
+                    and check_significant_strides(real, fake, only_cuda=False, allow_rhs_unbacked=True)[0]:
+                continue
+            diffs.append(f"{where}.{key}: {a} {_fmt(rm[key])}, {b} {_fmt(fm[key])}")
         return diffs
     if isinstance(real, (list, tuple)) or isinstance(fake, (list, tuple)):
         if type(real) is not type(fake):
@@ -98,13 +113,15 @@ def compare_results(real: Any, fake: Any, where: str = "result", sides: tuple[st
             return [f"{where}: {a} gave {len(real)} elements {describe(real)}, {b} gave {len(fake)} "
                     f"{describe(fake)}"]
         for i, (r, f) in enumerate(zip(real, fake)):
-            diffs.extend(compare_results(r, f, f"{where}[{i}]", sides))
+            diffs.extend(compare_results(r, f, f"{where}[{i}]", sides,
+                                         significant_strides_only=significant_strides_only))
         return diffs
     if isinstance(real, dict) or isinstance(fake, dict):
         if not (isinstance(real, dict) and isinstance(fake, dict)) or set(real) != set(fake):
             return [f"{where}: {a} gave {describe(real)}, {b} gave {describe(fake)}"]
         for k in real:
-            diffs.extend(compare_results(real[k], fake[k], f"{where}[{k!r}]", sides))
+            diffs.extend(compare_results(real[k], fake[k], f"{where}[{k!r}]", sides,
+                                         significant_strides_only=significant_strides_only))
         return diffs
     if isinstance(real, torch.ScriptObject):
         fake_name = script_class_name(fake)
@@ -116,6 +133,31 @@ def compare_results(real: Any, fake: Any, where: str = "result", sides: tuple[st
         return [f"{where}: {a} gave {describe(real)} ({type(real).__name__}), "
                 f"{b} gave {describe(fake)} ({type(fake).__name__})"]
     return []
+
+
+def disagreement(real: CallResult, fake: CallResult, where: str = "result", *,
+                 significant_strides_only: bool = False) -> tuple[str, list[str]] | None:
+    """Whether a real and a fake :class:`~conformance.context.CallResult` of the same call disagree.
+
+    They agree when both raised, or both returned results that :func:`compare_results` finds no difference
+    between (``where`` and ``significant_strides_only`` are passed on to it). Returns ``None`` when they agree,
+    else ``(summary, differences)``: the summary says which side raised (the differences are then empty) or that
+    the results differ. Raises nothing of its own.
+    """
+    if real.raised and fake.raised:
+        return None
+    if real.raised:
+        return "the C++ method raises but the fake returns", []
+    if fake.raised:
+        return "the fake raises but the C++ method returns", []
+    diffs = compare_results(real.value, fake.value, where, significant_strides_only=significant_strides_only)
+    return ("the fake's result differs from the C++ result", diffs) if diffs else None
+
+
+def side_text(result: CallResult) -> str:
+    """What one side of a call did, for a failure's ``cpp`` / ``fake`` line: the error it raised
+    (``CallResult.error_text()``), else ``returned <value>`` (:func:`describe`)."""
+    return result.error_text() if result.raised else f"returned {describe(result.value)}"
 
 
 def script_class_name(obj: Any) -> str | None:

@@ -17,6 +17,7 @@ import fnmatch
 from collections import defaultdict
 
 import torch
+import torch._library.simple_registry as simple_registry
 from torch._library import fake_class_registry
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "registered_classes",
     "expand_selector",
     "discover",
+    "has_python_fake",
     "SelectorError",
 ]
 
@@ -194,6 +196,14 @@ def _ops_taking(script_qualname: str) -> tuple[OpInfo, ...]:
             qual = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
             found.append(OpInfo(qual, schema, positions))
     return tuple(sorted(found, key=lambda o: o.qualname))
+
+
+def has_python_fake(qualname: str) -> bool:
+    """Whether ``torch.library.register_fake`` registered a Python fake for the op ``qualname`` (``ns::op``, an
+    overload suffix ``ns::op.overload`` is ignored: fakes are registered per op). Only such an op can run on a
+    fakified object (a ``FakeScriptObject``); a C++ Meta kernel cannot accept one. Raises nothing."""
+    entry = simple_registry.singleton.find(qualname.split(".")[0])
+    return entry.fake_impl.kernel is not None
 
 
 def discover(qualname: str) -> ClassInfo:

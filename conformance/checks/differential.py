@@ -14,7 +14,7 @@ several calls is what later calls in the same graph see.
 
 from __future__ import annotations
 
-from .. import differential as engine  # the module, not its names: conformance.differential imports this package
+from .. import differential as engine
 from ..results import Failure
 from . import check
 
@@ -59,7 +59,7 @@ def differential(ctx, _target) -> list[Failure]:
         cpp = f"{where} on a fake made now from the C++ object's state {cpp}"
         fake = f"{where} on the fake that made the calls {fake}"
         calls.append(f"then {where}")
-    return [Failure("differential", ctx.info.qualname, rule.label, summary, cpp=cpp, fake=fake,
+    return [Failure(summary, target=rule.label, cpp=cpp, fake=fake,
                     details=tuple(drift.details + sequence + extra + notes),
                     example="\n".join(drift.example.code()), call="; ".join(calls),
                     repro=engine.repro_script(ctx, drift))]

@@ -1,0 +1,255 @@
+"""One differential call sequence: the real object and its fake driven side by side (:class:`_Machine`), compared
+after every step (results, aliasing, observers, a fresh fake of the C++ object's state); a disagreement is a
+:class:`Drift`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from ..compare import disagreement, side_text
+from ..context import CallResult, ClassContext, new_fake_mode
+from ..example_objects import Example
+from ..isolation import calling
+from ..values import ArgumentSet
+from .plan import Plan, Rule
+from .strategies import _EMPTY
+
+__all__ = ["Drift"]
+
+
+@dataclasses.dataclass
+class Drift:
+    """A disagreement found by the machine, with everything needed to report and reproduce it.
+
+    ``steps`` is the sequence run from ``example`` (``(rule, args)`` pairs, the last one where it showed);
+    ``phase`` is ``"call"`` (the step itself disagrees), ``"alias"`` (aliasing of the step's result),
+    ``"observer"`` (an observer disagrees after the step) or ``"state"`` (a fresh fake of the C++ object's state
+    disagrees with the evolved fake); ``observer`` names the observer for the last two.
+    """
+
+    example: Example
+    steps: list[tuple[Rule, ArgumentSet]]
+    observers: list[str]
+    mutating_steps: list[bool]
+    phase: str
+    summary: str
+    cpp: str
+    fake: str
+    details: list[str]
+    observer: str | None = None
+
+
+class _Found(Exception):
+    """Raised inside the machine on a disagreement; hypothesis shrinks it. Always raised from one place
+    (:meth:`_Machine._fail`) so hypothesis sees a single bug while it shrinks."""
+
+    def __init__(self, drift: Drift):
+        super().__init__(drift.summary)
+        self.drift = drift
+
+
+def _disagree(real: CallResult, fake: CallResult, where: str = "result") -> tuple[str, list[str]] | None:
+    """:func:`conformance.compare.disagreement` with strides compared in significant dimensions only (see
+    :func:`conformance.compare.compare_results`): eager kernels and meta functions legitimately pick different
+    strides for size-0/1 dimensions. Differences are named from ``where`` (``result``, ``size()``...)."""
+    return disagreement(real, fake, where, significant_strides_only=True)
+
+
+def _storage(t: torch.Tensor):
+    try:
+        return t.untyped_storage()._cdata
+    except Exception:  # noqa: BLE001 - tensors without a storage (sparse, ...) never alias here
+        return None
+
+
+def _opaque(value: Any) -> bool:
+    """Only lists, tuples and dicts are looked into for tensors, as :func:`conformance.compare.compare_results` does."""
+    return not isinstance(value, (list, tuple, dict))
+
+
+def _keystr(keys: tuple, value: Any) -> str:
+    """``pytree.keystr(keys)``, except that a namedtuple's field reads as its index (``[0]``, not ``.x``): the
+    position as :func:`conformance.compare.compare_results` names it."""
+    if not any(isinstance(k, pytree.GetAttrKey) for k in keys):
+        return pytree.keystr(keys)
+    parts = []
+    for k in keys:
+        parts.append(f"[{value._fields.index(k.name)}]" if isinstance(k, pytree.GetAttrKey) else str(k))
+        value = k.get(value)
+    return "".join(parts)
+
+
+def _tensor_leaves(value: Any, path: str) -> list[tuple[str, torch.Tensor]]:
+    """``(path, tensor)`` for every tensor in ``value`` (itself or held in lists, tuples and dicts), in order;
+    ``path`` extended by the position, e.g. ``result[0]``, ``result['k']``."""
+    return [(path + _keystr(keys, value), leaf)
+            for keys, leaf in pytree.tree_leaves_with_path(value, is_leaf=_opaque)
+            if isinstance(leaf, torch.Tensor)]
+
+
+class _Side:
+    """One side (the C++ object or its fake) of a run: the object, the mode its calls run under, and the tensors
+    it has passed in or got back so far (kept alive, so storages are never reused), for aliasing."""
+
+    def __init__(self, name: str, obj, mode):
+        self.name, self.obj, self.mode = name, obj, mode
+        self.seen: list[tuple[str, torch.Tensor, Any]] = []
+        self.keep: list[Any] = []
+
+    def _args(self, args: ArgumentSet, ctx: ClassContext):
+        """Fresh arguments; on a fake side tensors become fake tensors (as :func:`conformance.context.to_fake`)
+        and TorchBind objects are fakified, as they would be while tracing."""
+        if not args.args and not args.kwargs:
+            return [], {}
+        a, kw = args.make()
+        if self.mode is not None:
+            self.keep.append((a, kw))
+            mode = self.mode
+
+            def convert(x):
+                if isinstance(x, torch.Tensor):
+                    return mode.from_tensor(x, static_shapes=True)
+                try:
+                    return ctx.fakify(x, mode)
+                except Exception:  # noqa: BLE001 - not fakifiable (its own fake_class / roundtrip items say why)
+                    return x
+
+            a, kw = pytree.tree_map_only((torch.Tensor, torch.ScriptObject), convert, (a, kw))
+        return a, kw
+
+    def call(self, rule: Rule, args: ArgumentSet, ctx: ClassContext, step: int | None) -> CallResult:
+        """Run one rule with fresh arguments; ``step`` given, remember the argument tensors for aliasing.
+        Errors from the call are captured in the :class:`CallResult`; a ``RuntimeError`` when the arguments
+        themselves cannot be built (a user override that draws bad source)."""
+        try:
+            a, kw = self._args(args, ctx)
+        except Exception as exc:  # noqa: BLE001 - e.g. a user override drew bad source
+            raise RuntimeError(f"building the arguments {args.code()!r} of {rule.label} raised {exc!r}") from exc
+        if step is not None:
+            names = [f"argument {i}" for i in range(len(a))] + [f"argument {k}" for k in kw]
+            for name, value in zip(names, [*a, *kw.values()]):
+                for path, t in _tensor_leaves(value, name):
+                    self.seen.append((f"{path} of step {step}", t, _storage(t)))
+        try:
+            with self.mode if self.mode is not None else contextlib.nullcontext(), \
+                    calling(lambda: f"{rule.label}({args.code()}) on the {self.name} side"):
+                value = rule.callee.invoke(self.obj, a, kw)
+            return CallResult(value)
+        except Exception as exc:  # noqa: BLE001 - user and C++ code may raise anything
+            return CallResult(error=exc)
+
+    def aliases(self, result: CallResult, label: str) -> list[tuple[str, tuple[str, ...]]]:
+        """For each tensor in the result: ``(path, labels of earlier tensors sharing its storage)``; then
+        remember the result's tensors as ``<path> of <label>``."""
+        if result.raised:
+            return []
+        out = []
+        leaves = _tensor_leaves(result.value, "result")
+        for path, t in leaves:
+            key = _storage(t)
+            hits = tuple(name for name, _, k in self.seen if key is not None and k == key)
+            out.append((path, hits))
+            self.seen.append((f"{path} of {label}", t, key))
+        return out
+
+
+class _Machine:
+    """One call sequence: the real object and its fake, built from one example and then driven step by step.
+
+    :meth:`start` builds the pair, :meth:`step` runs one :class:`Rule` on both sides and compares; both raise
+    :class:`_Found` on a disagreement (always through :meth:`_fail`).
+    """
+
+    def __init__(self, plan: Plan, stats: dict):
+        self.plan, self.stats = plan, stats
+        self.example: Example | None = None
+        self.steps: list[tuple[Rule, ArgumentSet]] = []
+        self.mutating: list[bool] = []
+
+    def start(self, example: int) -> None:
+        plan = self.plan
+        self.stats["sequences"] += 1
+        self.example = plan.examples[example]
+        self.real = _Side("C++", self.example.build(), None)
+        mode = new_fake_mode()
+        self.fake = _Side("fake", plan.ctx.fakify(self.example.build(), mode), mode)
+
+    def step(self, rule: Rule, args: ArgumentSet) -> None:
+        self.stats["steps"] += 1
+        ctx = self.plan.ctx
+        self.steps.append((rule, args))
+        self.mutating.append(not rule.observer)
+        n = len(self.steps)
+        with calling(lambda: f"step {n} of a differential sequence from {self.example.label}: "
+                             + ", ".join(f"{r.label}({a.code()})" for r, a in self.steps), timed=False):
+            real = self.real.call(rule, args, ctx, n)
+            fake = self.fake.call(rule, args, ctx, n)
+        found = _disagree(real, fake)
+        if found is not None:
+            summary, diffs = found
+            self._fail("call", summary.replace("method", "op") if rule.op is not None else summary,
+                       side_text(real), side_text(fake), diffs)
+        diffs = self._alias_diffs(real, fake, f"step {n}")
+        if diffs:
+            self._fail("alias", "the fake's result aliases differently from the C++ result (an argument or an "
+                       "earlier result on one side only)", side_text(real), side_text(fake), diffs)
+        self._observe(n, mutated=not rule.observer)
+
+    def _alias_diffs(self, real: CallResult, fake: CallResult, label: str, where: str = "result") -> list[str]:
+        real_alias, fake_alias = self.real.aliases(real, label), self.fake.aliases(fake, label)
+        return [f"{path.replace('result', where, 1)}: C++ aliases {_names(r)}, fake aliases {_names(f)}"
+                for (path, r), (_, f) in zip(real_alias, fake_alias) if set(r) != set(f)]
+
+    def _observe(self, n: int, mutated: bool) -> None:
+        """Call every observer on both sides after step ``n`` (results and aliasing must agree); after a
+        state-changing step also compare the evolved fake with a fresh fake of the C++ object's state."""
+        plan, ctx = self.plan, self.plan.ctx
+        if not plan.observer_rules:
+            return
+        fake_results = {}
+        for obs in plan.observer_rules:
+            name = obs.name
+            r = self.real.call(obs, _EMPTY, ctx, None)
+            f = self.fake.call(obs, _EMPTY, ctx, None)
+            fake_results[name] = f
+            found = _disagree(r, f, f"{name}()")
+            if found is not None:
+                self._fail("observer", f"the fake's state drifted from the C++ object: {name}() afterwards "
+                           "disagrees", side_text(r), side_text(f), found[1], observer=name)
+            diffs = self._alias_diffs(r, f, f"{name}() after step {n}", f"{name}()")
+            if diffs:
+                self._fail("observer", f"{name}() afterwards returns a tensor that aliases an argument or an "
+                           "earlier result on one side only", side_text(r), side_text(f), diffs, observer=name)
+        if not mutated:
+            return
+        try:
+            # The same FakeTensorMode: a ShapeEnv costs milliseconds, and the two fakes share no tensors.
+            fresh = _Side("fresh fake", ctx.fakify(self.real.obj, self.fake.mode), self.fake.mode)
+        except Exception as exc:  # noqa: BLE001 - a state torch cannot fakify is a finding
+            self._fail("state", "after the calls the C++ object can no longer be fakified (maybe_to_fake_obj "
+                       "raised)", CallResult(error=exc).error_text(), "-", [])
+        for obs in plan.observer_rules:
+            name = obs.name
+            r = fresh.call(obs, _EMPTY, ctx, None)
+            f = fake_results[name]
+            found = _disagree(r, f, f"{name}()")
+            if found is not None:
+                self._fail("state", f"the fake's state drifted from the C++ object's: a fake made now from its "
+                           f"__obj_flatten__ (maybe_to_fake_obj) and the fake that made the calls disagree on "
+                           f"{name}()", side_text(r), side_text(f),
+                           [d.replace("C++", "fresh fake", 1) for d in found[1]], observer=name)
+
+    def _fail(self, phase: str, summary: str, cpp: str, fake: str, details: list[str],
+              observer: str | None = None) -> None:
+        raise _Found(Drift(self.example, list(self.steps), list(self.plan.observers), list(self.mutating), phase,
+                           summary, cpp, fake, list(details), observer))
+
+
+def _names(labels: tuple[str, ...]) -> str:
+    return ", ".join(labels) if labels else "nothing"

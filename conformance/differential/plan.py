@@ -1,0 +1,259 @@
+"""What a differential run drives: the :class:`Plan` of a class (:func:`plan_for`), its rules (:class:`Rule`, the
+steps: methods the fake defines and custom ops that can run on a fakified object) and its observers (methods that
+only read the state), with the steps that change what a fake can represent weighted up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any
+
+import torch
+from hypothesis.strategies import SearchStrategy
+
+from ..calls import Call, Callee
+from ..context import ClassContext, defined_on_fake, new_fake_mode
+from ..discovery import has_python_fake
+from ..example_objects import Example, read_state, state_key
+from ..isolation import calling
+from ..results import NotApplicable
+from ..values import ArgumentSet, UnsupportedType
+from .strategies import _args_strategy, registered_strategies
+
+__all__ = ["Rule", "Plan", "plan_for", "RESHAPING_WEIGHT"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One kind of step: a :class:`~conformance.calls.Callee` (a method, or a custom op with the object at its
+    schema position) with a strategy of its arguments.
+
+    ``args`` draws :class:`ArgumentSet`s; ``observer`` is True for methods that never change the C++ object's
+    state on the examples; ``weight`` is how many times the rule is offered among the steps (see
+    :func:`_reshapes`); ``ordinary`` is the plugin's first ordinary argument set
+    (:meth:`ClassContext.argument_sets`) for the explicit sequences, ``None`` when the user overrides the
+    arguments or none can be generated.
+    """
+
+    callee: Callee
+    args: SearchStrategy
+    observer: bool = False
+    weight: int = 1
+    ordinary: ArgumentSet | None = None
+
+    @property
+    def name(self) -> str:
+        """The method name or the op's ``ns::op`` name."""
+        return self.callee.name
+
+    @property
+    def op(self) -> Any:
+        """The op's :class:`~conformance.discovery.OpInfo`, ``None`` for a method."""
+        return self.callee.op
+
+    @property
+    def label(self) -> str:
+        """The name in messages and the failure's target: a method name or the op's short name."""
+        return self.callee.label
+
+    def call(self, args: ArgumentSet) -> Call:
+        return Call(self.callee, args)
+
+    def code(self, args: ArgumentSet, var: str = "obj") -> str:
+        """The call as Python source, e.g. ``obj.push(torch.ones(3))`` or ``torch.ops.ns.op.default(x, obj)``."""
+        return self.call(args).code(var)
+
+
+@dataclasses.dataclass
+class Plan:
+    """What a differential run of one class drives: ``examples`` that build and fakify, ``rules`` (the steps),
+    ``observer_rules`` (called after every step), and ``notes`` on what is left out and why (methods the fake
+    lacks, ops without a fake, unsupported argument types, user exclusions).
+
+    A method without arguments that never changes the C++ object's state (``size()``) is only an observer, not
+    also a step: it runs after every step anyway, and leaving it out of the rules makes the state-changing calls
+    that expose drifts more frequent in each sequence (unless observers are all there is to call).
+    """
+
+    ctx: ClassContext
+    examples: list[Example]
+    rules: list[Rule]
+    observer_rules: list[Rule]
+    notes: list[str]
+
+    @property
+    def observers(self) -> list[str]:
+        """The observers' method names."""
+        return [r.name for r in self.observer_rules]
+
+
+
+def _driven_args(ctx: ClassContext, key: str, schema: torch.FunctionSchema, position: int,
+                 notes: list[str]) -> SearchStrategy | None:
+    """:func:`_args_strategy` for a method or op (``key``), or ``None`` with the reason appended to ``notes``
+    when it is not driven (no generator for an argument type, or excluded by ``conformance.strategy``)."""
+    try:
+        args = _args_strategy(ctx, ctx.info.qualname, key, schema, position, ctx.class_values)
+    except UnsupportedType as exc:
+        notes.append(f"{key}: not driven, {exc} (register a strategy with conformance.strategy)")
+        return None
+    if args is None:
+        notes.append(f"{key}: not driven, excluded by conformance.strategy")
+    return args
+
+
+
+def _callable_without_args(schema: torch.FunctionSchema) -> bool:
+    return all(a.has_default_value() for a in schema.arguments[1:])
+
+
+def _meta_key(value: Any) -> Any:
+    """:func:`state_key` without tensor data: what a fake can represent of a state (metadata and non-tensors)."""
+    key = state_key(value)
+
+    def strip(k):
+        if isinstance(k, tuple) and k and k[0] == "T":
+            return k[:-1]
+        if isinstance(k, tuple):
+            return tuple(strip(x) for x in k)
+        return k
+
+    return strip(key)
+
+
+#: Offer a rule that changes what a fake can represent of the state this many times as often as the others.
+RESHAPING_WEIGHT = 3
+
+
+def _reshapes(ctx: ClassContext, schema: torch.FunctionSchema, call, examples: list[Example], skip: int) -> bool:
+    """True when the call changes :func:`_meta_key` of ``read_state(obj)`` on some example with some of the
+    plugin's ordinary argument sets (:meth:`ClassContext.argument_sets`): a ``push`` or ``pop`` does, a method
+    that only rewrites tensor values (invisible to a fake) or reads the state does not. Such rules are offered
+    :data:`RESHAPING_WEIGHT` times as often: a fake can only drift in what it represents, and drifts show after
+    a few of these calls (push, pop, pop), which sequences of a handful of uniformly drawn steps rarely contain.
+    """
+    try:
+        sets = ctx.argument_sets(schema, skip=(skip,), limit=2)
+    except NotApplicable:
+        return False
+    for example in examples:
+        for args in sets:
+            try:
+                obj = example.build()
+                before = _meta_key(read_state(obj))
+                a, kw = args.make()
+                with contextlib.suppress(Exception), calling(
+                        lambda: f"{ctx.info.qualname}: {schema.name}({args.code()}) on the example object "
+                                f"{example.label} (does it change the state? planning the differential test)"):
+                    call(obj, a, kw)
+                if _meta_key(read_state(obj)) != before:
+                    return True
+            except Exception:  # noqa: BLE001 - an example that does not build: the examples check reports it
+                continue
+    return False
+
+
+def _ordinary(ctx: ClassContext, qualname: str, key: str, schema: torch.FunctionSchema, skip: int
+              ) -> ArgumentSet | None:
+    """The first ordinary argument set of a call, unless the user overrides its arguments."""
+    if any(m == key for m, _a in registered_strategies(qualname, ctx.session)):
+        return None
+    try:
+        sets = ctx.argument_sets(schema, skip=(skip,), limit=1)
+    except NotApplicable:
+        return None
+    return sets[0] if sets else None
+
+
+def _is_observer(ctx: ClassContext, method: str, examples: list[Example]) -> bool:
+    """True when calling ``method()`` never changes ``read_state(obj)`` on any example (mirrors how the
+    ``flatten`` check reads state: ``__obj_flatten__``, else ``__getstate__``)."""
+    for example in examples:
+        obj = example.build()
+        before = read_state(obj)
+        if before is None:
+            return False
+        with contextlib.suppress(Exception), calling(
+                lambda: f"{ctx.info.qualname}.{method}() on the example object {example.label} (does it only "
+                        "read the state? planning the differential test)"):
+            getattr(obj, method)()
+        if state_key(read_state(obj)) != state_key(before):
+            return False
+    return True
+
+
+def _op_runs_on_fakes(op) -> bool:
+    """True when the op has a Python fake (``torch.library.register_fake``) or a Python Meta kernel
+    (``OpOverload.py_impl(DispatchKey.Meta)``): only those accept a ``FakeScriptObject``."""
+    if has_python_fake(op.qualname):
+        return True
+    try:
+        return torch._C.DispatchKey.Meta in op.resolve().py_kernels
+    except Exception:  # noqa: BLE001 - unresolvable op: not driven
+        return False
+
+
+def plan_for(ctx: ClassContext) -> Plan:
+    """Build the :class:`Plan` of ``ctx``'s class. Raises :class:`~conformance.results.NotApplicable` without a
+    fake class, examples, or anything to drive; ``ValueError`` for an override naming an unknown method or
+    argument."""
+    info = ctx.info
+    fake = ctx.require_fake()
+    examples = []
+    for example in ctx.require_examples():
+        try:
+            ctx.fakify(example.build(), new_fake_mode())
+        except Exception:  # noqa: BLE001 - the roundtrip check reports it
+            continue
+        examples.append(example)
+    if not examples:
+        raise NotApplicable(f"no example object of {info.qualname} can be fakified (see {info.test_name}::roundtrip)")
+    overrides = registered_strategies(info.qualname, ctx.session)
+    op_names = {op.qualname for op in info.ops}
+    for (m, _a) in overrides:
+        if m not in info.methods and m not in op_names:
+            raise ValueError(f"conformance.strategy({info.qualname!r}, {m!r}): {info.qualname} has no method or "
+                             f"op taking it named {m!r}; methods: {', '.join(info.user_methods)}; ops (named "
+                             f"'ns::op'): {', '.join(sorted(op_names)) or 'none'}")
+    rules: list[Rule] = []
+    observer_rules: list[Rule] = []
+    notes: list[str] = []
+    for method in info.user_methods:
+        if method == "tracing_mode":
+            continue
+        if not defined_on_fake(fake, method):
+            notes.append(f"{method}: not driven, the fake class does not define it "
+                         f"(see {info.test_name}::coverage[{method}])")
+            continue
+        schema = info.methods[method]
+        args = _driven_args(ctx, method, schema, 0, notes)
+        if args is None:
+            continue
+        observer = _callable_without_args(schema) and _is_observer(ctx, method, examples)
+        callee = Callee.method(method)
+        reshaping = not observer and _reshapes(ctx, schema, callee.invoke, examples, 0)
+        made = Rule(callee, args, observer=observer, weight=RESHAPING_WEIGHT if reshaping else 1,
+                    ordinary=_ordinary(ctx, info.qualname, method, schema, 0))
+        if observer:
+            observer_rules.append(made)
+        if not observer or len(schema.arguments) > 1:
+            rules.append(made)
+    for op in info.ops:
+        if not _op_runs_on_fakes(op):
+            notes.append(f"{op.qualname}: not driven, the op has no Python fake "
+                         f"(see {info.test_name}::custom_op[{op.short_name}])")
+            continue
+        callee = Callee.of_op(op)
+        position = callee.position
+        args = _driven_args(ctx, op.qualname, op.schema, position, notes)
+        if args is None:
+            continue
+        reshaping = _reshapes(ctx, op.schema, callee.invoke, examples, position)
+        rules.append(Rule(callee, args, weight=RESHAPING_WEIGHT if reshaping else 1,
+                          ordinary=_ordinary(ctx, info.qualname, op.qualname, op.schema, position)))
+    if not rules:
+        rules = list(observer_rules)  # nothing changes the state: still call the observers repeatedly
+    if not rules:
+        raise NotApplicable(f"nothing to drive on {info.qualname}: " + "; ".join(notes or ["no methods"]))
+    return Plan(ctx, examples, rules, observer_rules, notes)
