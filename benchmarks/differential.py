@@ -24,7 +24,8 @@ from hypothesis import settings
 
 import sample_classes  # noqa: F401 - builds (cached) and loads the library, registers the correct fakes
 from conformance import differential as engine
-from conformance.context import ClassContext, context_for, new_fake_mode
+from conformance.context import ClassContext, new_fake_mode
+from conformance.session import current
 
 CLASS = "samples::TensorQueue"
 
@@ -58,7 +59,7 @@ def raw_fake(n: int) -> float:
 
 def harness(examples: int) -> engine.Run:
     """One derandomized differential run (the CI profile) with ``examples`` sequences."""
-    return engine.run_differential(context_for(CLASS), examples=examples,
+    return engine.run_differential(current().context(CLASS), examples=examples,
                                    settings=settings.get_profile(engine.CI_PROFILE))
 
 

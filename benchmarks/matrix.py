@@ -45,14 +45,14 @@ def floor_wall() -> tuple[float, int]:
     warnings.simplefilter("ignore")
 
     import sample_classes  # noqa: F401
-    from conformance.context import context_for
+    from conformance.session import current
     from conformance.matrix.scenarios import row_names, scenario
     from conformance.results import NotApplicable
 
     programs = []
-    for row in row_names(context_for(CLASS)):
+    for row in row_names(current().context(CLASS)):
         try:
-            scn = scenario(CLASS, row)
+            scn = scenario(current().context(CLASS), row)
             scn.module_class  # noqa: B018 - generate the source outside the timed part
         except NotApplicable:
             continue

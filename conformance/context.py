@@ -13,19 +13,18 @@ from torch._library.fake_class_registry import maybe_to_fake_obj
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from .discovery import ClassInfo, discover, qualname_of
+from .calls import Call, Callee
+from .discovery import ClassInfo, qualname_of
 from .example_objects import Example, ExampleSet, build_examples, script_name
 from .isolation import calling
 from .results import NotApplicable, exception_line
+from .session import Session
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
 
 __all__ = [
-    "new_fake_mode", "to_fake", "import_lazily_imported_modules", "ClassContext", "CallResult", "context_for",
-    "reset_contexts", "set_load_code", "quiet_torch_logs",
+    "new_fake_mode", "to_fake", "import_lazily_imported_modules", "ClassContext", "CallResult",
+    "quiet_torch_logs", "defined_on_fake",
 ]
-
-_CONTEXTS: dict[str, "ClassContext"] = {}
-_LOAD_CODE: list[str] = []
 
 
 def new_fake_mode() -> FakeTensorMode:
@@ -43,24 +42,6 @@ def import_lazily_imported_modules() -> None:
 def to_fake(mode: FakeTensorMode, value: Any) -> Any:
     """Replace every tensor in ``value`` (a pytree) by a fake tensor with the same, static, metadata."""
     return pytree.tree_map_only(torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), value)
-
-
-def set_load_code(lines: list[str]) -> None:
-    """Python lines that load the user's libraries and fakes, put at the top of every reproducer."""
-    _LOAD_CODE[:] = lines
-
-
-def context_for(qualname: str) -> "ClassContext":
-    """The cached :class:`ClassContext` of ``ns::Cls`` (discovered on first use)."""
-    ctx = _CONTEXTS.get(qualname)
-    if ctx is None:
-        ctx = _CONTEXTS[qualname] = ClassContext(discover(qualname))
-    return ctx
-
-
-def reset_contexts() -> None:
-    """Forget cached contexts (after libraries or example factories change)."""
-    _CONTEXTS.clear()
 
 
 @contextlib.contextmanager
@@ -90,27 +71,29 @@ class CallResult:
         return f"raised {exception_line(self.error, limit=300)}"
 
 
-def resolve_class_values(script_qualname: str) -> list[Value]:
-    """Values that build an object of the TorchBind class ``__torch__.torch.classes.ns.Cls`` (the first example),
-    for arguments typed as a class; empty when the class has no examples."""
-    try:
-        ctx = context_for(qualname_of(script_qualname))
-    except Exception:  # noqa: BLE001 - unknown class: no values
-        return []
-    if ctx._building:
-        # A constructor needing its own class: only the examples built so far (none for the constructor).
-        return []
-    exset = ctx.example_set
-    return [exset.examples[0].as_value()] if exset.examples else []
-
-
 class ClassContext:
-    """Everything the checks need about one class; examples are built lazily and cached."""
+    """Everything the checks need about one class of a :class:`~conformance.session.Session`: its
+    :class:`~conformance.discovery.ClassInfo`, and its example objects (built lazily, cached)."""
 
-    def __init__(self, info: ClassInfo):
+    def __init__(self, info: ClassInfo, session: Session):
         self.info = info
+        self.session = session
         self._examples: ExampleSet | None = None
         self._building = False
+
+    def class_values(self, script_qualname: str) -> list[Value]:
+        """Values that build an object of the TorchBind class ``__torch__.torch.classes.ns.Cls`` (its first
+        example), for arguments typed as a class (a :data:`conformance.values.ClassResolver`); empty when that
+        class has no examples or is unknown."""
+        try:
+            ctx = self.session.context(qualname_of(script_qualname))
+        except Exception:  # noqa: BLE001 - unknown class: no values
+            return []
+        if ctx._building:
+            # A constructor needing its own class: only the examples built so far (none for the constructor).
+            return []
+        exset = ctx.example_set
+        return [exset.examples[0].as_value()] if exset.examples else []
 
     # ----- examples -------------------------------------------------------------------------------------------
     @property
@@ -118,7 +101,8 @@ class ClassContext:
         if self._examples is None:
             self._building = True
             try:
-                self._examples = build_examples(self.info, resolver=resolve_class_values)
+                self._examples = build_examples(self.info, self.session.registry.factories(self.info.qualname),
+                                                resolver=self.class_values)
             finally:
                 self._building = False
         return self._examples
@@ -148,7 +132,7 @@ class ClassContext:
         """:func:`conformance.values.argument_sets` with this plugin's class resolver; an unsupported argument
         type becomes :class:`NotApplicable`."""
         try:
-            return argument_sets(schema, skip=skip, limit=limit, resolver=resolve_class_values)
+            return argument_sets(schema, skip=skip, limit=limit, resolver=self.class_values)
         except UnsupportedType as exc:
             raise NotApplicable(f"cannot generate arguments for {schema}: {exc}") from exc
 
@@ -161,21 +145,23 @@ class ClassContext:
                                                  "__setstate__, __obj_flatten__, the fake's __obj_unflatten__)"):
             return maybe_to_fake_obj(mode, obj)
 
-    @staticmethod
-    def call_real(obj: torch.ScriptObject, method: str, args: ArgumentSet) -> CallResult:
-        """Call ``obj.<method>(...)`` with fresh arguments; C++ errors are captured in the result."""
-        return _invoke(lambda: getattr(obj, method), args, None,
-                       label=lambda: f"{script_name(obj)}.{method}({args.code()})")
+    def call_real(self, obj: torch.ScriptObject, call: Call) -> CallResult:
+        """Run ``call`` on the real object with fresh arguments; C++ errors are captured in the result."""
+        return _invoke(call, obj, None, label=lambda: call.code(script_name(obj)))
 
-    @staticmethod
-    def call_fake(fake_obj, mode: FakeTensorMode, method: str, args: ArgumentSet) -> CallResult:
-        """Call ``fake_obj.<method>(...)`` under ``mode`` — the ``call_torchbind`` path used while tracing —
+    def call_fake(self, fake_obj, mode: FakeTensorMode, call: Call) -> CallResult:
+        """Run ``call`` on a fakified object under ``mode`` — the ``call_torchbind`` path used while tracing —
         with fresh arguments whose tensors were converted with ``mode.from_tensor``."""
-        return _invoke(lambda: getattr(fake_obj, method), args, mode,
-                       label=lambda: f"the fake's {method}({args.code()})")
+        return _invoke(call, fake_obj, mode, label=lambda: f"{call.code('fake_obj')} on the fake")
 
-    def paired_calls(self, method: str | None = None, op=None):
-        """Yield ``(example, args, real, fake)`` for every example and argument set of a method or an op.
+    def calls_of(self, callee: Callee, limit: int = 3) -> list[Call]:
+        """:class:`Call` objects of a method or an op with this plugin's argument sets (see
+        :meth:`argument_sets`); raises :class:`NotApplicable` for an argument type without a generator."""
+        schema = callee.schema if callee.op is not None else self.info.methods[callee.name]
+        return [Call(callee, args) for args in self.argument_sets(schema, skip=(callee.position,), limit=limit)]
+
+    def paired_calls(self, callee: Callee):
+        """Yield ``(example, call, real, fake)`` for every example and argument set of a method or an op.
 
         Each pair of calls runs on two fresh objects in the example's state: the real one and a fake made from
         the other with :meth:`fakify` under a new ``FakeTensorMode``. ``real`` and ``fake`` are
@@ -183,14 +169,9 @@ class ClassContext:
         ``examples`` and ``roundtrip`` checks report those).
         """
         examples = self.require_examples()
-        if op is not None:
-            position = op.class_args[0]
-            sets = self.argument_sets(op.schema, skip=(position,))
-            overload = op.resolve()
-        else:
-            sets = self.argument_sets(self.info.methods[method])
+        calls = self.calls_of(callee)
         for example in examples:
-            for args in sets:
+            for call in calls:
                 try:
                     real_obj, other = example.build(), example.build()
                     mode = new_fake_mode()
@@ -198,15 +179,9 @@ class ClassContext:
                 except Exception:  # noqa: BLE001 - reported by the examples / roundtrip checks
                     continue
                 with calling(f"on the example object {example.label}", timed=False):
-                    if op is not None:
-                        real = _invoke(lambda: overload, args, None, (position, real_obj),
-                                       label=lambda: f"{op.qualname}({args.code()}) on the object")
-                        fake = _invoke(lambda: overload, args, mode, (position, fake_obj),
-                                       label=lambda: f"the fake of {op.qualname}({args.code()})")
-                    else:
-                        real = self.call_real(real_obj, method, args)
-                        fake = self.call_fake(fake_obj, mode, method, args)
-                yield example, args, real, fake
+                    real = self.call_real(real_obj, call)
+                    fake = self.call_fake(fake_obj, mode, call)
+                yield example, call, real, fake
 
     # ----- reproducers --------------------------------------------------------------------------------------
     def repro(self, example: Example, body: list[str]) -> str:
@@ -215,7 +190,7 @@ class ClassContext:
                  "from torch._subclasses.fake_tensor import FakeTensorMode",
                  "from torch.fx.experimental.symbolic_shapes import ShapeEnv",
                  "from torch._library.fake_class_registry import maybe_to_fake_obj", ""]
-        lines += _LOAD_CODE or ["# load your TorchBind library and fake classes here"]
+        lines += self.session.load_code or ["# load your TorchBind library and fake classes here"]
         lines.append("")
         lines.append("def make_obj():")
         lines += ["    " + ln for ln in example.code("obj")]
@@ -224,53 +199,40 @@ class ClassContext:
         lines += body
         return "\n".join(lines) + "\n"
 
-    def call_repro(self, example: Example, method: str, args: ArgumentSet, op: str | None = None,
-                   position: int = 0) -> str:
-        """Reproducer comparing one call on a fresh real object and on a fresh fake of the same state.
-
-        ``op`` (``torch.ops.ns.name``) calls a custom op with the object at argument ``position`` instead of
-        the method ``method``.
-        """
-        if op is not None:
-            call = f"{op}(*args[:{position}], {{obj}}, *args[{position}:], **kwargs)"
-        else:
-            call = f"{{obj}}.{method}(*args, **kwargs)"
-        pos = "".join(f"{v.code}, " for v in args.args)
-        kw = ", ".join(f"{k!r}: {v.code}" for k, v in args.kwargs)
-        body = _extra_defs(args) + [
+    def call_repro(self, example: Example, call: Call) -> str:
+        """Reproducer comparing one call (a method, or an op with the object at its schema position) on a fresh
+        real object and on a fresh fake of the same state."""
+        pos = "".join(f"{v.code}, " for v in call.args.args)
+        kw = ", ".join(f"{k!r}: {v.code}" for k, v in call.args.kwargs)
+        body = _extra_defs(call.args) + [
             "def make_args():",
             f"    return ({pos}), {{{kw}}}",
             "",
             "obj = make_obj()",
             "args, kwargs = make_args()",
-            f"print('C++: ', {call.format(obj='obj')})",
+            f"print('C++: ', {call.callee.spread_source('obj')})",
             "",
             "mode = FakeTensorMode(shape_env=ShapeEnv())",
             "fake_obj = maybe_to_fake_obj(mode, make_obj())",
             "args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), "
             "make_args())",
             "with mode:",
-            f"    print('fake:', {call.format(obj='fake_obj')})",
+            f"    print('fake:', {call.callee.spread_source('fake_obj')})",
         ]
         return self.repro(example, body)
 
 
-def _invoke(target, args: ArgumentSet, mode: FakeTensorMode | None, insert: tuple[int, Any] | None = None,
-            label=None) -> CallResult:
-    """Call ``target()(*args, **kwargs)`` with fresh arguments — fake ones, under ``mode``, when it is given —
-    with ``insert = (position, obj)`` placing the object among the arguments (for custom ops). Exceptions from
+def _invoke(call: Call, obj: Any, mode: FakeTensorMode | None, label=None) -> CallResult:
+    """Run ``call`` on ``obj`` with fresh arguments — fake ones, under ``mode``, when it is given. Exceptions from
     looking up or running the callable are captured in the :class:`CallResult`. ``label`` (text or a function
     returning it) names the call for :func:`conformance.isolation.calling`."""
-    a, kw = args.make()
+    made = call.args.make()
     if mode is not None:
-        a, kw = to_fake(mode, (a, kw))
-    if insert is not None:
-        position, obj = insert
-        a = [*a[:position], obj, *a[position:]]
+        made = to_fake(mode, made)
     try:
         with (mode if mode is not None else contextlib.nullcontext()), quiet_torch_logs(), \
                 calling(label or "a call into the class"):
-            return CallResult(target()(*a, **kw))
+            return CallResult(call.invoke(obj, made))
     except Exception as exc:  # noqa: BLE001 - user and C++ code may raise anything
         return CallResult(error=exc)
 

@@ -25,24 +25,23 @@ from typing import Any
 
 import torch
 
+from .calls import Call, Callee
 from .discovery import ClassInfo, qualname_of
 from .isolation import CallAbandoned, calling
 from .results import exception_line
+from .session import current
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
 
 __all__ = [
     "examples",
-    "registered_factories",
     "Example",
     "ExampleSet",
-    "Step",
     "build_examples",
     "state_key",
     "read_state",
 ]
 
 Factory = Callable[[], Iterable[torch.ScriptObject]]
-_FACTORIES: dict[str, list[Factory]] = {}
 
 #: At most this many examples built from constructor arguments, and this many derived by method calls.
 MAX_BASE = 8
@@ -55,36 +54,18 @@ def examples(qualname: str) -> Callable[[Factory], Factory]:
     Use as a decorator on a zero-argument function returning an iterable of ``torch.ScriptObject`` instances
     of that class. Once a factory is registered for a class, generated constructor arguments are not used for it.
     The factory is called again for every fresh object the checks need; it must return new objects in the same
-    states each time. Returns the factory unchanged. Raises ``ValueError`` if ``qualname`` is not ``ns::Cls``.
+    states each time. The factory goes into the registry of the current session
+    (:func:`conformance.session.current`). Returns the factory unchanged. Raises ``ValueError`` if ``qualname``
+    is not ``ns::Cls``.
     """
     if qualname.count("::") != 1:
         raise ValueError(f"conformance.examples({qualname!r}): expected 'namespace::Class'")
 
     def register(factory: Factory) -> Factory:
-        _FACTORIES.setdefault(qualname, []).append(factory)
+        current().registry.add_factory(qualname, factory)
         return factory
 
     return register
-
-
-def registered_factories(qualname: str) -> list[Factory]:
-    """The factories registered with :func:`examples` for ``qualname``."""
-    return list(_FACTORIES.get(qualname, ()))
-
-
-@dataclasses.dataclass(frozen=True)
-class Step:
-    """One method call applied to an example object: ``obj.<method>(<args>)``."""
-
-    method: str
-    args: ArgumentSet
-
-    def code(self, var: str = "obj") -> str:
-        return f"{var}.{self.method}({self.args.code()})"
-
-    def apply(self, obj: torch.ScriptObject) -> Any:
-        args, kwargs = self.args.make()
-        return getattr(obj, self.method)(*args, **kwargs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,14 +73,15 @@ class Example:
     """A recipe for one example object. ``build()`` returns a new real object in the recipe's state.
 
     Exactly one of ``ctor`` (generated constructor arguments) and ``factory`` (a user factory, with the index of
-    the object in its output) is set. ``steps`` are applied after construction.
+    the object in its output) is set. ``steps`` (method :class:`~conformance.calls.Call` objects) are applied
+    after construction.
     """
 
     info: ClassInfo
     ctor: ArgumentSet | None = None
     factory: Factory | None = None
     factory_index: int = 0
-    steps: tuple[Step, ...] = ()
+    steps: tuple[Call, ...] = ()
 
     def build(self) -> torch.ScriptObject:
         """A fresh object. Raises whatever the constructor, factory or steps raise."""
@@ -111,7 +93,7 @@ class Example:
                 args, kwargs = self.ctor.make()
                 obj = self.info.script_class(*args, **kwargs)
             for step in self.steps:
-                step.apply(obj)
+                step.invoke(obj)
         return obj
 
     @property
@@ -121,7 +103,7 @@ class Example:
             head = f"{getattr(self.factory, '__name__', 'factory')}()[{self.factory_index}]"
         else:
             head = f"{self.info.name}({self.ctor.code()})"
-        tail = "".join(f".{s.method}(..)" for s in self.steps)
+        tail = "".join(f".{s.label}(..)" for s in self.steps)
         return head + tail
 
     def code(self, var: str = "obj") -> list[str]:
@@ -187,9 +169,11 @@ def state_key(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-def build_examples(info: ClassInfo, resolver=None) -> ExampleSet:
-    """Build the examples of ``info``: user factories if registered, else generated constructor calls, plus
-    states reached by applying each state-changing method twice to the first example.
+def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None) -> ExampleSet:
+    """Build the examples of ``info``: from ``factories`` (registered with :func:`examples`) if any, else from
+    generated constructor calls, plus states reached by applying each state-changing method twice to the first
+    example. ``resolver`` gives values for arguments typed as a TorchBind class
+    (:data:`conformance.values.ClassResolver`).
 
     Constructor argument sets the C++ constructor rejects are skipped (kept in ``rejected``). Examples whose
     state (:func:`read_state`) duplicates an earlier one are dropped. Never raises for user-code errors: those
@@ -217,7 +201,6 @@ def build_examples(info: ClassInfo, resolver=None) -> ExampleSet:
     def give_up(problem: str) -> ExampleSet:
         return ExampleSet([], rejected, problem, lost)
 
-    factories = registered_factories(info.qualname)
     if factories:
         for factory in factories:
             name = getattr(factory, "__name__", "factory")
@@ -273,7 +256,8 @@ def _derive_states(info: ClassInfo, base: Example, admit, resolver) -> list[Exam
             continue
         if not sets or not sets[0].args and not sets[0].kwargs:
             continue  # nullary methods (pop, reset) rarely grow an object
-        ex = dataclasses.replace(base, steps=base.steps + (Step(method, sets[0]), Step(method, sets[-1])))
+        callee = Callee.method(method)
+        ex = dataclasses.replace(base, steps=base.steps + (Call(callee, sets[0]), Call(callee, sets[-1])))
         if admit(ex):
             out.append(ex)
     return out

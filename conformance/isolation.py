@@ -50,6 +50,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe
 
 from .results import Failure, Outcome
+from .session import Session, current
 
 __all__ = ["calling", "CallAbandoned", "Supervisor", "WorkerLost", "isolation_available", "DEFAULT_TIMEOUT",
            "ITEM_LIMIT_FACTOR"]
@@ -129,10 +130,6 @@ class _Crumbs:
         self._header()
 
 
-_CRUMBS: _Crumbs | None = None  # set in a worker only
-_ABANDONED: dict[str, str] = {}  # label -> what it did to a worker; set in the supervisor, inherited at fork
-
-
 class CallAbandoned(Exception):
     """Raised by :func:`calling` in place of a call that crashed or hung a worker while the class was being
     prepared; the message says what happened."""
@@ -151,26 +148,27 @@ class calling:  # noqa: N801 - used like a function: ``with calling(...):``
     Entering raises :class:`CallAbandoned` for a timed call abandoned during preparation (see the module
     docstring)."""
 
-    __slots__ = ("label", "timed", "active")
+    __slots__ = ("label", "timed", "crumbs")
 
     def __init__(self, label: str | Callable[[], str], *, timed: bool = True):
-        self.label, self.timed, self.active = label, timed, False
+        self.label, self.timed, self.crumbs = label, timed, None
 
     def __enter__(self) -> None:
-        crumbs = _CRUMBS
+        session = current()
+        crumbs = session.worker  # the breadcrumb page, in a worker process only
         if crumbs is None:
             return
         label = self.label
         text = label() if callable(label) else label
-        if self.timed and text in _ABANDONED:
-            raise CallAbandoned(text, _ABANDONED[text])
+        if self.timed and text in session.abandoned:
+            raise CallAbandoned(text, session.abandoned[text])
         crumbs.push(text, self.timed)
-        self.active = True
+        self.crumbs = crumbs
 
     def __exit__(self, *exc) -> None:
-        if self.active:
-            self.active = False
-            _CRUMBS.pop()
+        if self.crumbs is not None:
+            self.crumbs.pop()
+            self.crumbs = None
 
 
 # ----- supervisor ---------------------------------------------------------------------------------------------
@@ -195,7 +193,7 @@ class WorkerLost:
         call = next((label for label, timed in crumbs if timed), None)
         return cls(kind, cause, [label for label, _ in crumbs], call, stack, seconds)
 
-    def failure(self, check: str, qualname: str, target: str | None, timeout: float) -> Failure:
+    def failure(self, timeout: float) -> Failure:
         """The item's failure, for a library author: what died, in which call, and how to look closer."""
         where = self.doing[-1] if self.doing else "the check itself (no call into the class was in progress)"
         if self.call is None and self.stack:
@@ -221,7 +219,7 @@ class WorkerLost:
             details += [f"  {ln.strip()}" for ln in self.stack]
         details.append("to debug it in one process, rerun this item without isolation under gdb: "
                        "gdb -ex run --args python -m pytest --torchbind-isolation=none <your options> -k <this item>")
-        return Failure(check, qualname, target, summary, cpp=cpp, details=tuple(details))
+        return Failure(summary, cpp=cpp, details=tuple(details))
 
 
 class Supervisor:
@@ -237,8 +235,9 @@ class Supervisor:
     """
 
     def __init__(self, run_item: Callable[[str], Outcome], timeout: float = DEFAULT_TIMEOUT,
-                 before_fork: Callable[[], None] | None = None):
+                 before_fork: Callable[[], None] | None = None, session: Session | None = None):
         self.run_item = run_item
+        self.session = session if session is not None else current()
         self.before_fork = before_fork
         self.timeout = timeout
         self.item_limit = timeout * ITEM_LIMIT_FACTOR
@@ -267,7 +266,7 @@ class Supervisor:
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the worker; its work is measured through the supervisor
             parent.close()
-            _worker_main(child, crumbs, stackfile, self.run_item)
+            _worker_main(child, crumbs, stackfile, self.run_item, self.session)
         child.close()
         with contextlib.suppress(OSError):
             os.setpgid(pid, pid)  # as the worker does itself: whichever runs first, a kill can use the group
@@ -351,9 +350,9 @@ class Supervisor:
             if not isinstance(result, WorkerLost):
                 break
             lost.append(result)
-            if result.call is None or result.call in _ABANDONED:
+            if result.call is None or result.call in self.session.abandoned:
                 break  # nothing to abandon: items will meet the same end, each on its own
-            _ABANDONED[result.call] = (f"crashed a worker process ({result.cause})" if result.kind == "crash"
+            self.session.abandoned[result.call] = (f"crashed a worker process ({result.cause})" if result.kind == "crash"
                                        else f"hung a worker process (it {result.cause})")
         return lost
 
@@ -365,8 +364,9 @@ class Supervisor:
 
     @property
     def abandoned(self) -> dict[str, str]:
-        """Calls abandoned during preparation: label -> what they did (shared by every supervisor here)."""
-        return dict(_ABANDONED)
+        """Calls abandoned during preparation: label -> what they did (kept on the session, so every supervisor
+        of a run shares them)."""
+        return dict(self.session.abandoned)
 
     def _lost_by_hang(self, start: float, doing: list[tuple[str, bool]], cause: str) -> WorkerLost:
         self._kill()
@@ -416,9 +416,9 @@ def _current_thread_stack(dump: str, limit: int = 12) -> list[str]:
     return frames[:limit]
 
 
-def _worker_main(conn: Connection, crumbs: _Crumbs, stackfile, run_item: Callable[[str], Outcome]) -> None:
+def _worker_main(conn: Connection, crumbs: _Crumbs, stackfile, run_item: Callable[[str], Outcome],
+                 session: Session) -> None:
     """The worker's loop: receive a key, run it, send the outcome; exit at end of input (never returns)."""
-    global _CRUMBS
     status = 0
     try:
         with contextlib.suppress(OSError):
@@ -426,7 +426,8 @@ def _worker_main(conn: Connection, crumbs: _Crumbs, stackfile, run_item: Callabl
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
         _die_with_parent()
         faulthandler.enable(file=stackfile, all_threads=True)
-        _CRUMBS = crumbs
+        session.worker = crumbs
+        session.activate()  # for this process's whole life: calling() finds the breadcrumb page through it
         while True:
             try:
                 key = conn.recv()
@@ -440,8 +441,7 @@ def _worker_main(conn: Connection, crumbs: _Crumbs, stackfile, run_item: Callabl
             try:
                 conn.send(outcome)
             except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable value in the outcome's data
-                fallback = Outcome(outcome.check, outcome.qualname, outcome.target, failures=[Failure(
-                    outcome.check, outcome.qualname, outcome.target,
+                fallback = Outcome.of_failures(outcome.check, outcome.qualname, outcome.target, [Failure(
                     f"the check's result could not be sent back from the worker process: {exc!r}")])
                 conn.send(fallback)
     except BaseException:  # noqa: BLE001 - never let the worker fall back into pytest's own code

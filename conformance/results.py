@@ -1,11 +1,36 @@
-"""Result dataclasses: what a check found, rendered for a library author who did not write this plugin."""
+"""The one result model: what a check found, one status vocabulary, and the matrix cell.
+
+A check (see :mod:`conformance.checks`) reports findings as :class:`Failure` objects — returned in an iterable or
+raised, one at a time — without naming itself or its class: the runner knows which check ran on which target and
+builds the :class:`Outcome`. :class:`NotApplicable` skips the item. A coverage-matrix check returns its
+:class:`Cell`. Every item and every cell has one :class:`Status`.
+
+Path of a result: check -> :class:`Outcome` (``conformance.runner``) -> the pytest item (``torchbind_status`` and,
+for cells, ``torchbind_cell`` as JSON in ``user_properties``; under pytest-xdist these travel to the controller
+with the test report) -> the session's recorder (terminal summary, report files, baseline).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import textwrap
+from typing import Any
 
-__all__ = ["Failure", "Outcome", "NotApplicable", "Verdict", "exception_line"]
+__all__ = ["Status", "Failure", "Outcome", "NotApplicable", "Cell", "exception_line"]
+
+
+class Status(str, enum.Enum):
+    """The status of an item or a matrix cell. ``UNSUPPORTED``: a matrix cell that failed the way a listed torch
+    limitation fails (:mod:`conformance.matrix.limitations`); its item is skipped."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    UNSUPPORTED = "unsupported"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 def exception_line(exc: BaseException, limit: int | None = None) -> str:
@@ -25,21 +50,20 @@ class NotApplicable(Exception):
     """Raised by a check that cannot run for this target; the message says why (the item is skipped)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Failure:
-    """One disagreement between a TorchBind class and its fake (or a broken protocol method).
+@dataclasses.dataclass(eq=False)
+class Failure(Exception):
+    """One disagreement between a TorchBind class and its fake (or a broken protocol method). A check returns
+    failures or raises one.
 
-    ``check`` is the check's name (``signature``), ``qualname`` the class (``ns::Cls``), ``target`` the method
-    or op it concerns (``None`` for class-level findings). ``summary`` says which rule is broken; ``cpp`` and
-    ``fake`` what each side did; ``details`` further lines (e.g. per-field differences); ``example`` the code
-    that builds the example object, ``call`` the call made, ``program`` a matrix scenario's program and objects;
-    ``repro`` a standalone Python script that shows the disagreement.
+    ``summary`` says which rule is broken; ``target`` the method or op it concerns when that is not the item's own
+    target (``None``: the item's); ``cpp`` and ``fake`` what each side did; ``details`` further lines (e.g.
+    per-field differences); ``example`` the code that builds the example object; ``call`` the call made;
+    ``program`` a matrix scenario's program and objects; ``repro`` a standalone Python script that shows the
+    disagreement.
     """
 
-    check: str
-    qualname: str
-    target: str | None
     summary: str
+    target: str | None = None
     cpp: str | None = None
     fake: str | None = None
     details: tuple[str, ...] = ()
@@ -48,13 +72,21 @@ class Failure:
     repro: str | None = None
     program: str | None = None
 
-    @property
-    def where(self) -> str:
-        return f"{self.qualname}.{self.target}" if self.target else self.qualname
+    def __post_init__(self) -> None:
+        super().__init__(self.summary)
+        self.details = tuple(self.details)
 
-    def render(self) -> str:
-        """Multi-line text: headline, example, call, what C++ and the fake did, differences, reproducer."""
-        lines = [f"{self.where}: {self.summary}"]
+    def __reduce__(self):  # pickled to and from the isolation worker: rebuild from the fields, not Exception.args
+        return (_rebuild_failure, (type(self), dataclasses.asdict(self)))
+
+    def __str__(self) -> str:
+        return self.summary
+
+    def render(self, qualname: str, target: str | None = None) -> str:
+        """Multi-line text for the failure of an item of ``qualname`` (``ns::Cls``) whose target is ``target``:
+        headline, example, call, what C++ and the fake did, differences, reproducer."""
+        where = self.target or target
+        lines = [f"{qualname}.{where}: {self.summary}" if where else f"{qualname}: {self.summary}"]
         if self.example:
             lines.append("  example object:")
             lines += ["    " + ln for ln in self.example.splitlines()]
@@ -74,33 +106,84 @@ class Failure:
             lines.append(textwrap.indent(self.repro.rstrip(), "    | ", lambda _: True))
         return "\n".join(lines)
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    def to_json(self) -> dict[str, Any]:
+        """The fields as a JSON-serialisable dict."""
+        return {**dataclasses.asdict(self), "details": list(self.details)}
+
+
+def _rebuild_failure(cls: type, fields: dict) -> Failure:
+    return cls(**fields)
 
 
 @dataclasses.dataclass
-class Verdict:
-    """What a check may return instead of a plain failure list: ``failures``, a ``skipped`` reason (shown as a
-    pytest skip), and ``data`` for reports (a JSON-serialisable dict, e.g. a matrix cell)."""
+class Cell:
+    """One coverage-matrix cell: a scenario (``row``) of class ``qualname`` through a ``backend``, compared with
+    plain eager. ``row_index`` / ``backend_index`` fix its place in the report whatever order cells arrive in.
+    ``reason``: one line for the report's footnote; ``details``: further lines (mismatches, traceback tail);
+    ``program``: the scenario's source and objects; ``limitation``: the key of the matching
+    :data:`~conformance.matrix.limitations.LIMITATIONS` entry of an ``UNSUPPORTED`` cell."""
 
-    failures: list[Failure] = dataclasses.field(default_factory=list)
-    skipped: str | None = None
-    data: dict | None = None
+    qualname: str
+    row: str
+    backend: str
+    row_index: int
+    backend_index: int
+    status: Status = Status.PASSED
+    reason: str = ""
+    details: list[str] = dataclasses.field(default_factory=list)
+    program: str = ""
+    limitation: str | None = None
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+
+    def to_json(self) -> dict[str, Any]:
+        """The cell as a JSON-serialisable dict (``status`` as its string value)."""
+        return {**dataclasses.asdict(self), "status": self.status.value, "details": list(self.details)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Cell:
+        """The inverse of :meth:`to_json`. Raises ``TypeError`` / ``ValueError`` for a malformed dict."""
+        return cls(**data)
 
 
 @dataclasses.dataclass
 class Outcome:
-    """Result of running one check on one target: ``failures`` (empty means passed) or ``skipped`` reason."""
+    """The result of running one check on one target of one class (one pytest item).
+
+    ``check`` is the check's name, ``qualname`` the class (``ns::Cls``), ``target`` the method, op or cell name
+    in the item's id (``None`` for class-level checks). ``status`` is ``PASSED``, ``FAILED`` (``failures`` says
+    why) or ``SKIPPED`` (``reason`` says why); ``cell`` is the matrix cell for matrix items.
+    """
 
     check: str
     qualname: str
     target: str | None
+    status: Status = Status.PASSED
     failures: list[Failure] = dataclasses.field(default_factory=list)
-    skipped: str | None = None
-    data: dict | None = None
+    reason: str | None = None
+    cell: Cell | None = None
+
+    @classmethod
+    def of_failures(cls, check: str, qualname: str, target: str | None, failures: list[Failure],
+                    cell: Cell | None = None) -> Outcome:
+        """``FAILED`` with ``failures``, or ``PASSED`` when there are none."""
+        return cls(check, qualname, target, Status.FAILED if failures else Status.PASSED, list(failures),
+                   cell=cell)
+
+    @classmethod
+    def skip(cls, check: str, qualname: str, target: str | None, reason: str, cell: Cell | None = None
+                ) -> Outcome:
+        return cls(check, qualname, target, Status.SKIPPED, reason=reason, cell=cell)
+
+    def render(self) -> str:
+        """Every failure, rendered for this item (see :meth:`Failure.render`), separated by blank lines."""
+        return "\n\n".join(f.render(self.qualname, self.target) for f in self.failures)
 
     @property
-    def status(self) -> str:
-        if self.skipped is not None:
-            return "skipped"
-        return "failed" if self.failures else "passed"
+    def summary(self) -> str:
+        """One line: the headline of the first failure (``ns::Cls.method: summary``), the skip reason, or the
+        status."""
+        if self.failures:
+            return self.failures[0].render(self.qualname, self.target).splitlines()[0]
+        return self.reason or self.status.value

@@ -24,6 +24,7 @@ OP_QUALNAMES = (
     "samples::for_each_add_",
     "samples::queue_size_like",
     "samples::counter_scale",
+    "samples::push_scaled",  # takes the object as its third argument
 )
 BROKEN_CLASS_QUALNAMES = (
     "samples_broken::FlattenDup",

@@ -175,6 +175,10 @@ def fake_counter_scale(c, x):
     return c.scale(x)
 
 
+def fake_push_scaled(x, alpha, foo):
+    foo.push(x * alpha)
+
+
 FAKE_CLASSES = {
     "samples::TensorQueue": FakeTensorQueue,
     "samples::Counter": FakeCounter,
@@ -185,6 +189,7 @@ OP_FAKES = {
     "samples::for_each_add_": fake_for_each_add_,
     "samples::queue_size_like": fake_queue_size_like,
     "samples::counter_scale": fake_counter_scale,
+    "samples::push_scaled": fake_push_scaled,
 }
 
 # Library handle that owns the registrations made by register_fake.  If it were

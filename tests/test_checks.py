@@ -10,9 +10,8 @@ import torch
 from torch._library.fake_class_registry import _full_qual_class_name, global_fake_class_registry
 
 import conformance
-from conformance import example_objects as examples_module
-from conformance.context import context_for, reset_contexts
 from conformance.runner import run_class
+from conformance.session import Registry, Session, current
 
 CONTAINS = "_TorchScriptTesting::_ContainsTensor"
 
@@ -34,13 +33,9 @@ def fake_registered(qualname, fake):
 
 @pytest.fixture
 def factories():
-    """Isolate @conformance.examples registrations and cached contexts."""
-    saved = dict(examples_module._FACTORIES)
-    reset_contexts()
-    yield
-    examples_module._FACTORIES.clear()
-    examples_module._FACTORIES.update(saved)
-    reset_contexts()
+    """A session of its own: @conformance.examples registers into its empty registry, its contexts start new."""
+    with Session(registry=Registry()).activated() as session:
+        yield session
 
 
 def test_unflatten_must_be_a_classmethod(torch_test_classes):
@@ -89,7 +84,7 @@ def test_user_example_factory_is_called_for_every_fresh_object(torch_test_classe
         next(calls)
         return [torch.classes._TorchScriptTesting._Foo(10, 20), torch.classes._TorchScriptTesting._Foo(1, 1)]
 
-    examples = context_for("_TorchScriptTesting::_Foo").example_set.examples
+    examples = current().context("_TorchScriptTesting::_Foo").example_set.examples
     assert [e.build().info() for e in examples[:2]] == [200, 1]
     first, second = examples[0].build(), examples[0].build()
     assert first is not second
@@ -115,14 +110,14 @@ def test_factory_returning_the_wrong_class(torch_test_classes, factories):
     assert "returned Tensor at index 0, not a _TorchScriptTesting::_Foo" in outcome.failures[0].summary
     # Checks that need objects are skipped, pointing at the examples item.
     [sig] = [o for o in run_class("_TorchScriptTesting::_Foo", only={"agreement"}) if o.target == "add_tensor"]
-    assert sig.skipped and "::examples" in sig.skipped
+    assert sig.reason and "::examples" in sig.reason
 
 
 def test_examples_reach_empty_and_non_empty_states(torch_test_classes):
-    examples = context_for("_TorchScriptTesting::_TensorQueue").example_set.examples
+    examples = current().context("_TorchScriptTesting::_TensorQueue").example_set.examples
     sizes = {e.build().size() for e in examples}
     assert 0 in sizes and max(sizes) >= 2
-    assert any(e.steps and e.steps[0].method == "push" for e in examples)
+    assert any(e.steps and e.steps[0].label == "push" for e in examples)
 
 
 def test_examples_api_rejects_bad_names():

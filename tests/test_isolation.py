@@ -15,7 +15,8 @@ import pytest
 
 from conformance import isolation
 from conformance.isolation import CallAbandoned, Supervisor, WorkerLost, calling
-from conformance.results import Outcome
+from conformance.results import Failure, Outcome
+from conformance.session import Session
 
 pytestmark = pytest.mark.skipif(not isolation.isolation_available(), reason="process isolation needs Linux fork")
 
@@ -29,7 +30,7 @@ def _item(key: str) -> Outcome:
     if key == "ok":
         return ok
     if key in ("pid", "late"):
-        return Outcome("check", "ns::Cls", None, skipped=str(os.getpid()))
+        return Outcome.skip("check", "ns::Cls", None, str(os.getpid()))
     if key == "segv":
         with calling("check segv", timed=False), calling("ns::Cls.boom(3)"):
             os.kill(os.getpid(), signal.SIGSEGV)
@@ -53,21 +54,21 @@ def _item(key: str) -> Outcome:
             with calling("ns::Cls.derive(2)"):
                 os.kill(os.getpid(), signal.SIGSEGV)
         except CallAbandoned as exc:
-            return Outcome("prepare", "ns::Cls", None, skipped=str(exc))
+            return Outcome.skip("prepare", "ns::Cls", None, str(exc))
     if key == "warm":
-        return Outcome("check", "ns::Cls", None, skipped=",".join(_WARMED))
+        return Outcome.skip("check", "ns::Cls", None, ",".join(_WARMED))
     if key == "unpicklable":
-        return Outcome("check", "ns::Cls", None, data={"f": lambda: 1})
+        return Outcome.of_failures("check", "ns::Cls", None, [Failure("unpicklable", details=(lambda: 1,))])
     raise AssertionError(key)
 
 
 @pytest.fixture
-def supervisor(monkeypatch):
-    monkeypatch.setattr(isolation, "_ABANDONED", {})
+def supervisor():
     made = []
+    session = Session()  # its own record of abandoned calls
 
     def make(timeout=5.0, before_fork=None):
-        sup = Supervisor(_item, timeout, before_fork)
+        sup = Supervisor(_item, timeout, before_fork, session=session)
         for key in ("ok", "pid", "segv", "abort", "exit", "spin", "slow-untimed", "forever-untimed", "prepare",
                     "unpicklable", "warm"):
             sup.register(key)
@@ -91,7 +92,7 @@ def test_outcomes_come_back_from_one_persistent_worker(supervisor):
     sup = supervisor()
     assert sup.run("ok") == Outcome("check", "ns::Cls", "method")
     first, second = sup.run("pid"), sup.run("pid")
-    assert first.skipped == second.skipped != str(os.getpid())
+    assert first.reason == second.reason != str(os.getpid())
     assert sup.started == 1
 
 
@@ -102,10 +103,10 @@ def test_a_segfault_fails_the_item_names_the_call_and_a_new_worker_goes_on(super
     assert lost.cause == "killed by SIGSEGV (Segmentation fault)"
     assert lost.doing == ["check segv", "ns::Cls.boom(3)"] and lost.call == "ns::Cls.boom(3)"
     assert any("in _item" in frame for frame in lost.stack), lost.stack  # faulthandler's Python stack
-    failure = lost.failure("check", "ns::Cls", "boom", timeout=5.0)
+    failure = lost.failure(timeout=5.0)
     assert failure.summary == ("the process running this check crashed: killed by SIGSEGV (Segmentation fault) "
                                "while in ns::Cls.boom(3)")
-    assert "check segv > ns::Cls.boom(3)" in failure.render()
+    assert "check segv > ns::Cls.boom(3)" in failure.render("ns::Cls", "boom")
     assert sup.run("ok").check == "check" and sup.started == 2
 
 
@@ -119,14 +120,14 @@ def test_abort_and_exit_are_reported_too(supervisor):
 
 def test_a_call_that_hangs_is_killed_after_the_timeout(supervisor):
     sup = supervisor(timeout=0.5)
-    pid = int(sup.run("pid").skipped)
+    pid = int(sup.run("pid").reason)
     start = time.monotonic()
     lost = sup.run("spin")
     assert time.monotonic() - start < 5
     assert (lost.kind, lost.call) == ("hang", "ns::Cls.wait_for(2)")
     assert lost.cause == "did not return within 0.5 s (--torchbind-timeout)"
     assert not _alive(pid)
-    failure = lost.failure("check", "ns::Cls", "wait_for", timeout=0.5)
+    failure = lost.failure(timeout=0.5)
     assert failure.summary == "this check hung: ns::Cls.wait_for(2) did not return within 0.5 s (--torchbind-timeout)"
     assert sup.run("ok").check == "check"
 
@@ -146,8 +147,8 @@ def test_preparation_abandons_the_call_that_crashed_it(supervisor):
     assert sup.abandoned == {"ns::Cls.derive(2)": "crashed a worker process (killed by SIGSEGV (Segmentation "
                                                   "fault))"}
     again = sup.run("prepare")  # a new worker inherits the abandoned call and does not make it
-    assert again.skipped.startswith("ns::Cls.derive(2) crashed a worker process") and "not called again" in \
-        again.skipped
+    assert again.reason.startswith("ns::Cls.derive(2) crashed a worker process") and "not called again" in \
+        again.reason
     # Items do not abandon calls: each one that makes a crashing call fails on its own.
     assert isinstance(sup.run("segv"), WorkerLost) and isinstance(sup.run("segv"), WorkerLost)
     assert "ns::Cls.boom(3)" not in sup.abandoned
@@ -155,18 +156,18 @@ def test_preparation_abandons_the_call_that_crashed_it(supervisor):
 
 def test_keys_registered_after_the_fork_get_a_new_worker(supervisor):
     sup = supervisor()
-    first = sup.run("pid").skipped
-    assert sup.run("pid").skipped == first
+    first = sup.run("pid").reason
+    assert sup.run("pid").reason == first
     sup.register("late")  # e.g. an item collected after the worker was forked: that worker cannot know it
-    assert sup.run("late").skipped != first and sup.started == 2
+    assert sup.run("late").reason != first and sup.started == 2
 
 
 def test_before_fork_runs_once_in_the_supervisor_and_workers_inherit_it(supervisor):
     _WARMED.clear()
     sup = supervisor(before_fork=lambda: _WARMED.append(f"imported in {os.getpid()}"))
-    assert sup.run("warm").skipped == f"imported in {os.getpid()}"
+    assert sup.run("warm").reason == f"imported in {os.getpid()}"
     assert isinstance(sup.run("segv"), WorkerLost)
-    assert sup.run("warm").skipped == f"imported in {os.getpid()}"  # the new worker: not run again
+    assert sup.run("warm").reason == f"imported in {os.getpid()}"  # the new worker: not run again
     assert _WARMED == [f"imported in {os.getpid()}"]
     _WARMED.clear()
 
@@ -233,9 +234,9 @@ def test_serial_and_xdist_runs_survive_crashes_and_hangs_with_the_same_findings(
     assert serial.parseoutcomes()["passed"] >= 12  # coverage, agreement[push]/[size], push/size cells, ...
     report = json.loads((pytester.path / "serial.json").read_text())
     cells = {(cls["qualname"], c["row"]): c for cls in report["classes"] for c in cls["cells"]}
-    assert cells[("samples_unsafe::CrashyStack", "push")]["status"] == "pass"
+    assert cells[("samples_unsafe::CrashyStack", "push")]["status"] == "passed"
     pop = cells[("samples_unsafe::CrashyStack", "pop")]
-    assert pop["status"] == "fail" and "killed by SIGSEGV" in pop["reason"]
+    assert pop["status"] == "failed" and "killed by SIGSEGV" in pop["reason"]
     assert "did not return within 2 s" in cells[("samples_unsafe::CrashyStack", "wait_for")]["reason"]
 
     parallel = pytester.runpytest_subprocess(*args, "--torchbind-report=parallel.json", "-n", "2")
@@ -263,7 +264,7 @@ def test_without_isolation_an_xdist_worker_lost_to_a_crash_loses_only_its_item(p
     assert result.parseoutcomes()["passed"] == 3  # examples, coverage[push], signature[push]
     report = json.loads((pytester.path / "m.json").read_text())
     [cell] = [c for cls in report["classes"] for c in cls["cells"]]
-    assert cell["row"] == "push" and cell["status"] == "fail"
+    assert cell["row"] == "push" and cell["status"] == "failed"
     assert "worker 'gw" in cell["reason"] and "crashed" in cell["reason"]
 
 

@@ -14,6 +14,7 @@ from conformance.matrix.backend import Backend, all_backends, torch_compile
 from conformance.matrix.cell import run_cell
 from conformance.matrix.limitations import LIMITATIONS, find_limitation
 from conformance.matrix.scenarios import row_names, scenario
+from conformance.session import current
 
 COUNTER = "samples::Counter"
 QUEUE = "samples::TensorQueue"
@@ -31,9 +32,7 @@ def _eager_prepare(scn, module, args):
 
 
 def test_rows_and_columns(samples):
-    from conformance.context import context_for
-
-    rows = row_names(context_for(QUEUE))
+    rows = row_names(current().context(QUEUE))
     assert rows[:2] == ["push", "pop"]
     assert "op.for_each_add_" in rows and "for_each_add_" in rows
     assert rows[-4:] == ["sequence", "sequence.attr", "tensors.attr", "dynamic"]
@@ -42,19 +41,19 @@ def test_rows_and_columns(samples):
 
 
 def test_sequence_program_mutates_then_reads(samples):
-    scn = scenario(QUEUE, "sequence")
+    scn = scenario(current().context(QUEUE), "sequence")
     src = scn.source
     assert src.index("obj.push(x0)") < src.index("obj.push(x1)") < src.index("obj.pop()") < src.index("obj.size()")
     assert "obj.for_each_add_(" in src and "torch.ops." not in src, "ops have rows of their own"
     assert scn.second.steps, "the second run uses an object reached by method calls (another state)"
-    attr = scenario(QUEUE, "sequence.attr")
+    attr = scenario(current().context(QUEUE), "sequence.attr")
     assert "self.obj = obj" in attr.source and attr.second is attr.first
 
 
 def test_a_faithful_backend_passes(samples):
     faithful = Backend("faithful", "test", "faithful", _eager_prepare)
     for row in ("increment", "sequence", "sequence.attr"):
-        assert run_cell(COUNTER, row, faithful).status == "pass"
+        assert run_cell(current().context(COUNTER), row, faithful).status == "passed"
 
 
 def test_stale_outputs_fail(samples):
@@ -69,8 +68,8 @@ def test_stale_outputs_fail(samples):
 
         return run
 
-    result = run_cell(COUNTER, "increment", Backend("stale", "test", "stale", prepare))
-    assert result.status == "fail"
+    result = run_cell(current().context(COUNTER), "increment", Backend("stale", "test", "stale", prepare))
+    assert result.status == "failed"
     assert re.match(r"run 1 output\[0\]: expected \d+ \(int\), got \d+ \(int\)", result.reason)
 
 
@@ -82,8 +81,8 @@ def test_program_that_runs_on_a_copy_fails_the_state_comparison(samples):
 
         return run
 
-    result = run_cell(QUEUE, "push", Backend("copying", "test", "copying", prepare))
-    assert result.status == "fail"
+    result = run_cell(current().context(QUEUE), "push", Backend("copying", "test", "copying", prepare))
+    assert result.status == "failed"
     assert result.reason.startswith("run 0 object state")
 
 
@@ -92,8 +91,8 @@ def test_tracing_that_mutates_the_object_fails(samples):
         module(*args)  # "traces" by running on the real object
         return module
 
-    result = run_cell(QUEUE, "push", Backend("mutating", "test", "mutating", prepare, ahead_of_time=True))
-    assert result.status == "fail"
+    result = run_cell(current().context(QUEUE), "push", Backend("mutating", "test", "mutating", prepare, ahead_of_time=True))
+    assert result.status == "failed"
     assert result.reason.startswith("tracing changed the real object used to trace")
 
 
@@ -101,12 +100,12 @@ def test_compile_errors_fail_with_the_error(samples):
     def prepare(scn, module, args):
         raise RuntimeError("backend exploded")
 
-    result = run_cell(COUNTER, "value", Backend("exploding", "test", "exploding", prepare))
-    assert (result.status, result.reason) == ("fail", "RuntimeError: backend exploded")
+    result = run_cell(current().context(COUNTER), "value", Backend("exploding", "test", "exploding", prepare))
+    assert (result.status, result.reason) == ("failed", "RuntimeError: backend exploded")
 
 
 def test_limitations_only_cover_matching_errors(samples):
-    scn = scenario(QUEUE, "pop")
+    scn = scenario(current().context(QUEUE), "pop")
     assert find_limitation("aoti", scn, "UserError: TorchBind objects found in inputs. ...").key == "aoti-object-input"
     assert find_limitation("aoti", scn, "RuntimeError: something else") is None
     assert find_limitation("inductor", scn, "UserError: TorchBind objects found in inputs.") is None
@@ -115,28 +114,28 @@ def test_limitations_only_cover_matching_errors(samples):
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor", "export"])
 def test_real_backends_on_the_counter_sequence(samples, backend):
-    status = run_cell(COUNTER, "sequence", backend).status
-    expected = "unsupported" if backend == "export" else "pass"  # export burns size/value results in
+    status = run_cell(current().context(COUNTER), "sequence", backend).status
+    expected = "unsupported" if backend == "export" else "passed"  # export burns size/value results in
     assert status == expected
 
 
 def test_aoti_rejects_object_inputs_as_a_known_limitation(samples):
-    result = run_cell(COUNTER, "scale", "aoti")
+    result = run_cell(current().context(COUNTER), "scale", "aoti")
     assert (result.status, result.limitation) == ("unsupported", "aoti-object-input")
 
 
 def test_aoti_runs_an_attribute_program(samples):
-    scn = scenario(QUEUE, "tensors.attr")
+    scn = scenario(current().context(QUEUE), "tensors.attr")
     assert "obj.size()" not in scn.source and "obj.pop()" in scn.source
-    result = run_cell(QUEUE, "tensors.attr", "aoti")
-    assert result.status == "pass", result.details
+    result = run_cell(current().context(QUEUE), "tensors.attr", "aoti")
+    assert result.status == "passed", result.details
 
 
 def test_dynamic_row_uses_other_sizes_on_the_second_run(samples):
-    scn = scenario(QUEUE, "dynamic")
+    scn = scenario(current().context(QUEUE), "dynamic")
     first, second = scn.inputs(0), scn.inputs(1)
     assert [t.shape for t in first] != [t.shape for t in second]
-    assert run_cell(QUEUE, "dynamic", "eager").status == "pass"
+    assert run_cell(current().context(QUEUE), "dynamic", "eager").status == "passed"
 
 
 def _run_matrix(pytester, *extra):
@@ -162,7 +161,7 @@ def test_reports_serial_and_xdist_are_identical(pytester, samples, monkeypatch):
     assert "| `increment` | ✓ |   | – [1] |" in md, md  # the aoti cell was deselected
     assert re.search(r"^1\. – non-tensor results of methods", md, re.M)
     doc = json.loads((pytester.path / "serial.json").read_text())
-    assert doc["schema"] == "torchbind-matrix/1"
+    assert doc["schema"] == "torchbind-matrix/2"
     [cls] = doc["classes"]
     cell = next(c for c in cls["cells"] if (c["row"], c["backend"]) == ("scale", "aoti"))
     assert (cell["status"], cell["limitation"], cell["footnote"]) == ("unsupported", "aoti-object-input", 2)

@@ -32,7 +32,7 @@ def test_correct_fakes_pass_every_check(samples, qualname):
     checks = {o.check for o in outcomes}
     assert {"fake_class", "coverage", "signature", "return_type", "flatten", "roundtrip", "agreement",
             "deepcopy"} <= checks
-    not_passed = [(o.check, o.target, o.skipped, [f.render() for f in o.failures])
+    not_passed = [(o.check, o.target, o.reason, o.render())
                   for o in outcomes if o.status != "passed"]
     assert not_passed == []
 
@@ -48,16 +48,17 @@ def test_every_check_has_a_broken_fake():
 def test_broken_fake_is_caught_by_its_check(samples, broken):
     with broken.installed():
         outcomes = run_class(broken.qualname, skip={"matrix"})
-    failures = [f for o in outcomes for f in o.failures]
-    hits = [f for f in failures if f.check == broken.check and broken.method in (None, f.target)]
+    failures = [(o, f) for o in outcomes for f in o.failures]
+    hits = [(o, f) for o, f in failures if o.check == broken.check and broken.method in (None, f.target or o.target)]
     assert hits, (f"{broken.name} ({broken.rule}) was not reported by {broken.check}"
-                  f"[{broken.method}]; got {[(f.check, f.target) for f in failures]}")
-    text = hits[0].render()
+                  f"[{broken.method}]; got {[(o.check, f.target or o.target) for o, f in failures]}")
+    outcome, failure = hits[0]
+    text = failure.render(outcome.qualname, outcome.target)
     assert broken.qualname in text
     if broken.method:
         assert broken.method in text
     # The checks run without internal errors even on broken fakes.
-    assert not [f for f in failures if "could not complete" in f.summary]
+    assert not [f for _, f in failures if "could not complete" in f.summary]
 
 
 def test_installed_restores_the_correct_fake(samples):
@@ -81,7 +82,7 @@ def _failures(qualname, check):
 
 
 def test_flatten_with_duplicate_names_and_aliasing_tensors(broken_cpp):
-    texts = [f.render() for f in _failures("samples_broken::FlattenDup", "flatten")]
+    texts = [o.render() for o in run_class("samples_broken::FlattenDup", only={"flatten"})]
     assert any("repeats the name(s) 't'" in t for t in texts), texts
     assert any("alias one another" in t for t in texts), texts
 
@@ -125,9 +126,9 @@ def test_constructor_that_rejects_every_generated_argument(broken_cpp):
     assert failure.summary.startswith("could not build any samples_broken::PickyInit object: "
                                       "obj = torch.classes.samples_broken.PickyInit(")
     assert "RuntimeError: PickyInit needs n == 4242" in failure.summary
-    assert "@conformance.examples('samples_broken::PickyInit')" in failure.render()
+    assert "@conformance.examples('samples_broken::PickyInit')" in outcomes[("examples", None)].render()
     # Every check that needs an object is skipped, pointing at the examples item.
-    assert outcomes[("agreement", "get")].skipped == ("no example objects of samples_broken::PickyInit (see "
+    assert outcomes[("agreement", "get")].reason == ("no example objects of samples_broken::PickyInit (see "
                                                       "torchbind[samples_broken.PickyInit]::examples)")
 
 

@@ -48,7 +48,7 @@ def test_findings_on_torch_shipped_classes(torch_test_classes):
     for qualname in expand_selector("_TorchScriptTesting::*"):
         for outcome in run_class(qualname, skip={"matrix"}):
             for failure in outcome.failures:
-                assert "could not complete" not in failure.summary, failure.render()
+                assert "could not complete" not in failure.summary, outcome.render()
                 found.add((qualname.split("::")[1], outcome.check, outcome.target))
     assert found == EXPECTED
 

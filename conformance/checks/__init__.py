@@ -1,41 +1,45 @@
 """The check registry: every check is one module in this package, registered with :func:`check`.
 
-A check is a function ``(ctx: ClassContext, target) -> list[Failure]``: an empty list means the class passes it.
+A check is a function ``(ctx: ClassContext, target)``. It reports what it found as
+:class:`~conformance.results.Failure` objects — returned in an iterable (empty, or ``None``, means the class
+passes) or raised one at a time — without naming itself or the class: the registry knows the check's name and the
+runner the class and target. It raises :class:`~conformance.results.NotApplicable` to be skipped with a reason.
+A ``"cell"``-scope check (the coverage matrix) returns its :class:`~conformance.results.Cell` instead.
+
 ``scope`` says what ``target`` is: ``"class"`` (``None``), ``"method"`` (a C++ method name), ``"op"`` (an
 :class:`~conformance.discovery.OpInfo`) or ``"cell"`` (a coverage-matrix cell, listed by the check's own
-``targets``). ``targets(info)`` lists the targets a check applies to (so, e.g., the
-``tracing_mode`` check exists only for classes that define ``tracing_mode``). A check raises
-:class:`~conformance.results.NotApplicable` to be skipped with a reason.
+``targets``). ``targets(ctx)`` lists the targets a check applies to (so, e.g., the ``tracing_mode`` check
+exists only for classes that define ``tracing_mode``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..discovery import ClassInfo
-from ..results import Failure
+from ..results import Cell, Failure
 
 __all__ = ["Check", "check", "all_checks", "get_check"]
 
-CheckFunc = Callable[[Any, Any], list[Failure]]
+CheckFunc = Callable[[Any, Any], "Iterable[Failure] | Cell | None"]
 
 
 @dataclasses.dataclass(frozen=True)
 class Check:
     """A registered check: ``name`` (used in test ids), ``scope``, the function, and its target lister.
 
-    ``lost(qualname, target, reason)``, when given, returns the report data (:attr:`Verdict.data`) of an item
-    whose worker process crashed or hung, so that reports still show it (e.g. the matrix cell as failed).
+    ``targets(ctx)`` lists the targets of a class (``ctx``: its :class:`~conformance.context.ClassContext`).
+    ``lost(qualname, target, reason)``, when given, returns the :class:`~conformance.results.Cell` of an item
+    whose worker process crashed or hung, so that reports still show it (as a failed cell).
     """
 
     name: str
     scope: str
     func: CheckFunc
-    targets: Callable[[ClassInfo], list[Any]]
+    targets: Callable[[Any], list[Any]]
     description: str
-    lost: Callable[[str, Any, str], dict] | None = None
+    lost: Callable[[str, Any, str], Cell] | None = None
 
     def target_id(self, target: Any) -> str | None:
         """The bracketed part of the test id: a method name, an op's short name, or ``None``."""
@@ -47,23 +51,23 @@ class Check:
 _REGISTRY: dict[str, Check] = {}
 
 
-def _class_targets(info: ClassInfo) -> list[Any]:
+def _class_targets(ctx) -> list[Any]:
     return [None]
 
 
-def _method_targets(info: ClassInfo) -> list[Any]:
-    return info.user_methods
+def _method_targets(ctx) -> list[Any]:
+    return ctx.info.user_methods
 
 
-def _op_targets(info: ClassInfo) -> list[Any]:
-    return list(info.ops)
+def _op_targets(ctx) -> list[Any]:
+    return list(ctx.info.ops)
 
 
-_DEFAULT_TARGETS = {"class": _class_targets, "method": _method_targets, "op": _op_targets, "cell": lambda info: []}
+_DEFAULT_TARGETS = {"class": _class_targets, "method": _method_targets, "op": _op_targets, "cell": lambda ctx: []}
 
 
-def check(name: str, scope: str = "class", targets: Callable[[ClassInfo], list[Any]] | None = None,
-          lost: Callable[[str, Any, str], dict] | None = None):
+def check(name: str, scope: str = "class", targets: Callable[[Any], list[Any]] | None = None,
+          lost: Callable[[str, Any, str], Cell] | None = None):
     """Register the decorated function as the check ``name`` (``lost``: see :class:`Check`). Raises
     ``ValueError`` on a duplicate name."""
     if scope not in _DEFAULT_TARGETS:
@@ -86,6 +90,7 @@ def all_checks() -> list[Check]:
 
 
 def get_check(name: str) -> Check:
+    """The check registered as ``name``; ``KeyError`` if there is none."""
     return _REGISTRY[name]
 
 

@@ -24,7 +24,6 @@ def coverage(ctx, method: str) -> list[Failure]:
         return []
     inherited = " (only inherited from object)" if hasattr(object, method) else ""
     return [Failure(
-        "coverage", ctx.info.qualname, method,
         f"the fake class does not define {method}{inherited}; torch.compile / torch.export fail on a call to it",
         cpp=str(ctx.info.methods[method]),
         fake=f"{fake.__qualname__} has no {method}",
@@ -50,8 +49,7 @@ def extra_methods(ctx, _target) -> list[Failure]:
     fake = ctx.require_fake()
     extra = [m for m in _public_fake_methods(fake) if m not in ctx.info.methods]
     return [
-        Failure("extra_methods", ctx.info.qualname, name,
-                "the fake class defines a public method the C++ class does not have",
+        Failure("the fake class defines a public method the C++ class does not have", target=name,
                 cpp=f"C++ methods: {', '.join(ctx.info.user_methods)}",
                 fake=f"{fake.__qualname__}.{name}")
         for name in extra

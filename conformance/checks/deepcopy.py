@@ -17,8 +17,8 @@ from ..results import Failure
 from . import check
 
 
-def _targets(info):
-    return [None] if info.pickles else []
+def _targets(ctx):
+    return [None] if ctx.info.pickles else []
 
 
 @check("deepcopy", targets=_targets)
@@ -36,16 +36,14 @@ def deepcopy(ctx, _target) -> list[Failure]:
                 clone = copy.deepcopy(obj)
             copied = read_state(clone)
         except Exception as exc:  # noqa: BLE001
-            return [Failure("deepcopy", ctx.info.qualname, "__setstate__",
-                            f"copy.deepcopy raised {type(exc).__name__}: {exc}", example=code, repro=repro)]
+            return [Failure(f"copy.deepcopy raised {type(exc).__name__}: {exc}", target="__setstate__", example=code, repro=repro)]
         diffs = flat_state_differences(before, copied, "state", ("original", "deep copy"))
         if diffs:
-            return [Failure("deepcopy", ctx.info.qualname, "__setstate__",
-                            "copy.deepcopy (through __getstate__/__setstate__) does not preserve the state",
+            return [Failure("copy.deepcopy (through __getstate__/__setstate__) does not preserve the state",
+                            target="__setstate__",
                             details=tuple(diffs), example=code, repro=repro)]
         diffs = flat_state_differences(before, read_state(obj), "state", ("before", "after"))
         if diffs:
-            return [Failure("deepcopy", ctx.info.qualname, "__getstate__",
-                            "copy.deepcopy changed the original object", details=tuple(diffs), example=code,
+            return [Failure("copy.deepcopy changed the original object", target="__getstate__", details=tuple(diffs), example=code,
                             repro=repro)]
     return []

@@ -14,13 +14,13 @@ def examples(ctx, _target) -> list[Failure]:
     """At least one example object can be built, and rebuilding gives the same state."""
     info = ctx.info
     exset = ctx.example_set
-    lost = [Failure("examples", info.qualname, None, f"building an example object {cause}",
+    lost = [Failure(f"building an example object {cause}",
                     example=code, details=("this state is left out of every other check of the class; the check "
                                            "of the method involved shows the crash or hang itself",))
             for code, cause in exset.lost]
     if exset.problem:
         details = tuple(f"{code.splitlines()[-1]}  ->  {err}" for code, err in exset.rejected[:6])
-        return lost + [Failure("examples", info.qualname, None, exset.problem,
+        return lost + [Failure(exset.problem,
                         details=details + ("supply objects with @conformance.examples(" + repr(info.qualname) +
                                            ") in a module passed to --torchbind-load",))]
     failures = lost
@@ -28,12 +28,11 @@ def examples(ctx, _target) -> list[Failure]:
         try:
             first, second = read_state(ex.build()), read_state(ex.build())
         except Exception as exc:  # noqa: BLE001
-            failures.append(Failure("examples", info.qualname, None, "building an example object a second time "
+            failures.append(Failure("building an example object a second time "
                                     f"raised {type(exc).__name__}: {exc}", example="\n".join(ex.code())))
             continue
         diffs = flat_state_differences(first, second, "state", ("first build", "second build"))
         if diffs:
-            failures.append(Failure("examples", info.qualname, None,
-                                    "building the same example twice gave different states",
+            failures.append(Failure("building the same example twice gave different states",
                                     example="\n".join(ex.code()), details=tuple(diffs)))
     return failures

@@ -23,7 +23,6 @@ def fake_class(ctx, _target) -> list[Failure]:
         if traces_with_real_object(ctx):
             return []
         return [Failure(
-            "fake_class", info.qualname, None,
             "no fake class is registered, so torch.compile / torch.export cannot fakify this object",
             cpp=f"TorchBind class {info.script_qualname} with methods {', '.join(info.user_methods) or '(none)'}",
             fake="(no class registered)",
@@ -32,10 +31,10 @@ def fake_class(ctx, _target) -> list[Failure]:
         )]
     raw = inspect.getattr_static(fake, "__obj_unflatten__", None)
     if raw is None:
-        return [Failure("fake_class", info.qualname, None, "the fake class has no __obj_unflatten__ classmethod",
+        return [Failure("the fake class has no __obj_unflatten__ classmethod",
                         fake=f"{fake.__module__}.{fake.__qualname__}")]
     if not isinstance(raw, classmethod):
-        return [Failure("fake_class", info.qualname, None, "__obj_unflatten__ is not a classmethod",
+        return [Failure("__obj_unflatten__ is not a classmethod",
                         fake=f"{fake.__qualname__}.__obj_unflatten__ is a {type(raw).__name__}",
                         details=("torch calls fake_class.__obj_unflatten__(flattened) on the class itself",))]
     return []

@@ -34,8 +34,7 @@ def flatten(ctx, _target) -> list[Failure]:
     if not info.has_flatten:
         if traces_with_real_object(ctx):
             return []
-        return [Failure("flatten", info.qualname, "__obj_flatten__",
-                        "the class has no __obj_flatten__, so torch cannot fakify it",
+        return [Failure("the class has no __obj_flatten__, so torch cannot fakify it", target="__obj_flatten__",
                         cpp=f"methods: {', '.join(info.methods)}",
                         details=("add an __obj_flatten__ method returning a tuple of (name, value) pairs, or a "
                                  "tracing_mode() method returning \"real\" to trace with the real object",))]
@@ -44,7 +43,7 @@ def flatten(ctx, _target) -> list[Failure]:
         code = "\n".join(example.code())
 
         def fail(summary, *details, cpp=None):
-            failures.append(Failure("flatten", info.qualname, "__obj_flatten__", summary, cpp=cpp,
+            failures.append(Failure(summary, target="__obj_flatten__", cpp=cpp,
                                     details=tuple(details), example=code,
                                     repro=ctx.repro(example, ["obj = make_obj()", "print(obj.__obj_flatten__())",
                                                               "print(obj.__obj_flatten__())"])))

@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..context import context_for
-from ..matrix.backend import all_backends, get_backend
-from ..matrix.cell import run_cell
+from ..matrix.backend import all_backends
+from ..matrix.cell import new_cell, run_cell
 from ..matrix.scenarios import row_names
-from ..results import Failure, NotApplicable, Verdict
-from ..settings import SETTINGS
+from ..results import Cell, NotApplicable, Status
 from . import check
 from .tracing_mode import traces_with_real_object
 
 
 @dataclasses.dataclass(frozen=True)
-class Cell:
+class CellTarget:
     """A matrix target: ``row`` (scenario) and ``backend`` name, with their positions for stable ordering."""
 
     row: str
@@ -31,45 +29,27 @@ class Cell:
         return f"{self.row}-{self.backend}"
 
 
-def _targets(info) -> list[Cell]:
+def _targets(ctx) -> list[CellTarget]:
     names = [b.name for b in all_backends()]
-    chosen = [n for n in names if SETTINGS.backends is None or n in SETTINGS.backends]
-    rows = row_names(context_for(info.qualname))
-    return [Cell(r, b, i, names.index(b)) for i, r in enumerate(rows) for b in chosen]
+    wanted = ctx.session.settings.backends
+    chosen = [n for n in names if wanted is None or n in wanted]
+    return [CellTarget(r, b, i, names.index(b)) for i, r in enumerate(row_names(ctx)) for b in chosen]
 
 
-def _base(qualname: str, cell: Cell) -> dict:
-    return {"qualname": qualname, "row": cell.row, "backend": cell.backend, "row_index": cell.row_index,
-            "backend_index": cell.backend_index}
-
-
-def _lost(qualname: str, cell: Cell, reason: str) -> dict:
-    """The report data of a cell whose worker process crashed or hung: failed, with that reason."""
-    return {**_base(qualname, cell), "status": "fail", "reason": reason, "details": [], "program": "",
-            "limitation": None}
+def _lost(qualname: str, target: CellTarget, reason: str) -> Cell:
+    """The cell of an item whose worker process crashed or hung: failed, with that reason."""
+    return Cell(qualname, target.row, target.backend, target.row_index, target.backend_index, Status.FAILED, reason)
 
 
 @check("matrix", scope="cell", targets=_targets, lost=_lost)
-def matrix(ctx, cell: Cell) -> Verdict:
+def matrix(ctx, target: CellTarget) -> Cell:
     """The scenario runs through the backend and matches plain eager: outputs, final object state, and an
     untouched traced object."""
-    backend = get_backend(cell.backend)
     if not traces_with_real_object(ctx):
         ctx.require_fake()  # without a fake class no backend can fakify the object; fake_class reports it
-    base = _base(ctx.info.qualname, cell)
     try:
-        result = run_cell(ctx.info.qualname, cell.row, cell.backend)
+        return run_cell(ctx, target.row, target.backend)
     except NotApplicable as exc:
-        return Verdict(skipped=f"no eager reference: {exc}",
-                       data={**base, "status": "skipped", "reason": str(exc), "details": [], "program": "",
-                             "limitation": None})
-    data = {**result.to_dict(), **base}
-    if result.status == "unsupported":
-        return Verdict(skipped=f"unsupported: {result.reason}", data=data)
-    if result.status == "fail":
-        failure = Failure(
-            "matrix", ctx.info.qualname, cell.short_name,
-            f"{backend.group} {backend.title} does not reproduce plain eager for {cell.row}: {result.reason}",
-            details=tuple(result.details), program=result.program)
-        return Verdict(failures=[failure], data=data)
-    return Verdict(data=data)
+        cell = new_cell(ctx, target.row, target.backend)
+        cell.status, cell.reason = Status.SKIPPED, str(exc)
+        return cell

@@ -9,6 +9,7 @@ see :func:`conformance.jit_types.value_mismatch`). A fake returning ``float`` fo
 
 from __future__ import annotations
 
+from ..calls import Callee
 from ..jit_types import return_type as schema_return_type
 from ..jit_types import value_mismatch
 from ..results import Failure, NotApplicable
@@ -22,18 +23,16 @@ def return_type(ctx, method: str) -> list[Failure]:
     schema = ctx.info.methods[method]
     expected = schema_return_type(schema)
     checked = 0
-    for example, args, real, fake in ctx.paired_calls(method):
+    for example, call, real, fake in ctx.paired_calls(Callee.method(method)):
         if real.raised or fake.raised:
             continue  # no return value to type-check; agreement[...] reports one-sided raises
         checked += 1
         why = value_mismatch(fake.value, expected)
         if why:
             return [Failure(
-                "return_type", ctx.info.qualname, method,
                 f"the fake returns a value that is not of the schema's return type {expected}",
                 cpp=str(schema), fake=why, example="\n".join(example.code()),
-                call=f"obj.{method}({args.code()})",
-                repro=ctx.call_repro(example, method, args),
+                call=call.code(), repro=ctx.call_repro(example, call),
             )]
     if not checked:
         raise NotApplicable(f"no call of {method} returned on both sides (see agreement[{method}])")

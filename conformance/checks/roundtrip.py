@@ -36,16 +36,14 @@ def roundtrip(ctx, _target) -> list[Failure]:
             fake_obj = ctx.fakify(obj, new_fake_mode())
         except Exception as exc:  # noqa: BLE001
             failures.append(Failure(
-                "roundtrip", info.qualname, "__obj_unflatten__",
-                "fakifying the object failed (flatten -> fake tensors -> __obj_unflatten__)",
+                "fakifying the object failed (flatten -> fake tensors -> __obj_unflatten__)", target="__obj_unflatten__",
                 cpp=f"__obj_flatten__() returned {describe(flat)}",
                 fake=f"raised {type(exc).__name__}: {exc}", example=code, repro=repro))
             continue
         wrapped = fake_obj.wrapped_obj
         if not isinstance(wrapped, fake_class):
             failures.append(Failure(
-                "roundtrip", info.qualname, "__obj_unflatten__",
-                f"__obj_unflatten__ must return an instance of the fake class {fake_class.__qualname__}",
+                target="__obj_unflatten__", summary=f"__obj_unflatten__ must return an instance of the fake class {fake_class.__qualname__}",
                 cpp=f"__obj_flatten__() returned {describe(flat)}",
                 fake=f"__obj_unflatten__ returned {describe(wrapped)}", example=code, repro=repro))
     return failures

@@ -49,7 +49,7 @@ def signature(ctx, method: str) -> list[Failure]:
     try:
         sig, params, hints = _fake_signature(fake, method)
     except (TypeError, ValueError) as exc:
-        return [Failure("signature", ctx.info.qualname, method, f"cannot read the fake method's signature: {exc}")]
+        return [Failure(f"cannot read the fake method's signature: {exc}")]
     cpp_args = list(schema.arguments)[1:]
     problems: list[str] = []
 
@@ -99,8 +99,7 @@ def signature(ctx, method: str) -> list[Failure]:
             problems.append(f"return: annotated {ann}, C++ returns {expected}")
     if not problems:
         return []
-    return [Failure("signature", ctx.info.qualname, method,
-                    "the fake method's signature does not match the C++ schema",
+    return [Failure("the fake method's signature does not match the C++ schema",
                     cpp=str(schema), fake=f"def {method}{sig}", details=tuple(problems))]
 
 

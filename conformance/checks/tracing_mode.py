@@ -13,8 +13,8 @@ from . import check
 ALLOWED = ("real", "fake")
 
 
-def _targets(info):
-    return [None] if "tracing_mode" in info.methods else []
+def _targets(ctx):
+    return [None] if "tracing_mode" in ctx.info.methods else []
 
 
 def traces_with_real_object(ctx) -> bool:
@@ -44,8 +44,7 @@ def tracing_mode(ctx, _target) -> list[Failure]:
             error = None if value in ALLOWED else f"returned {value!r}"
         if error:
             failures.append(Failure(
-                "tracing_mode", ctx.info.qualname, "tracing_mode",
-                "tracing_mode() must return \"real\" or \"fake\"; torch asserts this while tracing",
+                target="tracing_mode", summary="tracing_mode() must return \"real\" or \"fake\"; torch asserts this while tracing",
                 cpp=error, example="\n".join(example.code()),
                 repro=ctx.repro(example, ["print(make_obj().tracing_mode())"])))
             break

@@ -8,43 +8,19 @@ again), the backend's outputs equal eager's (``torch.testing.assert_close``) and
 
 from __future__ import annotations
 
-import dataclasses
 import traceback
-from typing import Any
 
 import torch
 
 from ..compare import flat_state_differences, value_differences
 from ..example_objects import read_state
 from ..isolation import calling
-from ..results import exception_line
-from .backend import Backend, get_backend
+from ..results import Cell, Failure, Status, exception_line
+from .backend import Backend, all_backends, get_backend
 from .limitations import find_limitation
-from .scenarios import Scenario, scenario
+from .scenarios import Scenario, row_names, scenario
 
-__all__ = ["CellResult", "run_cell", "STATUSES"]
-
-#: pass / fail / unsupported (a listed torch limitation) / skipped (no eager reference for the row).
-STATUSES = ("pass", "fail", "unsupported", "skipped")
-
-
-@dataclasses.dataclass
-class CellResult:
-    """The outcome of one cell. ``reason``: one line for the report's footnote; ``details``: further lines
-    (mismatches, traceback tail); ``program``: the scenario's source and objects; ``limitation``: the key of the
-    matching :data:`~conformance.matrix.limitations.LIMITATIONS` entry for unsupported cells."""
-
-    qualname: str
-    row: str
-    backend: str
-    status: str
-    reason: str = ""
-    details: list[str] = dataclasses.field(default_factory=list)
-    program: str = ""
-    limitation: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+__all__ = ["run_cell", "cell_failure", "cell_skip_reason", "new_cell"]
 
 
 def _run(scn: Scenario, backend: Backend) -> list[str]:
@@ -79,16 +55,27 @@ def _run(scn: Scenario, backend: Backend) -> list[str]:
     return diffs
 
 
-def run_cell(qualname: str, row: str, backend: str | Backend) -> CellResult:
-    """Run the cell (``backend`` by name, or a :class:`Backend` object); never raises for errors in torch or
-    the class (they become ``fail`` or ``unsupported``).
+def new_cell(ctx, row: str, backend: str) -> Cell:
+    """A ``PASSED`` :class:`Cell` of ``ctx``'s class for ``row`` through ``backend`` (both by name), placed by
+    their order in the report (a backend that is not one of the plugin's, e.g. a test's, goes last)."""
+    names = [b.name for b in all_backends()]
+    column = names.index(backend) if backend in names else len(names)
+    return Cell(ctx.info.qualname, row, backend, row_names(ctx).index(row), column)
+
+
+def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
+    """Run the cell of ``ctx``'s class (a :class:`~conformance.context.ClassContext`) for ``row`` through
+    ``backend`` (by name, or a :class:`Backend` object); never raises for errors in torch or the class (they
+    become ``FAILED`` or ``UNSUPPORTED``).
 
     Raises :class:`~conformance.results.NotApplicable` only when the row has no eager reference.
     """
     backend = get_backend(backend) if isinstance(backend, str) else backend
     backend_name = backend.name
-    scn = scenario(qualname, row)
-    result = CellResult(qualname, row, backend_name, "pass", program=scn.code())
+    qualname = ctx.info.qualname
+    scn = scenario(ctx, row)
+    cell = new_cell(ctx, row, backend_name)
+    cell.program = scn.code()
     try:
         with calling(f"scenario {row} of {qualname} through {backend.title} (compile and run)", timed=False):
             diffs = _run(scn, backend)
@@ -100,8 +87,24 @@ def run_cell(qualname: str, row: str, backend: str | Backend) -> CellResult:
     if evidence:
         limitation = find_limitation(backend_name, scn, matched)
         if limitation is not None:
-            result.status, result.reason, result.limitation = "unsupported", limitation.reason, limitation.key
-            result.details = evidence + [f"known limitation {limitation.key}: {limitation.source}"]
+            cell.status, cell.reason, cell.limitation = Status.UNSUPPORTED, limitation.reason, limitation.key
+            cell.details = evidence + [f"known limitation {limitation.key}: {limitation.source}"]
         else:
-            result.status, result.reason, result.details = "fail", evidence[0], failure_details
-    return result
+            cell.status, cell.reason, cell.details = Status.FAILED, evidence[0], failure_details
+    return cell
+
+
+def cell_failure(cell: Cell) -> Failure:
+    """The :class:`Failure` a ``FAILED`` cell's item reports: which backend does not reproduce eager, why, and
+    the program."""
+    backend = get_backend(cell.backend)
+    return Failure(f"{backend.group} {backend.title} does not reproduce plain eager for {cell.row}: {cell.reason}",
+                   details=tuple(cell.details), program=cell.program or None)
+
+
+def cell_skip_reason(cell: Cell) -> str:
+    """The skip message of an ``UNSUPPORTED`` cell (a listed torch limitation) or a ``SKIPPED`` one (the row has
+    no eager reference to compare with)."""
+    if cell.status is Status.UNSUPPORTED:
+        return f"unsupported: {cell.reason}"
+    return f"no eager reference: {cell.reason}"

@@ -27,14 +27,15 @@ from typing import Any
 
 import torch
 
-from ..context import ClassContext, defined_on_fake, context_for, resolve_class_values
+from ..calls import Call, Callee
+from ..context import ClassContext, defined_on_fake
 from ..jit_types import return_type
 from ..example_objects import Example, read_state, state_key
 from ..isolation import calling
 from ..results import NotApplicable
-from ..values import ArgumentSet, UnsupportedType, Value, argument_sets
+from ..values import ArgumentSet, Value
 
-__all__ = ["Call", "Scenario", "row_names", "scenario", "Reference"]
+__all__ = ["ProgramCall", "Scenario", "row_names", "scenario", "Reference"]
 
 SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC = "sequence", "sequence.attr", "tensors.attr", "dynamic"
 _SEQUENCES = (SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC)
@@ -46,13 +47,21 @@ _SKIPPED_METHODS = {"tracing_mode"}
 
 
 @dataclasses.dataclass(frozen=True)
-class Call:
-    """One call in a program: ``obj.<name>(args)`` or, when ``op`` is set, ``torch.ops.<op>(obj, args)``."""
+class ProgramCall:
+    """One call in a program: a :class:`~conformance.calls.Call` (``obj.<name>(args)``, or a custom op with the
+    object at its schema position) and ``returns``, the schema's return type (``"Tensor"``, ``"int"``,
+    ``"NoneType"``...)."""
 
-    name: str
-    args: ArgumentSet
-    op: Any = None  # conformance.discovery.OpInfo
-    returns: str = "NoneType"  # the schema's return type, e.g. "Tensor", "int", "NoneType"
+    call: Call
+    returns: str = "NoneType"
+
+    @property
+    def args(self) -> ArgumentSet:
+        return self.call.args
+
+    @property
+    def op(self) -> Any:
+        return self.call.callee.op
 
     @property
     def returns_none(self) -> bool:
@@ -86,7 +95,7 @@ class Scenario:
     qualname: str
     row: str
     placement: str
-    calls: tuple[Call, ...]
+    calls: tuple[ProgramCall, ...]
     first: Example
     second: Example
     tensor_inputs: tuple[tuple[Value, ...], tuple[Value, ...]]
@@ -111,11 +120,8 @@ class Scenario:
             for value in (*call.args.args, *(v for _, v in call.args.kwargs)):
                 args.append(next(inputs) if _is_tensor_input(value) else value.code)
             pos = args[: len(call.args.args)]
-            kws = [f"{k}={a}" for (k, _), a in zip(call.args.kwargs, args[len(call.args.args):])]
-            if call.op is not None:
-                target = f"torch.ops.{call.op.qualname.replace('::', '.')}(obj{''.join(', ' + a for a in pos + kws)})"
-            else:
-                target = f"obj.{call.name}({', '.join(pos + kws)})"
+            kws = [(k, a) for (k, _), a in zip(call.args.kwargs, args[len(call.args.args):])]
+            target = call.call.callee.source("obj", pos, kws)
             if call.returns_none:
                 lines.append(f"        {target}")
             else:
@@ -208,43 +214,35 @@ def _grow(value: Value) -> Value:
     return value
 
 
-def _tensor_values(calls: tuple[Call, ...]) -> tuple[Value, ...]:
+def _tensor_values(calls: tuple[ProgramCall, ...]) -> tuple[Value, ...]:
     out = []
     for call in calls:
         out += [v for v in (*call.args.args, *(v for _, v in call.args.kwargs)) if _is_tensor_input(v)]
     return tuple(out)
 
 
-def _eager_ok(example: Example, calls: tuple[Call, ...]) -> bool:
+def _eager_ok(example: Example, calls: tuple[ProgramCall, ...]) -> bool:
     try:
         obj = example.build()
         for call in calls:
-            args, kwargs = call.args.make()
-            with calling(lambda: f"{call.op.qualname if call.op is not None else call.name}({call.args.code()}) "
-                                 f"on the example object {example.label}, trying the scenario in eager"):
-                if call.op is not None:
-                    call.op.resolve()(obj, *args, **kwargs)
-                else:
-                    getattr(obj, call.name)(*args, **kwargs)
+            with calling(lambda: f"{call.call.code()} on the example object {example.label}, trying the "
+                                 "scenario in eager"):
+                call.call.invoke(obj)
     except Exception:  # noqa: BLE001 - the scenario is not valid in this state
         return False
     return True
 
 
-def _calls_for(ctx: ClassContext, name: str) -> list[tuple[Call, ...]]:
+def _calls_for(ctx: ClassContext, name: str) -> list[tuple[ProgramCall, ...]]:
     """Candidate call lists for a single-method or single-op row (one per argument set)."""
     info = ctx.info
     op = next((o for o in info.ops if OP_PREFIX + o.short_name == name), None)
-    schema = op.schema if op is not None else info.methods[name]
-    try:
-        sets = argument_sets(schema, skip=(op.class_args[0],) if op else (0,), resolver=resolve_class_values)
-    except UnsupportedType as exc:
-        raise NotApplicable(f"cannot generate arguments for {schema}: {exc}") from exc
-    returns = str(return_type(schema))
-    return [(Call(name, s, op, returns),) for s in sets]
+    callee = Callee.of_op(op) if op is not None else Callee.method(name)
+    returns = str(return_type(op.schema if op is not None else info.methods[name]))
+    return [(ProgramCall(call, returns),) for call in ctx.calls_of(callee)]
 
 
-def _sequence_calls(ctx: ClassContext, base: Example, tensors_only: bool = False) -> tuple[Call, ...]:
+def _sequence_calls(ctx: ClassContext, base: Example, tensors_only: bool = False) -> tuple[ProgramCall, ...]:
     """Calls that mutate then read the state: the first state-changing method twice, then every other method
     once, each kept only if eager runs it without raising in that state (greedy, on fresh objects).
     ``tensors_only`` keeps only methods returning a tensor or nothing."""
@@ -266,14 +264,13 @@ def _sequence_calls(ctx: ClassContext, base: Example, tensors_only: bool = False
         try:
             before = state_key(read_state(base.build()))
             obj = base.build()
-            args, kwargs = variants[0][0].args.make()
-            getattr(obj, m)(*args, **kwargs)
+            variants[0][0].call.invoke(obj)
         except Exception:  # noqa: BLE001
             continue
         if state_key(read_state(obj)) != before:
             mutator = m
             break
-    calls: list[Call] = []
+    calls: list[ProgramCall] = []
     if mutator is not None:
         variants = candidates[mutator]
         calls += [variants[0][0], variants[-1][0]]
@@ -294,13 +291,21 @@ def _state_differs(a: Example, b: Example) -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=None)
-def scenario(qualname: str, row: str) -> Scenario:
-    """Build the :class:`Scenario` of a row (cached per process: the backend cells of a row share it).
+def scenario(ctx: ClassContext, row: str) -> Scenario:
+    """The :class:`Scenario` of a row of ``ctx``'s class, cached in its session (the backend cells of a row
+    share it; :meth:`conformance.session.Session.clear` drops it).
 
     Raises :class:`NotApplicable` when no example state lets plain eager run the row's program.
     """
-    ctx = context_for(qualname)
+    key = (ctx.info.qualname, row)
+    cached = ctx.session.scenarios.get(key)
+    if cached is None:
+        cached = ctx.session.scenarios[key] = _build_scenario(ctx, row)
+    return cached
+
+
+def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
+    qualname = ctx.info.qualname
     examples = ctx.require_examples()
     if row in _SEQUENCES:
         base = examples[0]

@@ -1,8 +1,8 @@
 """Coverage-matrix reports: a model built from cell data, and one writer per format (one module each).
 
-Cell data are the dicts the ``matrix`` check attaches to its items (see :class:`conformance.matrix.cell.
-CellResult` plus ``row_index`` / ``backend_index``); under pytest-xdist they travel to the controller inside the
-test reports' ``user_properties``, so the controller builds the same report a serial run does.
+The cells are the :class:`~conformance.results.Cell` objects the ``matrix`` check returns; under pytest-xdist they
+travel to the controller as JSON inside the test reports' ``user_properties``, so the controller builds the same
+report a serial run does.
 """
 
 from __future__ import annotations
@@ -11,30 +11,32 @@ import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..results import Cell, Status
+
 __all__ = ["ClassMatrix", "MatrixReport", "build_report", "write_report", "FORMATS", "SYMBOLS"]
 
-#: Cell symbols, as in the seed document's Coverage Matrix (Y / N / blank): pass, fail, unsupported, skipped.
-SYMBOLS = {"pass": "✓", "fail": "✗", "unsupported": "–", "skipped": "n/a"}
+#: Cell symbols, as in the seed document's Coverage Matrix (Y / N / blank): passed, failed, unsupported, skipped.
+SYMBOLS = {Status.PASSED: "✓", Status.FAILED: "✗", Status.UNSUPPORTED: "–", Status.SKIPPED: "n/a"}
 
 
 @dataclasses.dataclass
 class ClassMatrix:
-    """One class's matrix: ``rows`` (scenarios) × ``backends``; ``cells[(row, backend)]`` is the cell dict;
+    """One class's matrix: ``rows`` (scenarios) × ``backends``; ``cells[(row, backend)]`` is the :class:`Cell`;
     ``footnotes`` numbers each distinct (status, reason) of a non-passing cell, in table order."""
 
     qualname: str
     rows: list[str]
     backends: list[dict]
-    cells: dict[tuple[str, str], dict]
-    footnotes: list[tuple[int, str, str]]
+    cells: dict[tuple[str, str], Cell]
+    footnotes: list[tuple[int, Status, str]]
 
-    def footnote(self, cell: dict) -> int | None:
+    def footnote(self, cell: Cell) -> int | None:
         for number, status, reason in self.footnotes:
-            if (status, reason) == (cell["status"], cell["reason"]):
+            if (status, reason) == (cell.status, cell.reason):
                 return number
         return None
 
-    def table(self) -> list[tuple[str, list[tuple[dict, dict | None, int | None]]]]:
+    def table(self) -> list[tuple[str, list[tuple[dict, Cell | None, int | None]]]]:
         """The grid the writers render: per row, ``(backend, cell or None, footnote number or None)`` for each
         backend column (``None`` cell: that cell did not run, e.g. deselected)."""
         grid = []
@@ -46,10 +48,11 @@ class ClassMatrix:
             grid.append((row, line))
         return grid
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> dict[Status, int]:
+        """How many cells have each status."""
         out = {s: 0 for s in SYMBOLS}
         for cell in self.cells.values():
-            out[cell["status"]] += 1
+            out[cell.status] += 1
         return out
 
 
@@ -62,8 +65,8 @@ class MatrixReport:
     limitations: list[dict]
 
 
-def build_report(cells: Iterable[dict]) -> MatrixReport:
-    """Group cell dicts into matrices, ordered by the plan's row/backend indices (never by arrival order, so a
+def build_report(cells: Iterable[Cell]) -> MatrixReport:
+    """Group cells into matrices, ordered by the plan's row/backend indices (never by arrival order, so a
     serial and an xdist run give identical reports)."""
     import torch
 
@@ -71,22 +74,21 @@ def build_report(cells: Iterable[dict]) -> MatrixReport:
     from ..matrix.limitations import LIMITATIONS
 
     backend_info = {b.name: {"name": b.name, "group": b.group, "title": b.title} for b in all_backends()}
-    by_class: dict[str, list[dict]] = {}
+    by_class: dict[str, list[Cell]] = {}
     for cell in cells:
-        by_class.setdefault(cell["qualname"], []).append(cell)
+        by_class.setdefault(cell.qualname, []).append(cell)
     classes = []
     for qualname in sorted(by_class):
-        items = sorted(by_class[qualname], key=lambda c: (c["row_index"], c["backend_index"]))
-        rows = list(dict.fromkeys(c["row"] for c in items))
+        items = sorted(by_class[qualname], key=lambda c: (c.row_index, c.backend_index))
+        rows = list(dict.fromkeys(c.row for c in items))
         backends = [backend_info[b] for b in dict.fromkeys(
-            c["backend"] for c in sorted(items, key=lambda c: c["backend_index"]))]
-        footnotes: list[tuple[int, str, str]] = []
+            c.backend for c in sorted(items, key=lambda c: c.backend_index))]
+        footnotes: list[tuple[int, Status, str]] = []
         for c in items:
-            key = (c["status"], c["reason"])
-            if c["status"] != "pass" and key not in [(s, r) for _, s, r in footnotes]:
+            key = (c.status, c.reason)
+            if c.status is not Status.PASSED and key not in [(s, r) for _, s, r in footnotes]:
                 footnotes.append((len(footnotes) + 1, *key))
-        classes.append(ClassMatrix(qualname, rows, backends, {(c["row"], c["backend"]): c for c in items},
-                                   footnotes))
+        classes.append(ClassMatrix(qualname, rows, backends, {(c.row, c.backend): c for c in items}, footnotes))
     limitations = [{"key": e.key, "backends": sorted(e.backends), "reason": e.reason, "source": e.source}
                    for e in LIMITATIONS]
     return MatrixReport(classes, torch.__version__, limitations)

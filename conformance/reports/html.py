@@ -14,7 +14,7 @@ body{font-family:system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse;margin:1em 0}
 th,td{border:1px solid #bbb;padding:.3em .6em;text-align:center}
 td.row{text-align:left;font-family:monospace}
-.pass{background:#e3f6e3}.fail{background:#fbe0e0}.unsupported{background:#eee}.skipped{background:#fff8dc}
+.passed{background:#e3f6e3}.failed{background:#fbe0e0}.unsupported{background:#eee}.skipped{background:#fff8dc}
 pre{background:#f6f6f6;padding:.5em;overflow:auto}
 """
 
@@ -43,16 +43,16 @@ def render(report: MatrixReport) -> str:
                     out.append("<td></td>")
                     continue
                 link = f" <a href='#{escape(anchor)}-{note}'>[{note}]</a>" if note else ""
-                out.append(f"<td class='{cell['status']}' title='{escape(cell['reason'])}'>"
-                           f"{SYMBOLS[cell['status']]}{link}</td>")
+                out.append(f"<td class='{cell.status.value}' title='{escape(cell.reason)}'>"
+                           f"{SYMBOLS[cell.status]}{link}</td>")
             out.append("</tr>")
         out.append("</table><ol>")
         for number, status, reason in m.footnotes:
-            example = next(c for c in m.cells.values() if (c["status"], c["reason"]) == (status, reason))
-            details = escape("\n".join(example["details"]))
+            example = next(c for c in m.cells.values() if (c.status, c.reason) == (status, reason))
+            details = escape("\n".join(example.details))
             out.append(f"<li id='{escape(anchor)}-{number}'>{SYMBOLS[status]} {escape(reason)}<details><summary>"
-                       f"first cell: {escape(example['row'])} / {escape(example['backend'])}</summary>"
-                       f"<pre>{details}</pre><pre>{escape(example['program'])}</pre></details></li>")
+                       f"first cell: {escape(example.row)} / {escape(example.backend)}</summary>"
+                       f"<pre>{details}</pre><pre>{escape(example.program)}</pre></details></li>")
         out.append("</ol>")
     out.append("<h2>Known torch limitations</h2><ul>")
     for lim in report.limitations:

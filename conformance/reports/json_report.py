@@ -8,7 +8,9 @@ from . import MatrixReport
 
 __all__ = ["render", "SCHEMA"]
 
-SCHEMA = "torchbind-matrix/1"
+#: Version 2: cell and count statuses are :class:`conformance.results.Status` values (``passed``, ``failed``,
+#: ``unsupported``, ``skipped``), the vocabulary items use too (version 1 wrote ``pass`` and ``fail``).
+SCHEMA = "torchbind-matrix/2"
 
 
 def render(report: MatrixReport) -> str:
@@ -17,11 +19,11 @@ def render(report: MatrixReport) -> str:
     ``footnote``, ``program``."""
     classes = []
     for m in report.classes:
-        cells = [{"row": row, "backend": b["name"], "status": cell["status"], "reason": cell["reason"],
-                  "details": cell["details"], "limitation": cell["limitation"], "footnote": note,
-                  "program": cell["program"]}
+        cells = [{"row": row, "backend": b["name"], "status": cell.status.value, "reason": cell.reason,
+                  "details": cell.details, "limitation": cell.limitation, "footnote": note,
+                  "program": cell.program}
                  for row, line in m.table() for b, cell, note in line if cell is not None]
         classes.append({"qualname": m.qualname, "rows": m.rows, "backends": m.backends, "cells": cells,
-                        "counts": m.counts()})
+                        "counts": {status.value: n for status, n in m.counts().items()}})
     doc = {"schema": SCHEMA, "torch": report.torch_version, "classes": classes, "limitations": report.limitations}
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -3,6 +3,7 @@ grouped by torch.compile / AOTInductor / export), ✓ ✗ – with numbered foot
 
 from __future__ import annotations
 
+from ..results import Status
 from . import SYMBOLS, ClassMatrix, MatrixReport
 
 __all__ = ["render", "render_class"]
@@ -16,12 +17,12 @@ def render_class(matrix: ClassMatrix) -> str:
     lines = [f"### {matrix.qualname}", "", "| " + " | ".join(header) + " |",
              "|" + "---|" * len(header)]
     for row, line in matrix.table():
-        cells = [" " if cell is None else SYMBOLS[cell["status"]] + (f" [{note}]" if note else "")
+        cells = [" " if cell is None else SYMBOLS[cell.status] + (f" [{note}]" if note else "")
                  for _, cell, note in line]
         lines.append(f"| `{row}` | " + " | ".join(cells) + " |")
     counts = matrix.counts()
-    lines += ["", f"{counts['pass']} ✓, {counts['fail']} ✗, {counts['unsupported']} – (known torch limitation)"
-              + (f", {counts['skipped']} n/a" if counts["skipped"] else "")]
+    lines += ["", f"{counts[Status.PASSED]} ✓, {counts[Status.FAILED]} ✗, {counts[Status.UNSUPPORTED]} – "
+              "(known torch limitation)" + (f", {counts[Status.SKIPPED]} n/a" if counts[Status.SKIPPED] else "")]
     if matrix.footnotes:
         lines.append("")
         for number, status, reason in matrix.footnotes:

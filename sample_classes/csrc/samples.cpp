@@ -291,6 +291,15 @@ at::Tensor counter_scale_op(c10::intrusive_ptr<Counter> c, at::Tensor x) {
   return c->scale(std::move(x));
 }
 
+// The object is the op's third argument, not its first: callers (and the
+// plugin) must put it where the schema says.
+void push_scaled_op(
+    at::Tensor x,
+    double alpha,
+    c10::intrusive_ptr<TensorQueue> tq) {
+  tq->push(x * alpha);
+}
+
 } // namespace torchbind_samples
 
 using torchbind_samples::Config;
@@ -385,10 +394,13 @@ TORCH_LIBRARY(samples, m) {
       "queue_size_like(__torch__.torch.classes.samples.TensorQueue foo, Tensor x) -> Tensor");
   m.def(
       "counter_scale(__torch__.torch.classes.samples.Counter c, Tensor x) -> Tensor");
+  m.def(
+      "push_scaled(Tensor x, float alpha, __torch__.torch.classes.samples.TensorQueue foo) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(samples, CPU, m) {
   m.impl("for_each_add_", torchbind_samples::for_each_add_op);
   m.impl("queue_size_like", torchbind_samples::queue_size_like_op);
   m.impl("counter_scale", torchbind_samples::counter_scale_op);
+  m.impl("push_scaled", torchbind_samples::push_scaled_op);
 }

@@ -1,0 +1,163 @@
+"""The plugin's command-line options and ini keys, and their validation into a :class:`RunOptions`.
+
+Every bad value is a ``pytest.UsageError`` (exit status 4) naming the option and what is accepted, raised before
+any test runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from .baseline import BaselineError, load_baseline
+from .isolation import DEFAULT_TIMEOUT, ITEM_LIMIT_FACTOR, isolation_available
+from .reports import FORMATS
+from .session import DEFAULT_EXAMPLES, Settings
+
+__all__ = ["add_options", "RunOptions", "read_options"]
+
+
+def add_options(parser: pytest.Parser, check_names: list[str], backend_names: list[str]) -> None:
+    """Register the ``--torchbind-*`` options and ``torchbind_*`` ini keys (see the README's Usage table)."""
+    group = parser.getgroup("torchbind", "TorchBind class conformance (torchbind-conformance)")
+    group.addoption("--torchbind-class", action="append", default=[], metavar="NS::CLS",
+                    help="TorchBind class to check against its fake class; NS::* selects a whole namespace. "
+                         "Repeatable. Ini: torchbind_classes.")
+    group.addoption("--torchbind-load", action="append", default=[], metavar="SPEC",
+                    help="load before collection, in order: a .so (torch.ops.load_library), a .py file or dotted "
+                         "module (imported), or module:function (imported, then called). Repeatable. "
+                         "Ini: torchbind_load.")
+    group.addoption("--torchbind-checks", default=None, metavar="NAMES",
+                    help="comma-separated check names to run (default: all). "
+                         f"Available: {', '.join(check_names)}.")
+    group.addoption("--torchbind-backends", default=None, metavar="NAMES",
+                    help="comma-separated coverage-matrix backends (default: all): "
+                         f"{', '.join(backend_names)}. Ini: torchbind_backends.")
+    group.addoption("--torchbind-report", default=None, metavar="PATH",
+                    help="write the coverage-matrix report to PATH (.md, .json or .html). Ini: torchbind_report.")
+    group.addoption("--torchbind-baseline", default=None, metavar="PATH",
+                    help="JSON file of known failures (test id -> reason): listed tests are strict xfails. "
+                         "Ini: torchbind_baseline.")
+    group.addoption("--torchbind-accept", action="store_true", default=False,
+                    help="rewrite the --torchbind-baseline file from this run's failures, keeping their reasons.")
+    group.addoption("--torchbind-timeout", default=None, metavar="SECONDS",
+                    help=f"stop a call into the class's code (constructor, method, __obj_flatten__, pickling, custom "
+                         f"op) that runs longer than this and fail the item as a hang; one item may run "
+                         f"{ITEM_LIMIT_FACTOR}x as long. 0: no limit (default {DEFAULT_TIMEOUT:g}). "
+                         "Ini: torchbind_timeout.")
+    group.addoption("--torchbind-isolation", default=None, choices=("process", "none"),
+                    help="process: run the checks in a worker process, so a crash (SIGSEGV, abort) or a hang in C++ "
+                         "code fails one item and the run goes on (default on Linux); none: in the pytest process "
+                         "(no crash protection, no timeout). Ini: torchbind_isolation.")
+    group.addoption("--torchbind-examples", type=int, default=None, metavar="N",
+                    help=f"hypothesis examples per class for the differential test (default {DEFAULT_EXAMPLES}). "
+                         "Ini: torchbind_examples.")
+    parser.addini("torchbind_classes", "TorchBind classes to check (NS::CLS or NS::*)", type="linelist",
+                  default=[])
+    parser.addini("torchbind_load", "libraries / modules to load before collection", type="linelist", default=[])
+    parser.addini("torchbind_backends", "coverage-matrix backends (comma-separated)", default="")
+    parser.addini("torchbind_report", "coverage-matrix report path (.md, .json, .html)", default="")
+    parser.addini("torchbind_baseline", "known-failures baseline file (JSON)", default="")
+    parser.addini("torchbind_examples", "hypothesis examples per class for the differential test", default="")
+    parser.addini("torchbind_timeout", "seconds a call into the class's code may take (0: no limit)", default="")
+    parser.addini("torchbind_isolation", "process (default on Linux) or none", default="")
+
+
+@dataclasses.dataclass
+class RunOptions:
+    """The validated options of a run: ``selectors`` (``--torchbind-class``), ``load`` specs, the engine's
+    :class:`~conformance.session.Settings`, ``report`` path, ``baseline`` path and its ``known`` failures
+    (test id -> reason), ``accept``, ``timeout`` (seconds per call, 0: none) and ``isolation``
+    (``"process"``/``"none"``)."""
+
+    selectors: list[str]
+    load: list[str]
+    settings: Settings
+    report: Path | None = None
+    baseline: Path | None = None
+    known: dict[str, str] = dataclasses.field(default_factory=dict)
+    accept: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+    isolation: str = "none"
+
+
+def _opt(config: pytest.Config, option: str, ini: str):
+    return config.getoption(option) or config.getini(ini)
+
+
+def read_options(config: pytest.Config, check_names: list[str], backend_names: list[str]) -> RunOptions:
+    """Read and validate every option. Raises ``pytest.UsageError`` for an unknown check or backend, a bad
+    number, an unsupported or unwritable report path, a malformed baseline, ``--torchbind-accept`` without a
+    baseline, or process isolation where ``os.fork`` is unavailable."""
+    settings = Settings()
+    only = config.getoption("torchbind_checks")
+    if only:
+        unknown = sorted(set(only.split(",")) - set(check_names))
+        if unknown:
+            raise pytest.UsageError(f"--torchbind-checks: unknown check(s) {', '.join(unknown)}; "
+                                    f"available: {', '.join(sorted(check_names))}")
+        settings.checks = tuple(n for n in check_names if n in only.split(","))
+    backends = _opt(config, "torchbind_backends", "torchbind_backends")
+    if backends:
+        chosen = tuple(n.strip() for n in backends.split(",") if n.strip())
+        unknown = [n for n in chosen if n not in backend_names]
+        if unknown:
+            raise pytest.UsageError(f"--torchbind-backends: unknown backend(s) {', '.join(unknown)}; "
+                                    f"available: {', '.join(backend_names)}")
+        settings.backends = chosen
+    examples = _opt(config, "torchbind_examples", "torchbind_examples")
+    if examples:
+        try:
+            settings.examples = int(examples)
+        except ValueError:
+            raise pytest.UsageError(f"torchbind_examples: expected an integer, got {examples!r}") from None
+        if settings.examples < 1:
+            raise pytest.UsageError("--torchbind-examples must be at least 1")
+    options = RunOptions(
+        selectors=list(config.getoption("torchbind_class")) or list(config.getini("torchbind_classes")),
+        load=list(config.getoption("torchbind_load")) or list(config.getini("torchbind_load")),
+        settings=settings, accept=config.getoption("torchbind_accept"))
+    controller = not hasattr(config, "workerinput")
+    report = _opt(config, "torchbind_report", "torchbind_report")
+    if report and controller:
+        options.report = _writable_report(report)
+    baseline = _opt(config, "torchbind_baseline", "torchbind_baseline")
+    if options.accept and not baseline:
+        raise pytest.UsageError("--torchbind-accept needs --torchbind-baseline=PATH (the file to write)")
+    if baseline:
+        options.baseline = Path(baseline).resolve()
+        try:
+            options.known = load_baseline(options.baseline, missing_ok=options.accept)
+        except BaselineError as exc:
+            raise pytest.UsageError(f"--torchbind-baseline: {exc}") from None
+    raw = _opt(config, "torchbind_timeout", "torchbind_timeout")
+    try:
+        options.timeout = DEFAULT_TIMEOUT if raw in (None, "") else float(raw)
+    except ValueError:
+        raise pytest.UsageError(f"--torchbind-timeout: expected a number of seconds, got {raw!r}") from None
+    if not options.timeout >= 0:
+        raise pytest.UsageError(f"--torchbind-timeout: must be 0 (no limit) or positive, got {raw!r}")
+    mode = _opt(config, "torchbind_isolation", "torchbind_isolation") or (
+        "process" if isolation_available() else "none")
+    if mode not in ("process", "none"):
+        raise pytest.UsageError(f"torchbind_isolation: expected process or none, got {mode!r}")
+    if mode == "process" and not isolation_available():
+        raise pytest.UsageError("--torchbind-isolation=process needs os.fork on Linux; use "
+                                "--torchbind-isolation=none here")
+    options.isolation = mode
+    return options
+
+
+def _writable_report(report: str) -> Path:
+    path = Path(report).resolve()
+    if path.suffix.lower() not in FORMATS:
+        raise pytest.UsageError(f"--torchbind-report={report}: unsupported format {path.suffix or '(none)'}; "
+                                f"use {', '.join(FORMATS)}")
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise pytest.UsageError(f"--torchbind-report={report}: cannot write the report: {exc}") from None
+    return path

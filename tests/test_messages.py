@@ -1,0 +1,190 @@
+"""Whole texts a library author reads, pinned with expecttest: a failure, a reproducer, a matrix program and report.
+
+A wording change is one accept away (``EXPECTTEST_ACCEPT=1 python -m pytest tests/test_messages.py`` rewrites the
+expected strings in this file; expecttest cannot write non-ASCII text, so the two matrix texts, with their ✓ ✗ –,
+are updated by hand from the diff) and a broken message shows as a diff of the whole text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import expecttest
+
+from conformance.calls import Call, Callee
+from conformance.matrix.scenarios import scenario
+from conformance.reports import build_report
+from conformance.reports.markdown import render as render_markdown
+from conformance.reports.terminal import render_lines
+from conformance.results import Cell, Failure, Outcome, Status
+from conformance.runner import run_class
+from conformance.session import Session, current
+from conformance.values import ArgumentSet, Value
+
+
+def _samples_session() -> Session:
+    """A session whose reproducers load the samples (one import line, the same on every machine)."""
+    import sample_classes  # noqa: F401 - builds (cached) and loads the library, registers the correct fakes
+
+    return Session(registry=current().registry, load_code=["import sample_classes"])
+
+
+class TestMessages(expecttest.TestCase):
+    def test_an_agreement_failure_as_the_library_author_reads_it(self):
+        from sample_classes.broken import by_name
+
+        session = _samples_session()
+        with by_name("counter_increment_off_by_one").installed():
+            [outcome] = [o for o in run_class("samples::Counter", only={"agreement"}, session=session)
+                         if o.target == "increment"]
+        self.assertExpectedInline(outcome.render(), """\
+samples::Counter.increment: the fake's result differs from the C++ result
+  example object:
+    obj = torch.classes.samples.Counter(2)
+  call:  obj.increment(2)
+  C++:   returned 4
+  fake:  returned 5
+  - result: C++ gave 4 (int), fake gave 5 (int)
+  - 15 of 15 calls (example objects x argument sets) disagree; the first is shown
+  reproduce with this script:
+    | import torch
+    | import torch.utils._pytree as pytree
+    | from torch._subclasses.fake_tensor import FakeTensorMode
+    | from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    | from torch._library.fake_class_registry import maybe_to_fake_obj
+    | 
+    | import sample_classes
+    | 
+    | def make_obj():
+    |     obj = torch.classes.samples.Counter(2)
+    |     return obj
+    | 
+    | def make_args():
+    |     return (2, ), {}
+    | 
+    | obj = make_obj()
+    | args, kwargs = make_args()
+    | print('C++: ', obj.increment(*args, **kwargs))
+    | 
+    | mode = FakeTensorMode(shape_env=ShapeEnv())
+    | fake_obj = maybe_to_fake_obj(mode, make_obj())
+    | args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), make_args())
+    | with mode:
+    |     print('fake:', fake_obj.increment(*args, **kwargs))""")
+
+    def test_a_failure_with_every_part(self):
+        failure = Failure("the fake's result differs from the C++ result", cpp="returned 3", fake="returned 4",
+                          details=("result: expected 3 (int), got 4 (int)",), example="obj = make()",
+                          call="obj.increment(1)", repro="print('hi')\n")
+        self.assertExpectedInline(failure.render("ns::Cls", "increment"), """\
+ns::Cls.increment: the fake's result differs from the C++ result
+  example object:
+    obj = make()
+  call:  obj.increment(1)
+  C++:   returned 3
+  fake:  returned 4
+  - result: expected 3 (int), got 4 (int)
+  reproduce with this script:
+    | print('hi')""")
+        outcome = Outcome.of_failures("agreement", "ns::Cls", "increment", [failure, Failure("second", target="x")])
+        self.assertEqual(outcome.status, Status.FAILED)
+        self.assertExpectedInline(outcome.summary, """ns::Cls.increment: the fake's result differs from the C++ result""")
+        self.assertExpectedInline(outcome.render().split("\n\n")[1], """ns::Cls.x: second""")
+
+    def test_the_program_of_an_op_that_takes_the_object_third(self):
+        session = _samples_session()
+        scn = scenario(session.context("samples::TensorQueue"), "op.push_scaled")
+        self.assertExpectedInline(scn.code(), """\
+class Program(torch.nn.Module):
+    def forward(self, obj, x0):
+        torch.ops.samples.push_scaled.default(x0, 1.5, obj)
+        return (torch.ones(1), )
+
+# run 0: object
+obj = torch.classes.samples.TensorQueue(torch.arange(6, dtype=torch.float32).reshape(2, 3))
+# run 0 tensor inputs: torch.arange(6, dtype=torch.float32).reshape(2, 3)
+# run 1: object
+obj = torch.classes.samples.TensorQueue(torch.arange(6, dtype=torch.float32).reshape(2, 3))
+obj.push(torch.arange(6, dtype=torch.float32).reshape(2, 3))
+obj.push(torch.tensor(2.5))
+# run 1 tensor inputs: torch.arange(6, dtype=torch.float32).reshape(2, 3)
+""")
+
+    def test_calls_put_the_object_where_the_schema_does(self):
+        session = _samples_session()
+        [op] = [o for o in session.context("samples::TensorQueue").info.ops if o.short_name == "push_scaled"]
+        call = Call(Callee.of_op(op), ArgumentSet((Value("torch.ones(2)"), Value("2.0"))))
+        self.assertExpectedInline(call.code("q"), """torch.ops.samples.push_scaled.default(torch.ones(2), 2.0, q)""")
+        self.assertExpectedInline(call.callee.spread_source("q"), """torch.ops.samples.push_scaled.default(*args[:2], q, *args[2:], **kwargs)""")
+        method = Call(Callee.method("push"), ArgumentSet((), (("x", Value("torch.ones(2)")),)))
+        self.assertExpectedInline(method.code(), """obj.push(x=torch.ones(2))""")
+
+    def test_a_reproducer_of_one_op_call(self):
+        session = _samples_session()
+        ctx = session.context("samples::TensorQueue")
+        [op] = [o for o in ctx.info.ops if o.short_name == "push_scaled"]
+        call = Call(Callee.of_op(op), ArgumentSet((Value("torch.ones(2)"), Value("2.0"))))
+        self.assertExpectedInline(ctx.call_repro(ctx.example_set.examples[0], call), """\
+import torch
+import torch.utils._pytree as pytree
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch._library.fake_class_registry import maybe_to_fake_obj
+
+import sample_classes
+
+def make_obj():
+    obj = torch.classes.samples.TensorQueue(torch.arange(6, dtype=torch.float32).reshape(2, 3))
+    return obj
+
+def make_args():
+    return (torch.ones(2), 2.0, ), {}
+
+obj = make_obj()
+args, kwargs = make_args()
+print('C++: ', torch.ops.samples.push_scaled.default(*args[:2], obj, *args[2:], **kwargs))
+
+mode = FakeTensorMode(shape_env=ShapeEnv())
+fake_obj = maybe_to_fake_obj(mode, make_obj())
+args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), make_args())
+with mode:
+    print('fake:', torch.ops.samples.push_scaled.default(*args[:2], fake_obj, *args[2:], **kwargs))
+""")
+
+    @staticmethod
+    def _report():
+        cells = [Cell("ns::Q", "push", "eager", 0, 0),
+                 Cell("ns::Q", "push", "aoti", 0, 3, Status.UNSUPPORTED, "objects only as attributes",
+                      limitation="aoti-object-input"),
+                 Cell("ns::Q", "pop", "eager", 1, 0, Status.FAILED, "run 1 output: expected 1, got 2"),
+                 Cell("ns::Q", "pop", "aoti", 1, 3, Status.SKIPPED, "plain eager raises")]
+        assert [Cell.from_json(c.to_json()) for c in cells] == cells
+        # Cells arrive in any order (xdist); the report is ordered by row and column.
+        return dataclasses.replace(build_report(reversed(cells)), torch_version="X.Y")
+
+    def test_the_markdown_matrix(self):
+        self.assertExpectedInline(render_markdown(self._report()), """\
+## TorchBind coverage matrix (torch X.Y)
+
+✓ matches plain eager · ✗ fails or differs from eager · – unsupported: a known torch limitation (the cell ran and failed the documented way) · n/a no eager reference
+
+### ns::Q
+
+| scenario | torch.compile<br>eager | AOTInductor |
+|---|---|---|
+| `push` | ✓ | – [1] |
+| `pop` | ✗ [2] | n/a [3] |
+
+1 ✓, 1 ✗, 1 – (known torch limitation), 1 n/a
+
+1. – objects only as attributes
+2. ✗ run 1 output: expected 1, got 2
+3. n/a plain eager raises
+""")
+
+    def test_the_terminal_matrix(self):
+        self.assertExpectedInline("\n".join(render_lines(self._report())), """\
+ns::Q: 1 ✓, 1 ✗, 1 –, 1 n/a
+              eager      aoti
+  push            ✓         –
+  pop             ✗         ·""")
