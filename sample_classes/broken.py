@@ -251,6 +251,11 @@ def _fake_counter_scale_wrong_dtype(c, x):
     return out.to(torch.float32 if out.dtype == torch.float64 else torch.float64)
 
 
+def _fake_push_scaled_pushes_nothing(x, alpha, foo):
+    # Right return value (None), wrong effect: the object never grows.
+    return None
+
+
 # -- differential (each defect needs two or more calls on the same object) --
 def _queue_pop_keeps(self) -> torch.Tensor:
     # Returns the front without removing it: the result is right, the queue
@@ -467,6 +472,15 @@ BROKEN_FAKES: tuple[BrokenFake, ...] = (
         op_fakes={"samples::counter_scale": _fake_counter_scale_wrong_dtype},
     ),
     # [differential]
+    BrokenFake(
+        name="op_push_scaled_pushes_nothing",
+        qualname="samples::TensorQueue",
+        check="differential",
+        method="push_scaled",
+        rule="the Python fake of samples::push_scaled (object third) never pushes: size() afterwards differs",
+        fake_class=FakeTensorQueue,
+        op_fakes={"samples::push_scaled": _fake_push_scaled_pushes_nothing},
+    ),
     BrokenFake(
         name="queue_pop_keeps",
         qualname="samples::TensorQueue",

@@ -6,6 +6,7 @@ import os
 
 import pytest
 import torch.utils.cpp_extension
+from torch.testing._internal.torchbind_impls import init_torchbind_implementations
 
 # pytester points HOME at a temporary directory; keep the C++ extension cache where it is, so subprocess runs
 # reuse the sample library built once instead of rebuilding it (30-50 s each).
@@ -17,7 +18,17 @@ TORCH_SPEC = "torch.testing._internal.torchbind_impls:init_torchbind_implementat
 @pytest.fixture(scope="session")
 def torch_test_classes():
     """Load ``libtorchbind_test.so`` and torch's four fake classes (namespace ``_TorchScriptTesting``)."""
-    from torch.testing._internal.torchbind_impls import init_torchbind_implementations
-
     init_torchbind_implementations()
     return "_TorchScriptTesting"
+
+
+def run_inprocess(pytester, *args):
+    """Run pytest with the plugin in this process (``pytester.runpytest_inprocess``): no interpreter start-up,
+    no second torch import. Checks run without process isolation here: forking a worker from a test process
+    that has already used torch's thread pools can hang it. Tests about isolation, xdist or the console script
+    use ``runpytest_subprocess``.
+
+    pytester drops the modules a run imported; torch's test-class module must outlive the runs (importing it again
+    would register its fakes twice), so this module imports it before any run."""
+    init_torchbind_implementations()
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", *args, "--torchbind-isolation=none")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conformance.baseline import SCHEMA, BaselineError, load_baseline, merge_accepted, save_baseline
-from conftest import TORCH_SPEC
+from conftest import TORCH_SPEC, run_inprocess
 
 FOO = "torchbind[_TorchScriptTesting._Foo]"
 ARGS = (f"--torchbind-load={TORCH_SPEC}", "--torchbind-class=_TorchScriptTesting::_Foo",
@@ -15,7 +15,7 @@ ARGS = (f"--torchbind-load={TORCH_SPEC}", "--torchbind-class=_TorchScriptTesting
 
 
 def run(pytester, *extra):
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *ARGS, *extra)
+    return run_inprocess(pytester, *ARGS, *extra)
 
 
 def test_merge_keeps_reasons_drops_fixed_keeps_unrun():

@@ -320,6 +320,21 @@ def test_plugin_item_fails_with_the_reproducer(pytester, samples, monkeypatch):
                                  "*| sample_classes.broken.install_queue_pop_empty_last()", "*| step(1, *"])
 
 
+def test_an_op_taking_the_object_third_is_driven_and_reproduced(samples, tmp_path, load_code):
+    bug = _bug("op_push_scaled_pushes_nothing")
+    load_code("sample_classes", f"sample_classes.broken:install_{bug.name}")
+    with bug.installed():
+        run = engine.run_differential(context_for(bug.qualname), settings=CI)
+    drift = run.drift
+    assert drift is not None and drift.steps[-1][0].label == "push_scaled", run.summary()
+    assert drift.steps[-1][0].code(drift.steps[-1][1]).endswith(", obj)")  # the object where the schema has it
+    path = tmp_path / "repro_push_scaled.py"
+    path.write_text(engine.repro_script(context_for(bug.qualname), drift))
+    result = _run_script(path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "torch.ops.samples.push_scaled.default(" in result.stdout and "<-- DIFFERS" in result.stdout
+
+
 # ----- torch's own classes ----------------------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from conformance.matrix.cell import run_cell
 from conformance.matrix.limitations import LIMITATIONS, find_limitation
 from conformance.matrix.scenarios import row_names, scenario
 from conformance.session import current
+from conftest import run_inprocess
 
 COUNTER = "samples::Counter"
 QUEUE = "samples::TensorQueue"
@@ -131,6 +132,15 @@ def test_aoti_runs_an_attribute_program(samples):
     assert result.status == "passed", result.details
 
 
+def test_an_op_taking_the_object_third_runs_where_the_schema_puts_it(samples):
+    ctx = current().context(QUEUE)
+    scn = scenario(ctx, "op.push_scaled")
+    assert "torch.ops.samples.push_scaled.default(x0, 1.5, obj)" in scn.source
+    for backend in ("eager", "export"):
+        cell = run_cell(ctx, "op.push_scaled", backend)
+        assert cell.status == "passed", cell.details
+
+
 def test_dynamic_row_uses_other_sizes_on_the_second_run(samples):
     scn = scenario(current().context(QUEUE), "dynamic")
     first, second = scn.inputs(0), scn.inputs(1)
@@ -174,12 +184,12 @@ def test_reports_serial_and_xdist_are_identical(pytester, samples, monkeypatch):
 
 
 def test_bad_report_path_and_backend_are_usage_errors(pytester, samples):
-    result = _run_matrix(pytester, "--torchbind-report=no/such/dir/m.md")
+    result = run_inprocess(pytester, "--torchbind-report=no/such/dir/m.md")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "cannot write the report" in result.stderr.str()
-    result = _run_matrix(pytester, "--torchbind-report=m.txt")
+    result = run_inprocess(pytester, "--torchbind-report=m.txt")
     assert "unsupported format .txt" in result.stderr.str()
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--torchbind-backends=eager,tvm")
+    result = run_inprocess(pytester, "--torchbind-backends=eager,tvm")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "unknown backend(s) tvm" in result.stderr.str()
 

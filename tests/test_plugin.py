@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import TORCH_SPEC
+from conftest import TORCH_SPEC, run_inprocess
 
 LOAD = f"--torchbind-load={TORCH_SPEC}"
 FOO = "--torchbind-class=_TorchScriptTesting::_Foo"
@@ -20,7 +20,7 @@ def run(pytester, *args):
 
 
 def test_collects_stable_readable_ids_in_an_empty_directory(pytester):
-    result = run(pytester, LOAD, FOO, "--collect-only", "-q")
+    result = run_inprocess(pytester, LOAD, FOO, "--collect-only", "-q")
     assert result.ret == 0
     ids = [ln for ln in result.outlines if ln.startswith("torchbind[")]
     assert ids[:3] == ["torchbind[_TorchScriptTesting._Foo]::fake_class",
@@ -29,12 +29,12 @@ def test_collects_stable_readable_ids_in_an_empty_directory(pytester):
     for expected in ("signature[add_tensor]", "return_type[add]", "flatten", "roundtrip", "agreement[add_tensor]",
                      "custom_op[takes_foo]", "deepcopy", "extra_methods"):
         assert f"torchbind[_TorchScriptTesting._Foo]::{expected}" in ids
-    again = run(pytester, LOAD, FOO, "--collect-only", "-q")
+    again = run_inprocess(pytester, LOAD, FOO, "--collect-only", "-q")
     assert [ln for ln in again.outlines if ln.startswith("torchbind[")] == ids
 
 
 def test_failure_message_names_class_method_and_both_sides(pytester):
-    result = run(pytester, LOAD, "--torchbind-class=_TorchScriptTesting::_TensorQueue", "-k", "agreement")
+    result = run_inprocess(pytester, LOAD, "--torchbind-class=_TorchScriptTesting::_TensorQueue", "-k", "agreement")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = result.stdout.str()
     assert "_TorchScriptTesting::_TensorQueue.pop: the fake's result differs from the C++ result" in out
@@ -67,13 +67,13 @@ def test_xdist_gives_the_same_outcomes_as_a_serial_run(pytester):
 
 
 def test_plugin_can_be_disabled(pytester):
-    result = run(pytester, "-p", "no:torchbind", FOO)
+    result = run_inprocess(pytester, "-p", "no:torchbind", FOO)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "unrecognized arguments: --torchbind-class" in result.stderr.str()
 
 
 def test_unknown_class_is_a_usage_error_listing_the_namespace(pytester):
-    result = run(pytester, LOAD, "--torchbind-class=_TorchScriptTesting::Missing")
+    result = run_inprocess(pytester, LOAD, "--torchbind-class=_TorchScriptTesting::Missing")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
     assert "no TorchBind class _TorchScriptTesting::Missing is registered" in err
@@ -82,14 +82,14 @@ def test_unknown_class_is_a_usage_error_listing_the_namespace(pytester):
 
 
 def test_namespace_with_no_classes(pytester):
-    result = run(pytester, "--torchbind-class=nothing_here::*")
+    result = run_inprocess(pytester, "--torchbind-class=nothing_here::*")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "no TorchBind classes are registered in namespace 'nothing_here'" in result.stderr.str()
 
 
 def test_broken_library_is_a_usage_error_with_the_loader_message(pytester):
     (pytester.path / "libbroken.so").write_bytes(b"this is not an ELF file")
-    result = run(pytester, "--torchbind-load=libbroken.so", FOO)
+    result = run_inprocess(pytester, "--torchbind-load=libbroken.so", FOO)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
     assert "--torchbind-load='libbroken.so': loading the library failed" in err
@@ -97,14 +97,14 @@ def test_broken_library_is_a_usage_error_with_the_loader_message(pytester):
 
 
 def test_missing_library(pytester):
-    result = run(pytester, "--torchbind-load=nowhere/libmissing.so", FOO)
+    result = run_inprocess(pytester, "--torchbind-load=nowhere/libmissing.so", FOO)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "library file not found" in result.stderr.str()
 
 
 def test_fake_module_that_raises_on_import(pytester):
     pytester.makepyfile(badfakes="raise ValueError('boom in the fake module')\n")
-    result = run(pytester, "--torchbind-load=badfakes.py", FOO)
+    result = run_inprocess(pytester, "--torchbind-load=badfakes.py", FOO)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "ValueError: boom in the fake module" in result.stderr.str()
 
@@ -117,7 +117,7 @@ def test_fake_module_with_a_syntax_error(pytester):
 
 
 def test_unknown_check_name(pytester):
-    result = run(pytester, LOAD, FOO, "--torchbind-checks=signature,nonsense")
+    result = run_inprocess(pytester, LOAD, FOO, "--torchbind-checks=signature,nonsense")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "unknown check(s) nonsense" in result.stderr.str()
 
@@ -155,7 +155,7 @@ def test_user_code_that_raises_fails_the_check_not_the_run(pytester):
 
 
 def test_junit_xml_carries_check_properties(pytester):
-    result = run(pytester, LOAD, FOO, "-k", "fake_class or coverage", "--junitxml=out.xml")
+    result = run_inprocess(pytester, LOAD, FOO, "-k", "fake_class or coverage", "--junitxml=out.xml")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     root = ET.parse(pytester.path / "out.xml").getroot()
     # pytest splits an item's node id into the JUnit `classname` and `name` attributes, and has changed where it

@@ -43,7 +43,7 @@ _SEQUENCES = (SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC)
 # length is fixed when tracing).
 _TENSOR_RESULTS = ("Tensor", "Optional[Tensor]", "NoneType")
 OP_PREFIX = "op."  # op rows are "op.<name>": an op may share its name with a method (for_each_add_)
-_SKIPPED_METHODS = {"tracing_mode"}
+_SKIPPED_METHODS = frozenset({"tracing_mode"})
 
 
 @dataclasses.dataclass(frozen=True)
