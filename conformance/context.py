@@ -40,8 +40,20 @@ def import_lazily_imported_modules() -> None:
 
 
 def to_fake(mode: FakeTensorMode, value: Any) -> Any:
-    """Replace every tensor in ``value`` (a pytree) by a fake tensor with the same, static, metadata."""
-    return pytree.tree_map_only(torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), value)
+    """``value`` (a pytree of arguments) as a fake method or op receives it while tracing: every tensor a fake
+    tensor with the same, static, metadata, and every TorchBind object fakified (a ``FakeScriptObject``, through
+    ``maybe_to_fake_obj`` under ``mode``). An object that cannot be fakified is passed as it is (its own
+    ``fake_class`` / ``roundtrip`` items say why)."""
+
+    def convert(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return mode.from_tensor(x, static_shapes=True)
+        try:
+            return ClassContext.fakify(x, mode)
+        except Exception:  # noqa: BLE001 - not fakifiable: see the docstring
+            return x
+
+    return pytree.tree_map_only((torch.Tensor, torch.ScriptObject), convert, value)
 
 
 @contextlib.contextmanager
@@ -101,8 +113,9 @@ class ClassContext:
         if self._examples is None:
             self._building = True
             try:
-                self._examples = build_examples(self.info, self.session.registry.factories(self.info.qualname),
-                                                resolver=self.class_values)
+                registry, qualname = self.session.registry, self.info.qualname
+                self._examples = build_examples(self.info, registry.factories(qualname), resolver=self.class_values,
+                                                derive=registry.derives(qualname))
             finally:
                 self._building = False
         return self._examples
@@ -138,11 +151,13 @@ class ClassContext:
 
     # ----- calls --------------------------------------------------------------------------------------------
     @staticmethod
-    def fakify(obj: torch.ScriptObject, mode: FakeTensorMode):
-        """``maybe_to_fake_obj(mode, obj)``, as dynamo and AOTAutograd do before tracing."""
-        with quiet_torch_logs(), calling(lambda: f"fakifying a {script_name(obj)} object (maybe_to_fake_obj: "
-                                                 "copy.deepcopy through def_pickle's __getstate__ and "
-                                                 "__setstate__, __obj_flatten__, the fake's __obj_unflatten__)"):
+    def fakify(obj: torch.ScriptObject, mode: FakeTensorMode, state: str | None = None):
+        """``maybe_to_fake_obj(mode, obj)``, as dynamo and AOTAutograd do before tracing. ``state`` (the example
+        object's label) names the object in the breadcrumb a crash or hang is reported with."""
+        what = f"the example object {state}" if state else f"a {script_name(obj)} object"
+        with quiet_torch_logs(), calling(lambda: f"fakifying {what} (maybe_to_fake_obj: copy.deepcopy through "
+                                                 "def_pickle's __getstate__ and __setstate__, __obj_flatten__, "
+                                                 "the fake's __obj_unflatten__)"):
             return maybe_to_fake_obj(mode, obj)
 
     def call_real(self, obj: torch.ScriptObject, call: Call) -> CallResult:
@@ -170,18 +185,31 @@ class ClassContext:
         """
         examples = self.require_examples()
         calls = self.calls_of(callee)
+        compared = 0
         for example in examples:
             for call in calls:
                 try:
                     real_obj, other = example.build(), example.build()
                     mode = new_fake_mode()
-                    fake_obj = self.fakify(other, mode)
+                    fake_obj = self.fakify(other, mode, state=example.label)
                 except Exception:  # noqa: BLE001 - reported by the examples / roundtrip checks
                     continue
                 with calling(f"on the example object {example.label}", timed=False):
                     real = self.call_real(real_obj, call)
                     fake = self.call_fake(fake_obj, mode, call)
+                compared += 1
                 yield example, call, real, fake
+        if not compared:
+            # Nothing was compared: the check must not pass (a gate that is green while nothing ran).
+            raise NotApplicable(self.why_not_fakifiable())
+
+    def why_not_fakifiable(self) -> str:
+        """Why no example object could be fakified, pointing at the item that reports it: ``flatten`` for a
+        class without ``__obj_flatten__``, else ``roundtrip`` (a fake ``__init__`` or ``__obj_unflatten__`` that
+        raises, a malformed ``__obj_flatten__``)."""
+        item = "flatten" if not self.info.has_flatten else "roundtrip"
+        return (f"no example object of {self.info.qualname} could be fakified, so nothing was compared "
+                f"(see {self.info.test_name}::{item})")
 
     # ----- reproducers --------------------------------------------------------------------------------------
     def repro(self, example: Example, body: list[str]) -> str:

@@ -81,7 +81,9 @@ class ClassInfo:
 
     ``qualname`` is the user-facing ``ns::Cls``; ``script_qualname`` the TorchScript name
     ``__torch__.torch.classes.ns.Cls``. ``methods`` maps each C++ method name to its schema (the constructor and
-    the pickling/flatten protocol methods included); ``constructors`` holds the ``__init__`` overloads.
+    the pickling/flatten protocol methods included); ``constructors`` holds the ``__init__`` overloads;
+    ``static_methods`` the methods bound with ``def_static`` (schemas without ``self``; called on the class, so a
+    fake class need not define them, but when it does they must match).
     """
 
     namespace: str
@@ -89,6 +91,7 @@ class ClassInfo:
     methods: dict[str, torch.FunctionSchema]
     constructors: tuple[torch.FunctionSchema, ...]
     ops: tuple[OpInfo, ...]
+    static_methods: dict[str, torch.FunctionSchema] = dataclasses.field(default_factory=dict)
 
     @property
     def qualname(self) -> str:
@@ -220,5 +223,23 @@ def discover(qualname: str) -> ClassInfo:
         methods=methods,
         constructors=tuple(schemas.get("__init__", ())),
         ops=_ops_taking(f"{CLASS_PREFIX}{ns}.{name}"),
+        static_methods=_static_methods(getattr(getattr(torch.classes, ns), name)),
     )
     return info
+
+
+def _static_methods(script_class) -> dict[str, torch.FunctionSchema]:
+    """The methods bound with ``def_static``: their schemas have no ``self`` argument, so they name no class;
+    a schema belongs to this class when the class resolves its name (``torch.classes.ns.Cls.<name>``, which
+    raises ``AttributeError`` for any other name). When several classes bind a static method of the same name,
+    the first such schema is taken."""
+    out: dict[str, torch.FunctionSchema] = {}
+    for schema in torch._C._jit_get_custom_class_schemas():
+        if _self_class(schema) is not None or schema.name in out:
+            continue
+        try:
+            getattr(script_class, schema.name)
+        except (AttributeError, RuntimeError):
+            continue
+        out[schema.name] = schema
+    return out

@@ -48,21 +48,23 @@ MAX_BASE = 8
 MAX_DERIVED = 4
 
 
-def examples(qualname: str) -> Callable[[Factory], Factory]:
+def examples(qualname: str, *, derive: bool = True) -> Callable[[Factory], Factory]:
     """Register a factory of example objects for the TorchBind class ``qualname`` (``"ns::Cls"``).
 
     Use as a decorator on a zero-argument function returning an iterable of ``torch.ScriptObject`` instances
     of that class. Once a factory is registered for a class, generated constructor arguments are not used for it.
     The factory is called again for every fresh object the checks need; it must return new objects in the same
-    states each time. The factory goes into the registry of the current session
-    (:func:`conformance.session.current`). Returns the factory unchanged. Raises ``ValueError`` if ``qualname``
-    is not ``ns::Cls``.
+    states each time. By default the plugin also derives further states from the first example by calling each
+    state-changing method twice (e.g. two pushes); ``derive=False`` turns that off for the class, e.g. when such
+    a state crashes and the states the factory builds should still be checked. The factory goes into the
+    registry of the current session (:func:`conformance.session.current`). Returns the factory unchanged. Raises
+    ``ValueError`` if ``qualname`` is not ``ns::Cls``.
     """
     if qualname.count("::") != 1:
         raise ValueError(f"conformance.examples({qualname!r}): expected 'namespace::Class'")
 
     def register(factory: Factory) -> Factory:
-        current().registry.add_factory(qualname, factory)
+        current().registry.add_factory(qualname, factory, derive=derive)
         return factory
 
     return register
@@ -83,17 +85,27 @@ class Example:
     factory_index: int = 0
     steps: tuple[Call, ...] = ()
 
-    def build(self) -> torch.ScriptObject:
-        """A fresh object. Raises whatever the constructor, factory or steps raise."""
+    def build(self, record: list[tuple[str, Any]] | None = None) -> torch.ScriptObject:
+        """A fresh object. Raises whatever the constructor, factory or steps raise.
+
+        ``record``, when given, receives ``(what, value)`` for every value the object was handed or handed out
+        on the way: the constructor's arguments (``"argument 0 of the constructor"``), each step's arguments
+        and results (``"the result of obj.push(...)"``) — for checks of what the object's state may share."""
         with calling(lambda: f"building the example object {self.info.qualname}: {'; '.join(self.code())}"):
             if self.factory is not None:
                 objs = list(self.factory())
                 obj = objs[self.factory_index]
             else:
                 args, kwargs = self.ctor.make()
+                if record is not None:
+                    record += _named_arguments("the constructor", args, kwargs)
                 obj = self.info.script_class(*args, **kwargs)
             for step in self.steps:
-                step.invoke(obj)
+                made = step.args.make()
+                result = step.invoke(obj, made)
+                if record is not None:
+                    record += _named_arguments(step.code(), *made)
+                    record.append((f"the result of {step.code()}", result))
         return obj
 
     @property
@@ -125,6 +137,11 @@ class Example:
                          self.ctor.extra)
         name = f"_example_{self.info.namespace}_{self.info.name}"
         return Value(f"{name}()", ((name, self.build),))
+
+
+def _named_arguments(call: str, args: list[Any], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(f"argument {i} of {call}", v) for i, v in enumerate(args)] + \
+        [(f"argument {k} of {call}", v) for k, v in kwargs.items()]
 
 
 @dataclasses.dataclass
@@ -169,11 +186,12 @@ def state_key(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None) -> ExampleSet:
+def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None, derive: bool = True
+                   ) -> ExampleSet:
     """Build the examples of ``info``: from ``factories`` (registered with :func:`examples`) if any, else from
-    generated constructor calls, plus states reached by applying each state-changing method twice to the first
-    example. ``resolver`` gives values for arguments typed as a TorchBind class
-    (:data:`conformance.values.ClassResolver`).
+    generated constructor calls, plus (unless ``derive`` is false) states reached by applying each
+    state-changing method twice to the first example. ``resolver`` gives values for arguments typed as a
+    TorchBind class (:data:`conformance.values.ClassResolver`).
 
     Constructor argument sets the C++ constructor rejects are skipped (kept in ``rejected``). Examples whose
     state (:func:`read_state`) duplicates an earlier one are dropped. Never raises for user-code errors: those
@@ -238,7 +256,7 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
         why = "; ".join(f"{code} -> {err}" for code, err in rejected[:4])
         return give_up(f"could not build any {info.qualname} object: {why or 'no candidates'}. "
                        "Register example objects with @conformance.examples")
-    derived = _derive_states(info, bases[0], admit, resolver)
+    derived = _derive_states(info, bases[0], admit, resolver) if derive else []
     return ExampleSet(bases + derived, rejected, lost=lost)
 
 

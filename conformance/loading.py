@@ -4,13 +4,26 @@ Accepted forms, applied in the order given:
 
 * ``path/to/libfoo.so`` (any existing file ending in ``.so``, ``.dylib`` or ``.dll``): ``torch.ops.load_library``;
 * ``path/to/fakes.py``: imported as a module from that file;
+* ``path/to/fakes.py:function``: the file imported as above, then ``function()`` is called with no arguments;
 * ``package.module``: imported with ``importlib.import_module``;
 * ``package.module:function``: imported, then ``function()`` is called with no arguments.
+
+Relative file paths are tried against the invocation directory (the CWD), then the rootdir. A module spec is
+imported from ``sys.path`` first; when its top-level package/module is not on ``sys.path``, it is looked for
+(``name.py``, a package directory ``name/``, or anything else Python imports as ``name``) in the invocation
+directory, then the rootdir, and the directory it is found in is inserted at the front of ``sys.path`` (once), the
+way pytest makes the modules beside a ``conftest.py`` importable. So ``pytest --torchbind-load=myfakes`` and
+``python -m pytest --torchbind-load=myfakes`` behave the same.
+
+:func:`repro_lines` emits the same loading for a standalone reproducer script, with absolute paths (including a
+``sys.path.insert`` for a module that lives in the invocation directory or the rootdir), so the script runs from
+any directory.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -33,23 +46,97 @@ def _format(spec: str, what: str, exc: BaseException) -> LoadError:
     return LoadError(f"--torchbind-load={spec!r}: {what} failed:\n{tb}")
 
 
-def _kind(spec: str) -> str:
+def _parse(spec: str) -> tuple[str, str, str]:
+    """Split a spec into ``(kind, target, function)``: kind ``library`` (target: the path as given), ``file``
+    (target: the ``.py`` path as given) or ``module`` (target: the dotted name); function is ``""`` when none.
+    A ``.py`` path followed by ``:name`` is a file with a function (split at the last colon, so a colon earlier in
+    the path, such as a Windows drive letter, stays in the path); anything else with a colon is ``module:function``."""
     if spec.endswith(_LIB_SUFFIXES) or ".so." in os.path.basename(spec):
-        return "library"
-    return "file" if spec.endswith(".py") else "module"
+        return "library", spec, ""
+    if spec.endswith(".py"):
+        return "file", spec, ""
+    head, sep, func = spec.rpartition(":")
+    if sep and head.endswith(".py") and func.isidentifier():
+        return "file", head, func
+    module, _, func = spec.partition(":")
+    return "module", module, func
+
+
+def _kind(spec: str) -> str:
+    return _parse(spec)[0]
 
 
 def repro_lines(spec: str, rootdir: Path | None = None) -> list[str]:
-    """Python lines that apply ``spec`` in a standalone reproducer script (absolute paths for files)."""
-    kind = _kind(spec)
-    path = _existing_path(spec, rootdir)
-    where = str(path) if path is not None else spec
+    """Python lines that apply ``spec`` in a standalone reproducer script, runnable from any directory.
+
+    Files (libraries, ``.py`` files, ``file.py:function``) are named by absolute path when they exist (relative
+    paths tried against the CWD, then ``rootdir``). A module whose top-level package/module lives in the invocation
+    directory (the CWD) or ``rootdir``, or is found there by the search :func:`apply_load_spec` does, gets an
+    ``import sys`` / ``sys.path.insert(0, '<absolute dir>')`` before its ``import`` line. Never raises for a bad
+    spec: the lines then name the spec as given, and :func:`apply_load_spec` reports the error.
+    """
+    kind, target, func = _parse(spec)
+    path = _existing_path(target, rootdir)
+    where = str(path) if path is not None else target
     if kind == "library":
         return [f"torch.ops.load_library({where!r})"]
     if kind == "file":
+        if func:
+            return ["import runpy", f"runpy.run_path({where!r})[{func!r}]()"]
         return ["import runpy", f"runpy.run_path({where!r})"]
-    module, _, func = spec.partition(":")
-    return [f"import {module}"] + ([f"{module}.{func}()"] if func else [])
+    lines = []
+    if _is_dotted_name(target):
+        directory = _module_home(target.split(".")[0], rootdir)
+        if directory is not None:
+            lines += ["import sys", f"sys.path.insert(0, {str(directory)!r})"]
+    return lines + [f"import {target}"] + ([f"{target}.{func}()"] if func else [])
+
+
+def _is_dotted_name(name: str) -> bool:
+    return all(part.isidentifier() for part in name.split("."))
+
+
+def _search_dirs(rootdir: Path | None) -> list[Path]:
+    """Where a top-level module missing from ``sys.path`` is looked for: the invocation directory, then rootdir."""
+    dirs: list[Path] = []
+    for base in (Path.cwd(), rootdir):
+        if base is not None and Path(base).resolve() not in dirs:
+            dirs.append(Path(base).resolve())
+    return dirs
+
+
+def _find_beside(top: str, rootdir: Path | None) -> Path | None:
+    """The first search directory (see :func:`_search_dirs`) from which ``top`` can be imported, or ``None``."""
+    for directory in _search_dirs(rootdir):
+        if importlib.machinery.PathFinder.find_spec(top, [str(directory)]) is not None:
+            return directory
+    return None
+
+
+def _module_home(top: str, rootdir: Path | None) -> Path | None:
+    """The directory a reproducer must put on ``sys.path`` to import the top-level module ``top``: the search
+    directory (the CWD or rootdir) it is, or would be, imported from; ``None`` when it comes from elsewhere
+    (site-packages, the standard library, a ``PYTHONPATH`` entry) or is found nowhere."""
+    module = sys.modules.get(top)
+    mod_spec = getattr(module, "__spec__", None) if module is not None else None
+    if module is None or mod_spec is None:
+        try:
+            mod_spec = importlib.machinery.PathFinder.find_spec(top)  # sys.path, "" meaning the CWD
+        except Exception:  # an odd sys.path entry or finder: fall back to the search
+            mod_spec = None
+    if mod_spec is None:
+        return _find_beside(top, rootdir)
+    if mod_spec.submodule_search_locations:  # a package: its directory's parent
+        locations = [Path(loc).parent for loc in mod_spec.submodule_search_locations]
+    elif mod_spec.origin and os.path.isabs(mod_spec.origin):
+        locations = [Path(mod_spec.origin).parent]
+    else:  # built-in or frozen
+        return None
+    searched = _search_dirs(rootdir)
+    for location in locations:
+        if location.resolve() in searched:
+            return location.resolve()
+    return None
 
 
 def _registrations() -> tuple[int, int]:
@@ -70,14 +157,21 @@ def _mapped(path: Path) -> bool:
 
 
 def apply_load_spec(spec: str, rootdir: Path | None = None) -> None:
-    """Apply one spec (see module docstring). Relative paths are tried against the CWD, then ``rootdir``.
+    """Apply one spec (see module docstring).
 
-    Raises :class:`LoadError` carrying the underlying exception text when the library does not load or loads but
-    registers no TorchBind class and no operator (not a torch extension), the module cannot be imported
-    (missing, syntax error, raises on import) or the function fails.
+    Relative file paths are tried against the CWD (the invocation directory), then ``rootdir``. A module spec is
+    imported from ``sys.path``; if its top-level package/module is not found there, it is looked for in the CWD,
+    then ``rootdir`` (``name.py``, a package directory ``name/``, ...), and the first directory that has it is
+    inserted at the front of ``sys.path`` (unless already there) before importing again.
+
+    Raises :class:`LoadError` carrying the underlying exception text when the library file is missing, does not
+    load, or loads but registers no TorchBind class and no operator (not a torch extension); the Python file is
+    missing or cannot be imported; the spec is no valid form; the module is found nowhere (the message names the
+    directories searched) or cannot be imported (syntax error, raises on import); or the function is missing, not
+    callable or raises.
     """
-    path = _existing_path(spec, rootdir)
-    kind = _kind(spec)
+    kind, target, func_name = _parse(spec)
+    path = _existing_path(target, rootdir)
     if kind == "library":
         if path is None:
             raise LoadError(f"--torchbind-load={spec!r}: library file not found")
@@ -95,25 +189,61 @@ def apply_load_spec(spec: str, rootdir: Path | None = None) -> None:
     if kind == "file":
         if path is None:
             raise LoadError(f"--torchbind-load={spec!r}: Python file not found")
-        _import_file(spec, path)
+        module = _import_file(spec, path)
+        if func_name:
+            _call(spec, module, str(path), func_name)
         return
-    module_name, _, func_name = spec.partition(":")
-    if not all(part.isidentifier() for part in module_name.split(".")):
-        raise LoadError(
-            f"--torchbind-load={spec!r}: expected a .so path, a .py path, a module name or module:function"
-        )
+    module_name = target
+    if not _is_dotted_name(module_name) or (":" in spec and not func_name.isidentifier()):
+        raise LoadError(f"--torchbind-load={spec!r}: expected a .so path, a .py path, path/to/file.py:function, "
+                        "a module name or module:function")
+    module = _import_module(spec, module_name, rootdir)
+    if func_name:
+        _call(spec, module, module_name, func_name)
+
+
+def _import_module(spec: str, module_name: str, rootdir: Path | None):
+    top = module_name.split(".")[0]
     try:
-        module = importlib.import_module(module_name)
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != top or top in sys.modules:
+            raise _format(spec, f"importing {module_name}", exc) from exc
     except (Exception, SystemExit) as exc:
         raise _format(spec, f"importing {module_name}", exc) from exc
-    if func_name:
-        func = getattr(module, func_name, None)
-        if not callable(func):
-            raise LoadError(f"--torchbind-load={spec!r}: {module_name} has no function {func_name!r}")
-        try:
-            func()
-        except (Exception, SystemExit) as exc:
-            raise _format(spec, f"calling {module_name}.{func_name}()", exc) from exc
+    directory = _find_beside(top, rootdir)
+    if directory is None:
+        where = " or ".join(str(d) for d in _search_dirs(rootdir))
+        raise LoadError(f"--torchbind-load={spec!r}: no module named {top!r}: not on sys.path, and no {top}.py or "
+                        f"package directory {top}/ in {where}")
+    if not any(_same_dir(entry, directory) for entry in sys.path):
+        sys.path.insert(0, str(directory))
+    importlib.invalidate_caches()
+    try:
+        return importlib.import_module(module_name)
+    except (Exception, SystemExit) as exc:
+        raise _format(spec, f"importing {module_name} (from {directory})", exc) from exc
+
+
+def _same_dir(entry: str, directory: Path) -> bool:
+    """Whether a ``sys.path`` entry is ``directory`` ("" is the CWD at import time, so it is never counted)."""
+    if not entry or not isinstance(entry, str):
+        return False
+    try:
+        return Path(entry).resolve() == directory
+    except (OSError, RuntimeError):
+        return False
+
+
+def _call(spec: str, module, owner: str, func_name: str) -> None:
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise LoadError(f"--torchbind-load={spec!r}: {owner} has no function {func_name!r}")
+    try:
+        func()
+    except (Exception, SystemExit) as exc:
+        raise _format(spec, f"calling {owner}:{func_name}()" if owner.endswith(".py") else
+                      f"calling {owner}.{func_name}()", exc) from exc
 
 
 def _existing_path(spec: str, rootdir: Path | None) -> Path | None:
@@ -126,10 +256,11 @@ def _existing_path(spec: str, rootdir: Path | None) -> Path | None:
     return None
 
 
-def _import_file(spec: str, path: Path) -> None:
+def _import_file(spec: str, path: Path):
+    """Import ``path`` as a module of its own (once per process) and return it."""
     name = f"_torchbind_load_{path.stem}_{abs(hash(str(path))):x}"
     if name in sys.modules:
-        return
+        return sys.modules[name]
     try:
         mod_spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(mod_spec)
@@ -138,3 +269,4 @@ def _import_file(spec: str, path: Path) -> None:
     except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
         raise _format(spec, f"importing {path}", exc) from exc
+    return module

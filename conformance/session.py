@@ -58,14 +58,23 @@ class Registry:
 
     def __init__(self) -> None:
         self._factories: dict[str, list[Factory]] = {}
+        self._underived: set[str] = set()
         self._strategies: dict[StrategyKey, Any] = {}
 
-    def add_factory(self, qualname: str, factory: Factory) -> None:
+    def add_factory(self, qualname: str, factory: Factory, derive: bool = True) -> None:
+        """Register ``factory`` for ``ns::Cls``; ``derive=False`` keeps the plugin from deriving further states
+        of the class's examples by calling its methods."""
         self._factories.setdefault(qualname, []).append(factory)
+        if not derive:
+            self._underived.add(qualname)
 
     def factories(self, qualname: str) -> list[Factory]:
         """The factories registered for ``ns::Cls``, in registration order."""
         return list(self._factories.get(qualname, ()))
+
+    def derives(self, qualname: str) -> bool:
+        """Whether the plugin may derive states of ``ns::Cls``'s examples (no factory said ``derive=False``)."""
+        return qualname not in self._underived
 
     def add_strategy(self, qualname: str, method: str, arg: str | int | None, factory: Any) -> None:
         self._strategies[(qualname, method, arg)] = factory

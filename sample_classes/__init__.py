@@ -15,7 +15,7 @@ from ._build import load_library
 
 LIBRARY_PATH = load_library()
 
-from . import fakes  # noqa: E402  (registers on import; needs the library)
+from . import fakes, fakes_patterns  # noqa: E402  (register on import; need the library)
 
 fakes.register()
 
@@ -25,6 +25,13 @@ OP_QUALNAMES = (
     "samples::queue_size_like",
     "samples::counter_scale",
     "samples::push_scaled",  # takes the object as its third argument
+)
+PATTERN_CLASS_QUALNAMES = (  # binding patterns a gate must judge right (fakes in fakes_patterns.py)
+    "samples_patterns::Versioned",  # def_static methods
+    "samples_patterns::AnyBox",  # a c10::IValue result (schema type Any)
+    "samples_patterns::Bag",  # dunder methods; merge(Bag other) takes another object
+    "samples_patterns::Holder",  # __obj_flatten__ hands out the constructor's tensor (a C++ bug)
+    "samples_patterns::CopyingHolder",  # the same class done right
 )
 BROKEN_CLASS_QUALNAMES = (
     "samples_broken::FlattenDup",
@@ -44,7 +51,9 @@ __all__ = [
     "load_library",
     "LIBRARY_PATH",
     "fakes",
+    "fakes_patterns",
     "CLASS_QUALNAMES",
+    "PATTERN_CLASS_QUALNAMES",
     "OP_QUALNAMES",
     "BROKEN_CLASS_QUALNAMES",
     "UNSAFE_CLASS_QUALNAMES",

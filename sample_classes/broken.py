@@ -34,6 +34,7 @@ from torch._library.utils import Kernel
 
 from . import fakes as _fakes
 from .fakes import FakeConfig, FakeCounter, FakeTensorQueue
+from .fakes_patterns import FakeAnyBox, FakeBag, FakeVersioned
 
 __all__ = ["BrokenFake", "BROKEN_FAKES", "CHECKS", "by_name", "installed_broken"]
 
@@ -256,6 +257,60 @@ def _fake_push_scaled_pushes_nothing(x, alpha, foo):
     return None
 
 
+# -- binding patterns (samples_patterns) --
+def _versioned_clamp_three(x: int, hi: int, lo: int = 0) -> int:
+    return max(lo, min(x, hi))
+
+
+def _anybox_get_str(self):
+    return str(len(self.items))
+
+
+def _bag_len_counts_one_more(self) -> int:
+    return len(self.xs) + 1
+
+
+def _bag_merge_reads_the_real_object(self, other) -> None:
+    # Written against the real ScriptObject: a FakeScriptObject (what torch passes while tracing) has no
+    # __obj_flatten__ to call.
+    self.xs.extend(dict(other.__obj_flatten__())["xs"])
+
+
+def _queue_init_renamed(self, queue: list[torch.Tensor], init_tensor_: torch.Tensor) -> None:
+    # Stores the flattened state under other names: torch.compile reads getattr(fake, "queue").
+    self._items = list(queue)
+    self._init = init_tensor_
+
+
+def _queue_renamed_push(self, x: torch.Tensor) -> None:
+    self._items.append(x)
+
+
+def _queue_renamed_pop(self) -> torch.Tensor:
+    return self._items.pop(0) if self._items else self._init
+
+
+def _queue_renamed_top(self) -> torch.Tensor:
+    return self._items[0] if self._items else self._init
+
+
+def _queue_renamed_size(self) -> int:
+    return len(self._items)
+
+
+def _queue_renamed_clone_queue(self) -> list[torch.Tensor]:
+    return [t.clone() for t in self._items]
+
+
+def _queue_renamed_raw(self) -> list[torch.Tensor]:
+    return list(self._items)
+
+
+def _queue_renamed_for_each_add_(self, inc: torch.Tensor) -> None:
+    for t in self._items:
+        t.add_(inc)
+
+
 # -- differential (each defect needs two or more calls on the same object) --
 def _queue_pop_keeps(self) -> torch.Tensor:
     # Returns the front without removing it: the result is right, the queue
@@ -470,6 +525,54 @@ BROKEN_FAKES: tuple[BrokenFake, ...] = (
         rule="the Python fake of samples::counter_scale returns the wrong dtype",
         fake_class=FakeCounter,
         op_fakes={"samples::counter_scale": _fake_counter_scale_wrong_dtype},
+    ),
+    # [binding patterns]
+    BrokenFake(
+        name="versioned_static_signature",
+        qualname="samples_patterns::Versioned",
+        check="signature",
+        method="clamp",
+        rule="the fake's def_static clamp takes a third argument the C++ static method does not",
+        fake_class=_variant(FakeVersioned, "FakeVersionedClampThree", clamp=staticmethod(_versioned_clamp_three)),
+    ),
+    BrokenFake(
+        name="anybox_get_str",
+        qualname="samples_patterns::AnyBox",
+        check="return_type",
+        method="get",
+        rule="get() returns c10::IValue (schema type Any); the fake returns a str where C++ returns an int or a "
+        "Tensor",
+        fake_class=_variant(FakeAnyBox, "FakeAnyBoxGetStr", get=_anybox_get_str),
+    ),
+    BrokenFake(
+        name="bag_len_off_by_one",
+        qualname="samples_patterns::Bag",
+        check="agreement",
+        method="__len__",
+        rule="the fake's __len__ (a dunder bound in C++) counts one element too many",
+        fake_class=_variant(FakeBag, "FakeBagLenOffByOne", __len__=_bag_len_counts_one_more),
+    ),
+    BrokenFake(
+        name="bag_merge_reads_real_object",
+        qualname="samples_patterns::Bag",
+        check="agreement",
+        method="merge",
+        rule="merge(other) reads other.__obj_flatten__(), which a FakeScriptObject (the argument while tracing) "
+        "does not have",
+        fake_class=_variant(FakeBag, "FakeBagMergeReadsReal", merge=_bag_merge_reads_the_real_object),
+    ),
+    BrokenFake(
+        name="queue_flatten_keys_renamed",
+        qualname="samples::TensorQueue",
+        check="roundtrip",
+        method="__obj_unflatten__",
+        rule="the fake keeps the flattened queue and init_tensor_ as _items and _init: torch.compile reads "
+        "getattr(fake, 'queue') and fails",
+        fake_class=_variant(
+            FakeTensorQueue, "FakeTensorQueueRenamed", __init__=_queue_init_renamed, push=_queue_renamed_push,
+            pop=_queue_renamed_pop, top=_queue_renamed_top, size=_queue_renamed_size,
+            clone_queue=_queue_renamed_clone_queue, get_raw_queue=_queue_renamed_raw,
+            for_each_add_=_queue_renamed_for_each_add_),
     ),
     # [differential]
     BrokenFake(

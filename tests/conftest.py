@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
+from _pytest.pytester import SysModulesSnapshot
 import torch.utils.cpp_extension
 from torch.testing._internal.torchbind_impls import init_torchbind_implementations
 
@@ -20,6 +22,24 @@ def torch_test_classes():
     """Load ``libtorchbind_test.so`` and torch's four fake classes (namespace ``_TorchScriptTesting``)."""
     init_torchbind_implementations()
     return "_TorchScriptTesting"
+
+
+@pytest.fixture
+def pytester(pytester):
+    """pytester, except that modules imported while a test runs are kept, unless they come from the test's own
+    temporary directory. pytester drops every module a test or an in-process run imported; torch registers
+    operators and libraries when its modules are imported (``torch._inductor.test_operators`` defines a
+    TORCH_LIBRARY), so importing one a second time in the same process fails. (pytester's own snapshot keeps
+    only zope and readline modules; its two snapshot points are private, hence the name-mangled attributes.)"""
+    tmp = str(pytester.path)
+
+    def snapshot() -> SysModulesSnapshot:
+        return SysModulesSnapshot(preserve=lambda name: not str(getattr(sys.modules.get(name), "__file__", None)
+                                                                or "").startswith(tmp))
+
+    pytester._sys_modules_snapshot = snapshot()
+    pytester._Pytester__take_sys_modules_snapshot = snapshot
+    return pytester
 
 
 def run_inprocess(pytester, *args):

@@ -215,6 +215,9 @@ def test_serial_and_xdist_runs_survive_crashes_and_hangs_with_the_same_findings(
     # The __setstate__ that writes past the end, met by copy.deepcopy.
     assert ("samples_unsafe::OverflowPickle: the process running this check crashed: killed by SIGSEGV "
             "(Segmentation fault) while in copy.deepcopy of the example object") in out
+    # The same overflow met by fakification names the example state it was fakifying.
+    assert ("samples_unsafe::OverflowPickle.push: the process running this check crashed: killed by SIGSEGV "
+            "(Segmentation fault) while in fakifying the example object OverflowPickle(") in out
     # Deriving an example state through wait_for hung once, in the class's preparation; the state was left out.
     assert "samples_unsafe::CrashyStack: building an example object hung a worker process" in out
     failed = set(_failed(serial))

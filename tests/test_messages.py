@@ -102,12 +102,12 @@ class Program(torch.nn.Module):
 
 # run 0: object
 obj = torch.classes.samples.TensorQueue(torch.arange(6, dtype=torch.float32).reshape(2, 3))
-# run 0 tensor inputs: torch.arange(6, dtype=torch.float32).reshape(2, 3)
+# run 0 inputs: torch.arange(6, dtype=torch.float32).reshape(2, 3)
 # run 1: object
 obj = torch.classes.samples.TensorQueue(torch.arange(6, dtype=torch.float32).reshape(2, 3))
 obj.push(torch.arange(6, dtype=torch.float32).reshape(2, 3))
 obj.push(torch.tensor(2.5))
-# run 1 tensor inputs: torch.arange(6, dtype=torch.float32).reshape(2, 3)
+# run 1 inputs: torch.arange(6, dtype=torch.float32).reshape(2, 3)
 """)
 
     def test_calls_put_the_object_where_the_schema_does(self):

@@ -47,10 +47,11 @@ def _public_fake_methods(fake: type) -> list[str]:
 def extra_methods(ctx, _target) -> list[Failure]:
     """The fake class has no public methods that the C++ class lacks."""
     fake = ctx.require_fake()
-    extra = [m for m in _public_fake_methods(fake) if m not in ctx.info.methods]
+    known = {**ctx.info.methods, **ctx.info.static_methods}  # def_static methods are part of the class too
+    extra = [m for m in _public_fake_methods(fake) if m not in known]
     return [
         Failure("the fake class defines a public method the C++ class does not have", target=name,
-                cpp=f"C++ methods: {', '.join(ctx.info.user_methods)}",
+                cpp=f"C++ methods: {', '.join([*ctx.info.user_methods, *ctx.info.static_methods])}",
                 fake=f"{fake.__qualname__}.{name}")
         for name in extra
     ]

@@ -6,6 +6,12 @@ among the values and passes the rest through; dynamo guards on the flattened val
 deterministic and calling it must not change the object; tensors that alias one another lose that relationship
 when fakified ("This is not supported and may cause unexpected behavior"). Names must be unique because fake
 classes rebuild themselves with ``cls(**dict(flattened))``, which keeps only the last duplicate.
+
+Flattened tensors must be copies: one that shares storage with a tensor the caller passed in (a constructor or
+method argument) or got back (a method's result) makes dynamo raise ``UnsafeScriptObjectError: ... is aliasing
+... Please do a clone for corresponding input`` (``torch/_dynamo/guards.py``, ``make_dupe_guard``) as soon as
+both reach a compiled program. Found by storage identity against each example's inputs and step results, and
+against each method's arguments and result on a fresh object.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ import torch.utils._pytree as pytree
 from torch._higher_order_ops.utils import _tensor_storage
 from torch._library.fake_class_registry import _check_valid_flat_script_obj
 
+from ..calls import Callee
 from ..compare import describe, flat_state_differences
 from ..isolation import calling
-from ..results import Failure
+from ..results import Failure, NotApplicable
 from . import check
 from .tracing_mode import traces_with_real_object
 
@@ -48,7 +55,8 @@ def flatten(ctx, _target) -> list[Failure]:
                                     repro=ctx.repro(example, ["obj = make_obj()", "print(obj.__obj_flatten__())",
                                                               "print(obj.__obj_flatten__())"])))
 
-        obj = example.build()
+        inputs: list[tuple[str, object]] = []
+        obj = example.build(record=inputs)
         label = f"{info.qualname}.__obj_flatten__() on the example object {example.label}"
         try:
             with calling(label):
@@ -101,4 +109,55 @@ def flatten(ctx, _target) -> list[Failure]:
         if aliased:
             fail("tensors returned by __obj_flatten__ alias one another (share storage); fakification breaks that "
                  "relationship", *(f"tensor #{i} and tensor #{j} share storage" for i, j in aliased))
+        shared = _shared_storage(first, inputs) + _shared_with_calls(ctx, example)
+        if shared:
+            fail("__obj_flatten__ returns a tensor that shares storage with one the caller passed in or got back; "
+                 "dynamo refuses the object (UnsafeScriptObjectError: ... is aliasing ... Please do a clone): "
+                 "return a clone", *dict.fromkeys(shared),
+                 "rule: torch/_dynamo/guards.py make_dupe_guard (a tensor reached from a flattened script object "
+                 "must not be another input of the program)")
     return failures
+
+
+def _tensors(value, where: str) -> list[tuple[str, torch.Tensor]]:
+    """``(path, tensor)`` for every non-empty tensor in ``value``, the path rooted at ``where``."""
+    return [(where + pytree.keystr(path), leaf) for path, leaf in pytree.tree_leaves_with_path(value)
+            if isinstance(leaf, torch.Tensor) and leaf.numel() > 0]
+
+
+def _shared_storage(flat, others: list[tuple[str, object]]) -> list[str]:
+    """Lines naming each flattened tensor that shares storage with a tensor among ``others``."""
+    mine = [(path, t) for name, value in flat for path, t in _tensors(value, f"__obj_flatten__ {name!r}")]
+    theirs = [(path, t) for what, value in others for path, t in _tensors(value, what)]
+    return [f"{path} shares storage with {what}" for path, t in mine for what, u in theirs
+            if _tensor_storage(t) == _tensor_storage(u)]
+
+
+def _shared_with_calls(ctx, example) -> list[str]:
+    """Call each method once (its first ordinary arguments) on a fresh object in the example's state: the
+    flattened tensors before the call must not share storage with its result, nor those after it with its
+    arguments or result."""
+    found: list[str] = []
+    for method in ctx.info.user_methods:
+        if method == "tracing_mode":
+            continue
+        try:
+            calls = ctx.calls_of(Callee.method(method), limit=1)
+        except NotApplicable:
+            continue
+        for call in calls:
+            try:
+                obj = example.build()
+                with calling(f"{call.code(ctx.info.qualname)} on the example object {example.label} (does "
+                             "__obj_flatten__ hand out what the call took or gave?)"):
+                    before = obj.__obj_flatten__()
+                    made = call.args.make()
+                    result = call.invoke(obj, made)
+                    after = obj.__obj_flatten__()
+            except Exception:  # noqa: BLE001 - the call's own checks report raising
+                continue
+            seen = [(f"argument {i} of {call.code()}", v) for i, v in enumerate(made[0])]
+            seen += [(f"argument {k} of {call.code()}", v) for k, v in made[1].items()]
+            got = [(f"the result of {call.code()}", result)]
+            found += _shared_storage(before, got) + _shared_storage(after, seen + got)
+    return found

@@ -5,11 +5,18 @@ The fake is called under ``FakeTensorMode`` on a fakified example object with sc
 convert the C++ result (``Tensor``, ``int``, ``float``, ``bool``, ``str``, ``None``, lists, tuples, ``Optional``;
 see :func:`conformance.jit_types.value_mismatch`). A fake returning ``float`` for ``int``, or a ``tuple`` for a
 ``Tensor[]``, makes traced programs burn in constants of the wrong type or unpack the wrong structure.
+
+A schema return type ``Any`` (a C++ ``c10::IValue`` result) says nothing by itself: the fake's result is then
+held to the type of what the C++ method returned on the same example and arguments (inferred with
+``torch._C._jit_try_infer_type``, as TorchScript infers the type of a Python value).
 """
 
 from __future__ import annotations
 
+import torch
+
 from ..calls import Callee
+from ..compare import describe
 from ..jit_types import return_type as schema_return_type
 from ..jit_types import value_mismatch
 from ..results import Failure, NotApplicable
@@ -27,11 +34,21 @@ def return_type(ctx, method: str) -> list[Failure]:
         if real.raised or fake.raised:
             continue  # no return value to type-check; agreement[...] reports one-sided raises
         checked += 1
-        why = value_mismatch(fake.value, expected)
+        wanted, summary = expected, f"the fake returns a value that is not of the schema's return type {expected}"
+        cpp = str(schema)
+        if expected.kind() == "AnyType":
+            inferred = torch._C._jit_try_infer_type(real.value)
+            if not inferred.success():
+                continue  # C++ returned something TorchScript cannot type: nothing to hold the fake to
+            wanted = inferred.type()
+            summary = (f"the schema's return type is Any (a c10::IValue); on this call C++ returned a {wanted}, "
+                       "the fake something else")
+            cpp = f"{schema}; returned {describe(real.value)}"
+        why = value_mismatch(fake.value, wanted)
         if why:
             return [Failure(
-                f"the fake returns a value that is not of the schema's return type {expected}",
-                cpp=str(schema), fake=why, example="\n".join(example.code()),
+                summary, cpp=cpp, fake=why,
+                example="\n".join(example.code()),
                 call=call.code(), repro=ctx.call_repro(example, call),
             )]
     if not checked:

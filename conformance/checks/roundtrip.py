@@ -2,7 +2,10 @@
 
 This is ``torch._library.fake_class_registry.maybe_to_fake_obj``, which dynamo and AOTAutograd run on every
 TorchBind input and attribute before tracing; it must also yield an instance of the registered fake class,
-because torch then dispatches method calls to that object.
+because torch then dispatches method calls to that object. That instance must keep every ``__obj_flatten__`` key
+as an attribute of the same name: torch.compile reads ``getattr(fake, key)`` for each flattened key
+(``torch/_dynamo/output_graph.py``, ``remove_unused_graphargs``), so a fake that stores its state under other
+names fails every torch.compile and strict-export program with ``AttributeError``.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def roundtrip(ctx, _target) -> list[Failure]:
         except Exception:  # noqa: BLE001 - the flatten check reports it
             continue
         try:
-            fake_obj = ctx.fakify(obj, new_fake_mode())
+            fake_obj = ctx.fakify(obj, new_fake_mode(), state=example.label)
         except Exception as exc:  # noqa: BLE001
             failures.append(Failure(
                 "fakifying the object failed (flatten -> fake tensors -> __obj_unflatten__)", target="__obj_unflatten__",
@@ -46,4 +49,35 @@ def roundtrip(ctx, _target) -> list[Failure]:
                 target="__obj_unflatten__", summary=f"__obj_unflatten__ must return an instance of the fake class {fake_class.__qualname__}",
                 cpp=f"__obj_flatten__() returned {describe(flat)}",
                 fake=f"__obj_unflatten__ returned {describe(wrapped)}", example=code, repro=repro))
+            continue
+        missing = [key for key in _keys(flat) if not _has_attribute(wrapped, key)]
+        if missing:
+            failures.append(Failure(
+                f"the fake keeps no attribute for the __obj_flatten__ key(s) {', '.join(map(repr, missing))}; "
+                "torch.compile reads getattr(fake, key) for every flattened key", target="__obj_unflatten__",
+                cpp=f"__obj_flatten__() returned the keys {', '.join(map(repr, _keys(flat)))}",
+                fake=f"{type(wrapped).__qualname__} has attributes "
+                     f"{', '.join(sorted(k for k in vars(wrapped) if not k.startswith('__'))) or '(none)'}",
+                details=("store each flattened value under its key's name, e.g. cls(**dict(flattened)) with an "
+                         "__init__ that sets self.<key> = <value> (torch/_dynamo/output_graph.py, "
+                         "remove_unused_graphargs)",),
+                example=code, repro=repro))
     return failures
+
+
+def _keys(flat) -> list[str]:
+    """The keys of an ``__obj_flatten__`` result; none when it is malformed (the flatten check reports that)."""
+    try:
+        return [key for key, _ in flat if isinstance(key, str)]
+    except (TypeError, ValueError):
+        return []
+
+
+def _has_attribute(obj, name: str) -> bool:
+    try:
+        getattr(obj, name)
+    except AttributeError:
+        return False
+    except Exception:  # noqa: BLE001 - a property that raises something else still exists
+        return True
+    return True

@@ -9,7 +9,11 @@ forwards the traced call's ``*args, **kwargs`` unchanged to the fake method:
 * the schema's argument names where the binding names them (``torch::arg("x")``; unnamed C++ arguments are
   ``_0``, ``_1``, … and are not compared);
 * Python annotations, where present, equal to the schema's types (compared as TorchScript types via
-  ``torch.jit.annotations.ann_to_type``), the return annotation included.
+  ``torch.jit.annotations.ann_to_type``), the return annotation included. A schema type ``Any`` (a C++
+  ``c10::IValue``) accepts any annotation, a ``Union`` included: ``return_type`` compares what the fake returns
+  with what C++ returned;
+* methods bound with ``def_static`` have no ``self``: a fake need not define them (``coverage`` does not ask for
+  them), but one that does defines them as a ``staticmethod`` or ``classmethod`` with the schema's parameters.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import inspect
 import re
 import typing
 
+from ..context import defined_on_fake
 from ..jit_types import annotation_type, return_type
 from ..results import Failure
 from . import check
@@ -40,18 +45,33 @@ def _fake_signature(fake: type, method: str) -> tuple[inspect.Signature, list[in
     return sig, params, hints
 
 
-@check("signature", scope="method")
+def _targets(ctx) -> list[str]:
+    """Every C++ method, and the ``def_static`` methods the fake class defines."""
+    fake = ctx.info.fake_class
+    static = [m for m in ctx.info.static_methods if fake is not None and defined_on_fake(fake, m)]
+    return [*ctx.info.user_methods, *static]
+
+
+def _any(t) -> bool:
+    return t.kind() == "AnyType"
+
+
+@check("signature", scope="method", targets=_targets)
 def signature(ctx, method: str) -> list[Failure]:
     """The fake method's parameters match the C++ schema: arity, defaults, keyword names, annotations."""
     fake = ctx.require_fake()
     ctx.require_fake_method(method)
-    schema = ctx.info.methods[method]
+    static = method in ctx.info.static_methods and method not in ctx.info.methods
+    schema = ctx.info.static_methods[method] if static else ctx.info.methods[method]
     try:
         sig, params, hints = _fake_signature(fake, method)
     except (TypeError, ValueError) as exc:
         return [Failure(f"cannot read the fake method's signature: {exc}")]
-    cpp_args = list(schema.arguments)[1:]
+    cpp_args = list(schema.arguments) if static else list(schema.arguments)[1:]
     problems: list[str] = []
+    if static and not isinstance(inspect.getattr_static(fake, method), (staticmethod, classmethod)):
+        problems.append(f"C++ binds {method} with def_static (no self): define it as a @staticmethod or "
+                        "@classmethod")
 
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
         problems.append("the fake takes *args: it accepts any number of positional arguments, C++ takes "
@@ -88,13 +108,13 @@ def signature(ctx, method: str) -> list[Failure]:
         elif has_default and not _same_default(param.default, arg.default_value):
             problems.append(f"{label}: C++ default {repr(arg.default_value)}, fake default "
                             f"{repr(param.default)}")
-        if param.name in hints:
+        if param.name in hints and not _any(arg.type):
             ann = annotation_type(hints[param.name])
             if ann is not None and ann != arg.type:
                 problems.append(f"{label}: annotated {ann}, C++ type is {arg.type}")
-    if "return" in hints:
+    expected = return_type(schema)
+    if "return" in hints and not _any(expected):
         ann = annotation_type(hints["return"])
-        expected = return_type(schema)
         if ann is not None and ann != expected:
             problems.append(f"return: annotated {ann}, C++ returns {expected}")
     if not problems:

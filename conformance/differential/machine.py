@@ -13,7 +13,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..compare import disagreement, side_text
-from ..context import CallResult, ClassContext, new_fake_mode
+from ..context import CallResult, ClassContext, new_fake_mode, to_fake
 from ..example_objects import Example
 from ..isolation import calling
 from ..values import ArgumentSet
@@ -110,17 +110,7 @@ class _Side:
         a, kw = args.make()
         if self.mode is not None:
             self.keep.append((a, kw))
-            mode = self.mode
-
-            def convert(x):
-                if isinstance(x, torch.Tensor):
-                    return mode.from_tensor(x, static_shapes=True)
-                try:
-                    return ctx.fakify(x, mode)
-                except Exception:  # noqa: BLE001 - not fakifiable (its own fake_class / roundtrip items say why)
-                    return x
-
-            a, kw = pytree.tree_map_only((torch.Tensor, torch.ScriptObject), convert, (a, kw))
+            a, kw = to_fake(self.mode, (a, kw))
         return a, kw
 
     def call(self, rule: Rule, args: ArgumentSet, ctx: ClassContext, step: int | None) -> CallResult:
@@ -178,7 +168,7 @@ class _Machine:
         self.example = plan.examples[example]
         self.real = _Side("C++", self.example.build(), None)
         mode = new_fake_mode()
-        self.fake = _Side("fake", plan.ctx.fakify(self.example.build(), mode), mode)
+        self.fake = _Side("fake", plan.ctx.fakify(self.example.build(), mode, state=self.example.label), mode)
 
     def step(self, rule: Rule, args: ArgumentSet) -> None:
         self.stats["steps"] += 1

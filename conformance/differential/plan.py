@@ -203,12 +203,12 @@ def plan_for(ctx: ClassContext) -> Plan:
     examples = []
     for example in ctx.require_examples():
         try:
-            ctx.fakify(example.build(), new_fake_mode())
+            ctx.fakify(example.build(), new_fake_mode(), state=example.label)
         except Exception:  # noqa: BLE001 - the roundtrip check reports it
             continue
         examples.append(example)
     if not examples:
-        raise NotApplicable(f"no example object of {info.qualname} can be fakified (see {info.test_name}::roundtrip)")
+        raise NotApplicable(ctx.why_not_fakifiable())
     overrides = registered_strategies(info.qualname, ctx.session)
     op_names = {op.qualname for op in info.ops}
     for (m, _a) in overrides:

@@ -16,7 +16,9 @@ __all__ = ["Limitation", "LIMITATIONS", "find_limitation"]
 
 @dataclasses.dataclass(frozen=True)
 class Limitation:
-    """``backends``: backend names it applies to; ``placement``: ``"input"``/``"attr"``/``None`` (any);
+    """``backends``: backend names it applies to; ``placement``: ``"input"`` (a TorchBind object is an input of
+    the program: the scenario's object, or another object passed to a method), ``"attr"`` (the object is a module
+    attribute) or ``None`` (any);
     ``returns``: schema return types (e.g. ``("str",)``; ``"non-tensor"`` stands for any type without a
     Tensor in it, e.g. ``int``, ``str[]``, ``(int, float)``), one of which some call of the scenario must return,
     or ``None``;
@@ -33,7 +35,9 @@ class Limitation:
     def applies(self, backend: str, scenario) -> bool:
         if backend not in self.backends:
             return False
-        if self.placement is not None and scenario.placement != self.placement:
+        if self.placement == "input" and not scenario.has_object_input:
+            return False
+        if self.placement == "attr" and scenario.placement != "attr":
             return False
         if self.returns is not None and not any(_returns_match(call.returns, self.returns)
                                                 for call in scenario.calls):

@@ -3,7 +3,9 @@
 Rows, after the seed document's Coverage Matrix ("Custom Op with torchbind input", "obj.call_method",
 "Dynamic shaped tensor in script object"):
 
-* ``<method>``: ``obj.<method>(...)`` with schema-typed arguments, the object a ``forward`` input;
+* ``<method>``: ``obj.<method>(...)`` with schema-typed arguments, the object a ``forward`` input; a dunder
+  method bound in C++ also gets a row through its Python operator (``operator.len``: ``len(obj)``,
+  ``operator.eq``: ``obj == other``, see :data:`conformance.calls.OPERATORS`);
 * ``<op>``: a custom op that takes the object, the object a ``forward`` input;
 * ``sequence`` / ``sequence.attr``: method calls that mutate then read the state (e.g. push, push, pop, size),
   with the object a ``forward`` input / a module attribute (a constant of the program). Ops have rows of their
@@ -26,8 +28,9 @@ import linecache
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
-from ..calls import Call, Callee
+from ..calls import OPERATORS, Call, Callee
 from ..context import ClassContext, defined_on_fake
 from ..jit_types import return_type
 from ..example_objects import Example, read_state, state_key
@@ -69,9 +72,12 @@ class ProgramCall:
 
 
 def row_names(ctx: ClassContext) -> list[str]:
-    """The scenario rows of a class, in report order (no objects are built)."""
-    methods = [m for m in ctx.info.user_methods if not m.startswith("__") and m not in _SKIPPED_METHODS]
-    return methods + [OP_PREFIX + op.short_name for op in ctx.info.ops] + list(_SEQUENCES)
+    """The scenario rows of a class, in report order (no objects are built): each method (dunder methods
+    included, called explicitly: ``obj.__len__()``), each dunder again through its Python operator
+    (``operator.len``: ``len(obj)``), each op, then the sequences."""
+    methods = [m for m in ctx.info.user_methods if m not in _SKIPPED_METHODS]
+    operators = [Callee.python_operator(m).label for m in methods if m in OPERATORS]
+    return methods + operators + [OP_PREFIX + op.short_name for op in ctx.info.ops] + list(_SEQUENCES)
 
 
 @dataclasses.dataclass
@@ -88,7 +94,7 @@ class Scenario:
 
     ``placement`` is ``"input"`` (the object is ``forward``'s first argument) or ``"attr"`` (``self.obj``);
     ``first`` / ``second`` are the example states of the two runs (``second`` is ``first`` for ``attr``: the
-    program then runs twice on the same, evolving object). ``tensor_inputs[i]`` holds run ``i``'s tensor inputs
+    program then runs twice on the same, evolving object). ``tensor_inputs[i]`` holds run ``i``'s inputs (tensors and TorchBind objects)
     (``Value``s: fresh on every ``make``). ``dynamic``: tensor inputs get dynamic sizes.
     """
 
@@ -148,6 +154,13 @@ class Scenario:
         """A fresh ``Program`` instance (holding ``obj`` for the attribute placement)."""
         return self.module_class(obj) if self.placement == "attr" else self.module_class()
 
+    @property
+    def has_object_input(self) -> bool:
+        """Whether a TorchBind object is an input of the program: the scenario's object (the ``input``
+        placement), or an object argument of one of its calls."""
+        return self.placement == "input" or any(
+            isinstance(x, torch.ScriptObject) for v in self.tensor_inputs[0] for x in pytree.tree_leaves(v.make()))
+
     def inputs(self, run: int) -> list[Any]:
         """Fresh tensor inputs of run 0 or 1."""
         return [v.make() for v in self.tensor_inputs[run]]
@@ -166,6 +179,8 @@ class Scenario:
         def spec(value: Any) -> Any:
             if isinstance(value, torch.Tensor):
                 return {d: torch.export.Dim.AUTO for d in range(value.dim())}
+            if isinstance(value, torch.ScriptObject):
+                return None
             return type(value)(spec(v) for v in value)
 
         dims = [spec(v.make()) for v in self.tensor_inputs[0]]
@@ -191,17 +206,23 @@ class Scenario:
         first = "\n".join(self.first.code("obj"))
         second = "\n".join(self.second.code("obj"))
         inputs = [", ".join(v.code for v in run) for run in self.tensor_inputs]
-        return (f"{self.source}\n# run 0: object\n{first}\n# run 0 tensor inputs: {inputs[0] or '(none)'}\n"
+        return (f"{self.source}\n# run 0: object\n{first}\n# run 0 inputs: {inputs[0] or '(none)'}\n"
                 f"# run 1: {'the same object again' if self.placement == 'attr' else 'object'}\n"
                 + ("" if self.placement == "attr" else second + "\n")
-                + f"# run 1 tensor inputs: {inputs[1] or '(none)'}\n")
+                + f"# run 1 inputs: {inputs[1] or '(none)'}\n")
+
+
+_INPUT_TYPES = (torch.Tensor, torch.ScriptObject)
 
 
 def _is_tensor_input(value: Value) -> bool:
+    """Whether an argument becomes an input of the program (a ``forward`` parameter) rather than a constant in
+    its source: tensors, lists of tensors, and objects of TorchBind classes — which a traced program receives
+    fakified (a ``FakeScriptObject``), as a fake method must expect."""
     made = value.make()
-    if isinstance(made, torch.Tensor):
+    if isinstance(made, _INPUT_TYPES):
         return True
-    if isinstance(made, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in made):
+    if isinstance(made, (list, tuple)) and any(isinstance(v, _INPUT_TYPES) for v in made):
         return True
     return False
 
@@ -237,8 +258,14 @@ def _calls_for(ctx: ClassContext, name: str) -> list[tuple[ProgramCall, ...]]:
     """Candidate call lists for a single-method or single-op row (one per argument set)."""
     info = ctx.info
     op = next((o for o in info.ops if OP_PREFIX + o.short_name == name), None)
-    callee = Callee.of_op(op) if op is not None else Callee.method(name)
-    returns = str(return_type(op.schema if op is not None else info.methods[name]))
+    dunder = next((m for m in info.methods if m in OPERATORS and Callee.python_operator(m).label == name), None)
+    if op is not None:
+        callee = Callee.of_op(op)
+    elif dunder is not None:
+        callee = Callee.python_operator(dunder)
+    else:
+        callee = Callee.method(name)
+    returns = str(return_type(op.schema if op is not None else info.methods[callee.name]))
     return [(ProgramCall(call, returns),) for call in ctx.calls_of(callee)]
 
 
@@ -246,7 +273,8 @@ def _sequence_calls(ctx: ClassContext, base: Example, tensors_only: bool = False
     """Calls that mutate then read the state: the first state-changing method twice, then every other method
     once, each kept only if eager runs it without raising in that state (greedy, on fresh objects).
     ``tensors_only`` keeps only methods returning a tensor or nothing."""
-    methods = [m for m in row_names(ctx) if m in ctx.info.methods]
+    # Dunder methods have rows of their own (explicit and through the operator), as ops do.
+    methods = [m for m in row_names(ctx) if m in ctx.info.methods and not m.startswith("__")]
     fake = ctx.info.fake_class
     if fake is not None:
         # Methods the fake lacks fail their own rows (and the coverage check); a sequence of them would only
@@ -311,7 +339,9 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
         base = examples[0]
         calls = _sequence_calls(ctx, base, tensors_only=row == TENSORS_ATTR)
         if not calls:
-            raise NotApplicable("no method or op of the class runs in eager on the example objects")
+            what = ("no method that returns a tensor or nothing" if row == TENSORS_ATTR
+                    else "no method of the class that the fake class defines and that returns no str")
+            raise NotApplicable(f"{what} runs in eager on the example objects")
         variants = [calls]
     else:
         variants = _calls_for(ctx, row)

@@ -124,8 +124,16 @@ struct TensorQueue : torch::CustomClassHolder {
       std::tuple<std::string, std::vector<at::Tensor>>,
       std::tuple<std::string, at::Tensor>>
   __obj_flatten__() {
+    // Copies of the queue too, not the seed's get_raw_queue(): a pushed
+    // tensor handed out as-is is the very tensor the caller still holds, and
+    // dynamo refuses an object whose flattened tensor is also a program input
+    // (UnsafeScriptObjectError: "... is aliasing ... Please do a clone").
+    std::vector<at::Tensor> queue;
+    for (const auto& t : this->get_raw_queue()) {
+      queue.push_back(clone_preserving_strides(t));
+    }
     return std::make_tuple(
-        std::make_tuple(std::string("queue"), this->get_raw_queue()),
+        std::make_tuple(std::string("queue"), queue),
         std::make_tuple(
             std::string("init_tensor_"),
             clone_preserving_strides(init_tensor_)));
