@@ -16,6 +16,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from .calls import Call, Callee
 from .discovery import ClassInfo, qualname_of
 from .example_objects import Example, ExampleSet, build_examples, script_name
+from .faults import raise_fault
 from .isolation import calling
 from .results import NotApplicable, exception_line
 from .session import Session
@@ -153,12 +154,22 @@ class ClassContext:
     @staticmethod
     def fakify(obj: torch.ScriptObject, mode: FakeTensorMode, state: str | None = None):
         """``maybe_to_fake_obj(mode, obj)``, as dynamo and AOTAutograd do before tracing. ``state`` (the example
-        object's label) names the object in the breadcrumb a crash or hang is reported with."""
+        object's label) names the object in the breadcrumb a crash or hang is reported with. A ``BaseException``
+        that is not an ``Exception`` (from the fake's ``__obj_unflatten__``) is raised on as a
+        :class:`~conformance.faults.UserFault` of the fake."""
         what = f"the example object {state}" if state else f"a {script_name(obj)} object"
-        with quiet_torch_logs(), calling(lambda: f"fakifying {what} (maybe_to_fake_obj: copy.deepcopy through "
-                                                 "def_pickle's __getstate__ and __setstate__, __obj_flatten__, "
-                                                 "the fake's __obj_unflatten__)"):
-            return maybe_to_fake_obj(mode, obj)
+
+        def label() -> str:
+            return (f"fakifying {what} (maybe_to_fake_obj: copy.deepcopy through def_pickle's __getstate__ and "
+                    "__setstate__, __obj_flatten__, the fake's __obj_unflatten__)")
+
+        try:
+            with quiet_torch_logs(), calling(label, side="fake"):
+                return maybe_to_fake_obj(mode, obj)
+        except Exception:
+            raise
+        except BaseException as exc:  # SystemExit from __obj_unflatten__, ...
+            raise_fault(exc, label, "fake")
 
     def call_real(self, obj: torch.ScriptObject, call: Call) -> CallResult:
         """Run ``call`` on the real object with fresh arguments; C++ errors are captured in the result."""
@@ -251,18 +262,24 @@ class ClassContext:
 
 
 def _invoke(call: Call, obj: Any, mode: FakeTensorMode | None, label=None) -> CallResult:
-    """Run ``call`` on ``obj`` with fresh arguments — fake ones, under ``mode``, when it is given. Exceptions from
-    looking up or running the callable are captured in the :class:`CallResult`. ``label`` (text or a function
-    returning it) names the call for :func:`conformance.isolation.calling`."""
+    """Run ``call`` on ``obj`` with fresh arguments — fake ones, under ``mode``, when it is given (the call is then
+    the fake's). Exceptions from looking up or running the callable are captured in the :class:`CallResult`.
+    ``label`` (text or a function returning it) names the call for :func:`conformance.isolation.calling`. A
+    ``BaseException`` that is not an ``Exception`` (``SystemExit``, a ``KeyboardInterrupt`` raised by user code)
+    is raised on as a :class:`~conformance.faults.UserFault` that fails the item; a real interrupt as it is."""
     made = call.args.make()
+    side = "fake" if mode is not None else "C++"
     if mode is not None:
         made = to_fake(mode, made)
+    label = label or "a call into the class"
     try:
         with (mode if mode is not None else contextlib.nullcontext()), quiet_torch_logs(), \
-                calling(label or "a call into the class"):
+                calling(label, side=side):
             return CallResult(call.invoke(obj, made))
     except Exception as exc:  # noqa: BLE001 - user and C++ code may raise anything
         return CallResult(error=exc)
+    except BaseException as exc:  # not an Exception: fails the item (see conformance.faults)
+        raise_fault(exc, label, side)
 
 
 def _extra_defs(args: ArgumentSet) -> list[str]:

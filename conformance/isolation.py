@@ -14,6 +14,17 @@ at a time and waits for its :class:`~conformance.results.Outcome`.
 * If the worker stays inside one call into the class's code (a constructor, a method, ``__obj_flatten__``,
   pickling, a custom op, an eager scenario run) for longer than ``timeout`` seconds, or inside one item for
   longer than ``item_limit`` seconds (compiling included), it is killed and the item fails as a hang.
+* If the worker's own resident memory (what it allocated beyond the memory it shares with the pytest process it
+  was forked from: ``RssAnon`` + ``RssShmem`` of ``/proc/<pid>/status``, less the pytest process's own at the
+  fork) exceeds ``memory_limit`` bytes, it is killed and the item fails saying so. A worker killed by SIGKILL
+  that the supervisor did not kill is named as probably out of memory (the kernel's OOM killer). The worker is
+  replaced (a fresh fork) when the next item belongs to another class (``group``) than the items it ran, and
+  after an item that grew its memory by more than ``min(GROWTH_LIMIT, memory_limit / 4)``, so one class's leak
+  is never blamed on another class's item.
+* A fake that exits the process (``os._exit(3)``) while a call of the fake is in progress (breadcrumbs of
+  fake-side calls say ``side="fake"``) is reported as the fake exiting, not as a crash of the C++ code. (A fake
+  that raises ``SystemExit`` or another ``BaseException`` does not take the worker down: see
+  :mod:`conformance.faults`.)
 
 Breadcrumbs: code that calls into the class wraps the call in :func:`calling`; the worker keeps the stack of
 labels in a shared-memory page that the supervisor reads (no system call per breadcrumb, so the hundreds of
@@ -38,32 +49,32 @@ import contextlib
 import ctypes
 import dataclasses
 import faulthandler
-import mmap
 import os
 import re
 import signal
-import struct
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe
 
+from .crumbs import CallAbandoned, _Crumbs, calling
+from .memory import format_size, worker_memory
 from .results import Failure, Outcome
 from .session import Session, current
 
 __all__ = ["calling", "CallAbandoned", "Supervisor", "WorkerLost", "isolation_available", "DEFAULT_TIMEOUT",
-           "ITEM_LIMIT_FACTOR"]
+           "ITEM_LIMIT_FACTOR", "GROWTH_LIMIT", "format_size", "worker_memory"]
 
 #: Default of ``--torchbind-timeout``: seconds one call into the class's code may take.
 DEFAULT_TIMEOUT = 60.0
 #: One item (compiling and tracing included) may take this many times the per-call timeout.
 ITEM_LIMIT_FACTOR = 10
 
-_SLOTS, _SLOT = 24, 2048  # breadcrumbs kept (deeper ones are not shown), bytes per label
-_HEADER = struct.Struct("<Qdi")  # sequence number (odd while writing), start of the oldest timed call, depth
-_SLOT_HEADER = struct.Struct("<?H")  # timed, label length
-_POLL_S = 0.2
+_POLL_S = 0.05
+#: A worker is replaced after an item that grew its own resident memory by more than this (or by a quarter of the
+#: memory limit, when that is smaller).
+GROWTH_LIMIT = 1 << 30
 
 
 def isolation_available() -> bool:
@@ -71,114 +82,17 @@ def isolation_available() -> bool:
     return hasattr(os, "fork") and sys.platform.startswith("linux")
 
 
-# ----- breadcrumbs (worker side) -------------------------------------------------------------------------------
-
-class _Crumbs:
-    """A shared anonymous mapping holding the stack of breadcrumbs: a header (a sequence number that is odd
-    while the worker writes, the ``time.monotonic()`` start of the oldest timed call -- system-wide on Linux, so
-    both processes read the same clock -- and the depth), then one fixed slot per level. A push writes one slot
-    and the header, a pop only the header: a few microseconds, no system call."""
-
-    def __init__(self):
-        self.mem = mmap.mmap(-1, _HEADER.size + _SLOTS * _SLOT)
-        self.depth = 0
-        self.since = 0.0
-        self.timed_depth = -1  # level of the oldest timed call, -1 when none
-        self.seq = 0
-
-    def _header(self) -> None:
-        self.seq += 2
-        _HEADER.pack_into(self.mem, 0, self.seq, self.since, self.depth)
-
-    def push(self, label: str, timed: bool) -> None:
-        level = self.depth
-        if timed and self.timed_depth < 0:
-            self.timed_depth, self.since = level, time.monotonic()
-        if level < _SLOTS:
-            body = label.encode()[: _SLOT - _SLOT_HEADER.size]
-            _HEADER.pack_into(self.mem, 0, self.seq + 1, self.since, self.depth)  # odd: being written
-            offset = _HEADER.size + level * _SLOT
-            _SLOT_HEADER.pack_into(self.mem, offset, timed, len(body))
-            self.mem[offset + _SLOT_HEADER.size:offset + _SLOT_HEADER.size + len(body)] = body
-        self.depth = level + 1
-        self._header()
-
-    def pop(self) -> None:
-        self.depth -= 1
-        if self.depth == self.timed_depth:
-            self.timed_depth, self.since = -1, 0.0
-        self._header()
-
-    def read(self) -> tuple[float, list[tuple[str, bool]]]:
-        """``(start of the oldest timed call or 0.0, [(label, timed)] outermost first)``; retried while being
-        written."""
-        for _ in range(1000):
-            seq, since, depth = _HEADER.unpack_from(self.mem, 0)
-            crumbs = []
-            for level in range(min(depth, _SLOTS)):
-                offset = _HEADER.size + level * _SLOT
-                timed, size = _SLOT_HEADER.unpack_from(self.mem, offset)
-                body = bytes(self.mem[offset + _SLOT_HEADER.size:offset + _SLOT_HEADER.size + size])
-                crumbs.append((body.decode(errors="replace"), timed))
-            if seq % 2 == 0 and _HEADER.unpack_from(self.mem, 0)[0] == seq:
-                return since, crumbs
-            time.sleep(0.001)
-        return 0.0, []
-
-    def reset(self) -> None:
-        self.depth, self.since, self.timed_depth = 0, 0.0, -1
-        self._header()
-
-
-class CallAbandoned(Exception):
-    """Raised by :func:`calling` in place of a call that crashed or hung a worker while the class was being
-    prepared; the message says what happened."""
-
-    def __init__(self, label: str, cause: str):
-        super().__init__(f"{label} {cause}; not called again")
-        self.label, self.cause = label, cause
-
-
-class calling:  # noqa: N801 - used like a function: ``with calling(...):``
-    """Mark a stretch of work for the supervisor's messages; ``timed``: it is one call into the class's code and
-    ``--torchbind-timeout`` applies to it (the outermost timed stretch counts). ``label`` may be a function,
-    called only inside a worker, and should name the call precisely (the object's state and the arguments):
-    it is also the key under which a call is abandoned. Does nothing outside a worker.
-
-    Entering raises :class:`CallAbandoned` for a timed call abandoned during preparation (see the module
-    docstring)."""
-
-    __slots__ = ("label", "timed", "crumbs")
-
-    def __init__(self, label: str | Callable[[], str], *, timed: bool = True):
-        self.label, self.timed, self.crumbs = label, timed, None
-
-    def __enter__(self) -> None:
-        session = current()
-        crumbs = session.worker  # the breadcrumb page, in a worker process only
-        if crumbs is None:
-            return
-        label = self.label
-        text = label() if callable(label) else label
-        if self.timed and text in session.abandoned:
-            raise CallAbandoned(text, session.abandoned[text])
-        crumbs.push(text, self.timed)
-        self.crumbs = crumbs
-
-    def __exit__(self, *exc) -> None:
-        if self.crumbs is not None:
-            self.crumbs.pop()
-            self.crumbs = None
-
-
 # ----- supervisor ---------------------------------------------------------------------------------------------
 
 @dataclasses.dataclass
 class WorkerLost:
-    """Why an item's worker was lost: ``kind`` is ``"crash"`` or ``"hang"``; ``cause`` a phrase such as
-    ``"killed by SIGSEGV (Segmentation fault)"``; ``doing`` the breadcrumb labels, outermost first; ``call``
-    the outermost timed one (the call into the class that was in progress, if any); ``stack`` the Python stack
-    faulthandler dumped (crashes by signal only); ``seconds`` how long the item had run."""
+    """Why an item's worker was lost: ``kind`` is ``"crash"``, ``"hang"`` or ``"memory"`` (killed for exceeding
+    the memory limit); ``cause`` a phrase such as ``"killed by SIGSEGV (Segmentation fault)"``; ``doing`` the
+    breadcrumb labels, outermost first; ``call`` the outermost timed one (the call into the class that was in
+    progress, if any); ``stack`` the Python stack faulthandler dumped (crashes by signal only); ``seconds`` how
+    long the item had run; ``side`` the side (``"fake"``, ``"C++"``) of the innermost breadcrumb that has one;
+    ``status`` the exit status of a worker that exited without a signal; ``used`` and ``limit`` the worker's own
+    resident memory and the memory limit, in bytes (``"memory"`` only)."""
 
     kind: str
     cause: str
@@ -186,16 +100,40 @@ class WorkerLost:
     call: str | None
     stack: list[str]
     seconds: float
+    side: str | None = None
+    status: int | None = None
+    used: int = 0
+    limit: int = 0
 
     @classmethod
-    def from_crumbs(cls, kind: str, cause: str, crumbs: list[tuple[str, bool]], stack: list[str],
-                    seconds: float) -> "WorkerLost":
-        call = next((label for label, timed in crumbs if timed), None)
-        return cls(kind, cause, [label for label, _ in crumbs], call, stack, seconds)
+    def from_crumbs(cls, kind: str, cause: str, crumbs: list[tuple[str, bool, str | None]], stack: list[str],
+                    seconds: float, **more) -> "WorkerLost":
+        """Build one from the breadcrumbs :meth:`_Crumbs.read` returned; ``more``: the optional fields."""
+        call = next((label for label, timed, _ in crumbs if timed), None)
+        side = next((side for _, _, side in reversed(crumbs) if side), None)
+        return cls(kind, cause, [label for label, _, _ in crumbs], call, stack, seconds, side=side, **more)
 
     def failure(self, timeout: float) -> Failure:
         """The item's failure, for a library author: what died, in which call, and how to look closer."""
         where = self.doing[-1] if self.doing else "the check itself (no call into the class was in progress)"
+        chain = ["in progress, outermost first: " + " > ".join(self.doing)] if len(self.doing) > 1 else []
+        if self.kind == "crash" and self.status is not None and self.side == "fake":
+            return Failure(f"the fake exited the worker process (status {self.status}) while in {where}: a fake "
+                           "class must not exit the process",
+                           fake=f"exited the process with status {self.status} (the run went on in a fresh worker "
+                                "process)",
+                           details=(*chain, "a fake reports an error by raising an Exception; os._exit() or abort() "
+                                            "in it ends the program that traces the call"))
+        if self.kind == "memory":
+            text = (f"{format_size(self.used)} of its own resident memory when it was killed (the run went on in a "
+                    "fresh worker process)")
+            details = (*chain, f"limit: --torchbind-memory-limit={format_size(self.limit)} per worker process, for "
+                               "the memory it allocates beyond what it shares with the pytest process (0: no limit)")
+            summary = (f"the process running this check exceeded the memory limit of {format_size(self.limit)} "
+                       f"in {where}")
+            if self.side == "fake":
+                return Failure(summary, fake=text, details=details)
+            return Failure(summary, cpp=text, details=details)
         if self.call is None and self.stack:
             # No call into the class was marked (e.g. torch was compiling): the innermost Python frame says more.
             frame = re.match(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)', self.stack[0])
@@ -232,11 +170,19 @@ class Supervisor:
     make on its own (slowly, inside a timed call, and again after each crash).
     Keys registered with :meth:`register` after the current worker was forked make the next :meth:`run` fork a
     new one, since the old worker cannot know them.
+    ``memory_limit``: bytes of its own resident memory a worker may hold (``0``: no limit; see the module
+    docstring); a worker is also replaced after an item that grew it by more than :attr:`growth_limit`, and before
+    an item of another ``group`` (the plugin's groups are classes) than the items it ran.
     """
 
     def __init__(self, run_item: Callable[[str], Outcome], timeout: float = DEFAULT_TIMEOUT,
-                 before_fork: Callable[[], None] | None = None, session: Session | None = None):
+                 before_fork: Callable[[], None] | None = None, session: Session | None = None,
+                 memory_limit: int = 0):
         self.run_item = run_item
+        self.memory_limit = memory_limit
+        self.growth_limit = min(GROWTH_LIMIT, memory_limit // 4) if memory_limit else GROWTH_LIMIT
+        self._group: str | None = None  # the group of the items the current worker ran
+        self._base = 0  # the pytest process's own memory when the worker was forked (the worker shares it)
         self.session = session if session is not None else current()
         self.before_fork = before_fork
         self.timeout = timeout
@@ -248,6 +194,7 @@ class Supervisor:
         self._crumbs: _Crumbs | None = None
         self._stackfile = None
         self.started = 0  # workers forked so far
+        self.replaced = 0  # workers replaced because an item grew them by more than growth_limit
         self.prepared: set[str] = set()  # preparation keys already run
 
     def register(self, key: str) -> None:
@@ -263,6 +210,7 @@ class Supervisor:
         stackfile = tempfile.TemporaryFile("w+")
         sys.stdout.flush()
         sys.stderr.flush()
+        self._base = worker_memory() or 0
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the worker; its work is measured through the supervisor
             parent.close()
@@ -306,16 +254,28 @@ class Supervisor:
         with contextlib.suppress(Exception):
             self._stackfile.close()
         self._pid = self._conn = self._crumbs = self._stackfile = None
+        self._group = None
+
+    def _memory(self) -> int | None:
+        """The worker's own resident memory: what it holds beyond the pytest process's memory at the fork."""
+        used = worker_memory(self._pid)
+        return None if used is None else max(0, used - self._base)
 
     # ----- running ------------------------------------------------------------------------------------------
-    def run(self, key: str) -> Outcome | WorkerLost:
+    def run(self, key: str, group: str | None = None) -> Outcome | WorkerLost:
         """Run the item ``key`` in the worker: its :class:`Outcome`, or :class:`WorkerLost` when the worker
-        crashed or was killed for hanging (the next call starts a new worker)."""
-        if self._pid is not None and key not in self._known:
+        crashed, was killed for hanging or exceeded the memory limit (the next call starts a new worker).
+        ``group`` (the plugin passes the item's class): a worker that ran items of another group is replaced
+        first."""
+        if self._pid is not None and (key not in self._known or (
+                group is not None and self._group is not None and group != self._group)):
             self.close()
         if self._pid is None:
             self._start()
+        if group is not None:
+            self._group = group
         conn, start = self._conn, time.monotonic()
+        before = self._memory()
         try:
             conn.send(key)
         except OSError:
@@ -323,12 +283,17 @@ class Supervisor:
         while True:
             if conn.poll(_POLL_S):
                 try:
-                    return conn.recv()
+                    outcome = conn.recv()
                 except (EOFError, OSError):
                     return self._lost_by_exit(start)
+                return self._after_item(outcome, start, before)
             pid, status = os.waitpid(self._pid, os.WNOHANG)
             if pid:  # died while a process it started still holds the pipe open
                 return self._lost_by_exit(start, reaped=status)
+            if self.memory_limit > 0:
+                used = self._memory()
+                if used is not None and used > self.memory_limit:
+                    return self._lost_by_memory(start, self._crumbs.read()[1], used)
             if self.timeout > 0:
                 now = time.monotonic()
                 since, doing = self._crumbs.read()
@@ -340,27 +305,30 @@ class Supervisor:
                     return self._lost_by_hang(start, doing, f"was still running when the item reached its limit of "
                                                             f"{limit}")
 
-    def prepare(self, key: str, attempts: int = 8) -> list[WorkerLost]:
+    def prepare(self, key: str, attempts: int = 8, group: str | None = None) -> list[WorkerLost]:
         """Run the preparation item ``key`` (e.g. building a class's examples) until it completes without losing
         the worker, abandoning each call that crashed or hung it (see the module docstring); at most
-        ``attempts`` runs. Returns what was lost on the way (also kept in :attr:`abandoned`)."""
+        ``attempts`` runs; ``group`` as for :meth:`run`. Returns what was lost on the way (also kept in
+        :attr:`abandoned`)."""
         lost: list[WorkerLost] = []
         for _ in range(attempts):
-            result = self.run(key)
+            result = self.run(key, group)
             if not isinstance(result, WorkerLost):
                 break
             lost.append(result)
             if result.call is None or result.call in self.session.abandoned:
                 break  # nothing to abandon: items will meet the same end, each on its own
-            self.session.abandoned[result.call] = (f"crashed a worker process ({result.cause})" if result.kind == "crash"
-                                       else f"hung a worker process (it {result.cause})")
+            self.session.abandoned[result.call] = (
+                f"crashed a worker process ({result.cause})" if result.kind == "crash"
+                else f"made a worker process exceed its memory limit ({format_size(result.limit)})"
+                if result.kind == "memory" else f"hung a worker process (it {result.cause})")
         return lost
 
-    def prepare_once(self, key: str) -> None:
-        """:meth:`prepare` ``key`` unless it already ran."""
+    def prepare_once(self, key: str, group: str | None = None) -> None:
+        """:meth:`prepare` ``key`` (in ``group``) unless it already ran."""
         if key not in self.prepared:
             self.prepared.add(key)
-            self.prepare(key)
+            self.prepare(key, group=group)
 
     @property
     def abandoned(self) -> dict[str, str]:
@@ -368,7 +336,29 @@ class Supervisor:
         of a run shares them)."""
         return dict(self.session.abandoned)
 
-    def _lost_by_hang(self, start: float, doing: list[tuple[str, bool]], cause: str) -> WorkerLost:
+    def _after_item(self, outcome: Outcome, start: float, before: int | None) -> Outcome | WorkerLost:
+        """The item's outcome, unless the worker ended it above the memory limit (a leak faster than the polling:
+        the item fails as if it had been killed); the worker is replaced after an item that grew it by more than
+        :attr:`growth_limit`."""
+        after = self._memory()
+        if after is None:
+            return outcome
+        if self.memory_limit > 0 and after > self.memory_limit:
+            crumb = ("the check (the worker's memory was measured when the check returned)", False, None)
+            return self._lost_by_memory(start, [crumb], after)
+        if before is not None and after - before > self.growth_limit:
+            self.close()
+            self.replaced += 1
+        return outcome
+
+    def _lost_by_memory(self, start: float, doing: list[tuple[str, bool, str | None]], used: int) -> WorkerLost:
+        self._kill()
+        lost = WorkerLost.from_crumbs("memory", f"exceeded the memory limit of {format_size(self.memory_limit)}",
+                                      doing, [], time.monotonic() - start, used=used, limit=self.memory_limit)
+        self._forget()
+        return lost
+
+    def _lost_by_hang(self, start: float, doing: list[tuple[str, bool, str | None]], cause: str) -> WorkerLost:
         self._kill()
         lost = WorkerLost.from_crumbs("hang", cause, doing, [], time.monotonic() - start)
         self._forget()
@@ -383,6 +373,7 @@ class Supervisor:
                 status = 0
         _, doing = self._crumbs.read()
         stack: list[str] = []
+        exited = None
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             try:
@@ -390,11 +381,14 @@ class Supervisor:
             except ValueError:
                 name = f"signal {sig}"
             cause = f"killed by {name} ({signal.strsignal(sig)})"
+            if sig == signal.SIGKILL:  # not by the supervisor: it kills only in _lost_by_hang / _lost_by_memory
+                cause += ", probably for running out of memory (the kernel's OOM killer; see dmesg)"
             self._stackfile.seek(0)
             stack = _current_thread_stack(self._stackfile.read())
         else:
-            cause = f"the worker process exited with status {os.waitstatus_to_exitcode(status)}"
-        lost = WorkerLost.from_crumbs("crash", cause, doing, stack, time.monotonic() - start)
+            exited = os.waitstatus_to_exitcode(status)
+            cause = f"the worker process exited with status {exited}"
+        lost = WorkerLost.from_crumbs("crash", cause, doing, stack, time.monotonic() - start, status=exited)
         self._forget()
         return lost
 
@@ -424,9 +418,12 @@ def _worker_main(conn: Connection, crumbs: _Crumbs, stackfile, run_item: Callabl
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)  # its own process group, so a kill also reaches processes it started (compilers)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+        # Not the plugin's SIGTERM-as-Ctrl-C handler the fork inherited: SIGTERM ends a worker at once.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         _die_with_parent()
         faulthandler.enable(file=stackfile, all_threads=True)
         session.worker = crumbs
+        session.sigint = False  # SIGINT is ignored: every KeyboardInterrupt here comes from user code
         session.activate()  # for this process's whole life: calling() finds the breadcrumb page through it
         while True:
             try:

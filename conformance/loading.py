@@ -8,6 +8,13 @@ Accepted forms, applied in the order given:
 * ``package.module``: imported with ``importlib.import_module``;
 * ``package.module:function``: imported, then ``function()`` is called with no arguments.
 
+A directory is refused (``is a directory``), except a package directory named as a module. A library is first
+loaded once in a forked child process (where ``os.fork`` is safe, on Linux): a library whose static initializers
+crash (a ``TORCH_LIBRARY`` block or a global constructor that segfaults) then fails with a message naming it and
+the signal, instead of ending pytest with a silent exit status 139. When loading fails, the message shows the
+dynamic loader's own reason (``undefined symbol: ...``, a wrong ELF class, a missing dependency), which torch keeps
+in the ``OSError``'s ``__cause__``.
+
 Relative file paths are tried against the invocation directory (the CWD), then the rootdir. A module spec is
 imported from ``sys.path`` first; when its top-level package/module is not on ``sys.path``, it is looked for
 (``name.py``, a package directory ``name/``, or anything else Python imports as ``name``) in the invocation
@@ -22,11 +29,15 @@ any directory.
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import importlib
 import importlib.machinery
 import importlib.util
 import os
+import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -35,6 +46,9 @@ import torch
 __all__ = ["LoadError", "apply_load_spec", "repro_lines"]
 
 _LIB_SUFFIXES = (".so", ".dylib", ".dll")
+#: Seconds the forked child that tries a library first may take to load it.
+PROBE_TIMEOUT = 120.0
+_PROBE_DONE = 86  # the child's exit status when loading returned or raised (anything else: the library ended it)
 
 
 class LoadError(Exception):
@@ -42,8 +56,17 @@ class LoadError(Exception):
 
 
 def _format(spec: str, what: str, exc: BaseException) -> LoadError:
-    tb = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    return LoadError(f"--torchbind-load={spec!r}: {what} failed:\n{tb}")
+    """The error for a spec whose ``what`` raised ``exc``: its message, then each ``__cause__`` (or unsuppressed
+    ``__context__``) in turn, e.g. the dynamic loader's reason behind ``torch.ops.load_library``'s ``OSError``."""
+    lines = ["".join(traceback.format_exception_only(type(exc), exc)).strip()]
+    seen = {id(exc)}
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        text = "".join(traceback.format_exception_only(type(cause), cause)).strip()
+        lines.append(f"caused by: {text}")
+        cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
+    return LoadError(f"--torchbind-load={spec!r}: {what} failed:\n" + "\n".join(lines))
 
 
 def _parse(spec: str) -> tuple[str, str, str]:
@@ -164,18 +187,26 @@ def apply_load_spec(spec: str, rootdir: Path | None = None) -> None:
     then ``rootdir`` (``name.py``, a package directory ``name/``, ...), and the first directory that has it is
     inserted at the front of ``sys.path`` (unless already there) before importing again.
 
-    Raises :class:`LoadError` carrying the underlying exception text when the library file is missing, does not
-    load, or loads but registers no TorchBind class and no operator (not a torch extension); the Python file is
+    Raises :class:`LoadError` carrying the underlying exception text (and its cause chain) when the spec names a
+    directory (not a package named as a module); the library file is missing, does not load, crashes the process
+    that loads it (tried first in a forked child, see :func:`_probe_library`), or loads but registers no TorchBind
+    class and no operator (not a torch extension); the Python file is
     missing or cannot be imported; the spec is no valid form; the module is found nowhere (the message names the
     directories searched) or cannot be imported (syntax error, raises on import); or the function is missing, not
     callable or raises.
     """
     kind, target, func_name = _parse(spec)
+    directory = _named_directory(kind, target, rootdir)
+    if directory is not None:
+        raise LoadError(f"--torchbind-load={spec!r}: {directory} is a directory; name the library file (.so) in it, "
+                        "a .py file, or an importable module")
     path = _existing_path(target, rootdir)
     if kind == "library":
         if path is None:
             raise LoadError(f"--torchbind-load={spec!r}: library file not found")
         already = _mapped(path)
+        if not already:
+            _probe_library(spec, path)
         before = _registrations()
         try:
             torch.ops.load_library(str(path))
@@ -244,6 +275,80 @@ def _call(spec: str, module, owner: str, func_name: str) -> None:
     except (Exception, SystemExit) as exc:
         raise _format(spec, f"calling {owner}:{func_name}()" if owner.endswith(".py") else
                       f"calling {owner}.{func_name}()", exc) from exc
+
+
+def _named_directory(kind: str, target: str, rootdir: Path | None) -> Path | None:
+    """The directory ``target`` names (against the CWD, then ``rootdir``) when it is one and cannot mean a module:
+    any directory for a library or ``.py`` spec; for a module spec, a directory without ``__init__.py`` (it would
+    import as an empty namespace package) unless a regular module of that name is importable from ``sys.path``."""
+    found = None
+    for base in (Path.cwd(), rootdir):
+        if base is not None and (Path(base) / target).is_dir():
+            found = (Path(base) / target).resolve()
+            break
+    if found is None:
+        return None
+    if kind == "module" and _is_dotted_name(target):
+        if (found / "__init__.py").is_file():
+            return None
+        try:
+            mod_spec = importlib.machinery.PathFinder.find_spec(target.split(".")[0])
+        except Exception:  # an odd sys.path entry or finder: let the import report it
+            return None
+        if mod_spec is not None and mod_spec.origin not in (None, "namespace"):
+            return None
+    return found
+
+
+def _probe_library(spec: str, path: Path) -> None:
+    """Load the library once in a forked child (Linux only) and raise :class:`LoadError` when the child dies by a
+    signal (its static initializers crashed), exits the process from an initializer, or does not finish within
+    :data:`PROBE_TIMEOUT` seconds. A Python error in the child says nothing (loading the library here reports
+    it). The child leaves with ``os._exit``, running no clean-up of the pytest process it was forked from."""
+    if not (hasattr(os, "fork") and sys.platform.startswith("linux")):
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child; what it does is seen through its exit status
+        try:
+            faulthandler.disable()  # the parent's message says what happened; no Python stack on stderr
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once
+            torch.ops.load_library(str(path))
+        except BaseException:  # noqa: BLE001 - the real load in the parent reports it
+            pass
+        finally:
+            os._exit(_PROBE_DONE)
+    try:
+        deadline = time.monotonic() + PROBE_TIMEOUT
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                raise LoadError(f"--torchbind-load={spec!r}: loading {path} did not finish within "
+                                f"{PROBE_TIMEOUT:g} s (tried in a child process first): the library's static "
+                                "initializers (TORCH_LIBRARY blocks, globals) hang")
+            time.sleep(0.005)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        raise
+    tried = "Tried in a child process first, so that pytest could report it"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        raise LoadError(f"--torchbind-load={spec!r}: loading {path} crashed the process: killed by {name} "
+                        f"({signal.strsignal(sig)}); the library's static initializers (TORCH_LIBRARY blocks, "
+                        f"globals) crashed. {tried}")
+    code = os.waitstatus_to_exitcode(status)
+    if code != _PROBE_DONE:
+        raise LoadError(f"--torchbind-load={spec!r}: loading {path} exited the process with status {code}; the "
+                        f"library's static initializers (TORCH_LIBRARY blocks, globals) called exit(). {tried}")
 
 
 def _existing_path(spec: str, rootdir: Path | None) -> Path | None:

@@ -11,6 +11,7 @@ import traceback
 from typing import Any
 
 from .checks import Check, all_checks
+from .faults import UserFault, fault_failure, real_interrupt
 from .isolation import WorkerLost, calling
 from .matrix.cell import cell_failure, cell_skip_reason
 from .results import Cell, Failure, NotApplicable, Outcome, Status
@@ -70,7 +71,9 @@ def _collect(unit: CheckTarget, result: Any) -> Outcome:
 def run_target(unit: CheckTarget, session: Session | None = None) -> Outcome:
     """Run one check on one target. Never raises for errors in user code or checks: an exception escaping the
     check becomes a failure that shows it; :class:`NotApplicable` becomes a skip; a raised :class:`Failure` is
-    the check's one failure."""
+    the check's one failure. A ``BaseException`` that is not an ``Exception`` (``SystemExit``, a
+    ``KeyboardInterrupt`` from user code) fails the item too (:mod:`conformance.faults`); only a real interrupt
+    (Ctrl-C) is raised on."""
     session = session or current()
     check, qualname, target = unit.check.name, unit.qualname, unit.target_name
     try:
@@ -87,16 +90,24 @@ def run_target(unit: CheckTarget, session: Session | None = None) -> Outcome:
             f"the check could not complete: {type(exc).__name__}: {exc}",
             details=("traceback (most recent call last):", *[ln.rstrip() for ln in tb[-6:]]),
         )])
+    except BaseException as exc:  # SystemExit, a KeyboardInterrupt raised by a fake, ...: this item's failure
+        if real_interrupt(exc, session):
+            raise
+        failure = exc.failure() if isinstance(exc, UserFault) else fault_failure(exc)
+        cell = unit.check.lost(qualname, unit.target, failure.summary) if unit.check.lost else None
+        return Outcome.of_failures(check, qualname, target, [failure], cell=cell)
 
 
 def prepare_class(qualname: str, session: Session | None = None) -> Outcome:
     """Build what every check of the class shares (its example objects), so that a worker process can do it
     once under supervision (:meth:`conformance.isolation.Supervisor.prepare`); errors are left for the checks
     to report."""
+    session = session or current()
     try:
-        (session or current()).context(qualname).example_set
-    except Exception:  # noqa: BLE001 - the examples check reports it
-        pass
+        session.context(qualname).example_set
+    except BaseException as exc:  # noqa: BLE001 - the examples check reports it
+        if real_interrupt(exc, session):
+            raise
     return Outcome("prepare", qualname, None)
 
 

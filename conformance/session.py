@@ -41,11 +41,13 @@ class Settings:
     """What the command line and ini chose. ``examples``: hypothesis examples (random call sequences) per class
     for the differential test (``--torchbind-examples``); ``backends``: coverage-matrix backend names to run
     (``--torchbind-backends``; ``None``: all); ``checks``: check names to run (``--torchbind-checks``;
-    ``None``: all)."""
+    ``None``: all); ``device``: where the example objects' tensors and the programs' inputs live
+    (``--torchbind-device``: ``cpu``, ``cuda``, ``cuda:N``)."""
 
     examples: int = DEFAULT_EXAMPLES
     backends: tuple[str, ...] | None = None
     checks: tuple[str, ...] | None = None
+    device: str = "cpu"
 
 
 Factory = Callable[[], Iterable[Any]]
@@ -91,7 +93,10 @@ class Session:
     user's libraries and fakes in a reproducer script), ``classes`` (the ``ns::Cls`` names selected),
     ``items`` (pytest node id -> :class:`~conformance.runner.CheckTarget`, for the isolation worker), ``abandoned``
     (call label -> what it did to a worker, see :mod:`conformance.isolation`), ``worker`` (the breadcrumb page when
-    this process is an isolation worker, else ``None``), and the caches :attr:`contexts` and :attr:`scenarios`.
+    this process is an isolation worker, else ``None``), ``sigint`` (``None``: nobody watches SIGINT, so every
+    ``KeyboardInterrupt`` counts as a real interrupt; ``False``: watched, or ignored as in a worker, and none came;
+    ``True``: a real Ctrl-C came; see :mod:`conformance.faults`), and the caches :attr:`contexts` and
+    :attr:`scenarios`.
     """
 
     def __init__(self, settings: Settings | None = None, registry: Registry | None = None,
@@ -103,6 +108,7 @@ class Session:
         self.items: dict[str, CheckTarget] = {}
         self.abandoned: dict[str, str] = {}
         self.worker: Any = None
+        self.sigint: bool | None = None
         self.contexts: dict[str, ClassContext] = {}
         self.scenarios: dict[tuple[str, str], Scenario] = {}
 

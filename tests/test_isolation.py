@@ -1,5 +1,6 @@
 """Crash and hang isolation: the supervised worker process on its own (pure-Python work items that crash, abort,
-exit or hang), then the plugin on the samples_unsafe classes, whose C++ methods segfault and spin."""
+exit, hang, allocate too much, or stand for a fake that raises SystemExit or exits), then the plugin on the
+samples_unsafe classes, whose C++ methods segfault, spin and leak, and on fakes that raise SystemExit or exit."""
 
 from __future__ import annotations
 
@@ -13,15 +14,62 @@ import time
 
 import pytest
 
-from conformance import isolation
+from conformance import faults, isolation
+from conformance.calls import Call, Callee
+from conformance.checks import Check
+from conformance.context import _invoke, new_fake_mode
 from conformance.isolation import CallAbandoned, Supervisor, WorkerLost, calling
+from conformance.options import parse_size
 from conformance.results import Failure, Outcome
-from conformance.session import Session
+from conformance.runner import CheckTarget, run_target
+from conformance.session import Session, current
+from conformance.values import ArgumentSet
+from conftest import undated_report
 
 pytestmark = pytest.mark.skipif(not isolation.isolation_available(), reason="process isolation needs Linux fork")
 
 
 _WARMED: list[str] = []
+_KEPT: list[bytearray] = []
+MiB = 1 << 20
+
+
+def _allocate(mib: int) -> bytearray:
+    """``mib`` MiB, every page written (resident)."""
+    block = bytearray(mib * MiB)
+    block[::4096] = b"\1" * len(range(0, len(block), 4096))
+    return block
+
+
+class _Fake:
+    """Stands for a fake class whose methods stop the program instead of raising an Exception."""
+
+    def push(self):
+        raise SystemExit(3)
+
+    def pop(self):
+        raise KeyboardInterrupt
+
+    def ctrl_c(self):
+        os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C arriving while the fake runs
+        time.sleep(5)
+
+
+def _fake_call(method: str):
+    """A check (the ``agreement`` check's way of calling a fake: ``context._invoke`` under a FakeTensorMode)."""
+
+    def func(ctx, target):
+        _invoke(Call(Callee.method(method), ArgumentSet(())), _Fake(), new_fake_mode(),
+                label=f"fake_obj.{method}() on the fake")
+        raise AssertionError("not reached")
+
+    return CheckTarget(Check("agreement", "method", func, lambda ctx: [method], ""), "ns::Cls", method)
+
+
+def _run_fake_call(method: str, session: Session) -> Outcome:
+    session.contexts["ns::Cls"] = object()  # no class to discover: the check does not use its context
+    with session.activated():
+        return run_target(_fake_call(method), session)
 
 
 def _item(key: str) -> Outcome:
@@ -59,6 +107,25 @@ def _item(key: str) -> Outcome:
         return Outcome.skip("check", "ns::Cls", None, ",".join(_WARMED))
     if key == "unpicklable":
         return Outcome.of_failures("check", "ns::Cls", None, [Failure("unpicklable", details=(lambda: 1,))])
+    if key in ("fake-systemexit", "fake-interrupt"):
+        return _run_fake_call("push" if key == "fake-systemexit" else "pop", current())
+    if key == "fake-exit":
+        with calling("check agreement[push] of ns::Cls", timed=False), calling("fake_obj.push(1) on the fake",
+                                                                                 side="fake"):
+            os._exit(3)
+    if key == "oom":
+        with calling("ns::Cls.grow(2)", side="C++"):
+            os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's OOM killer would
+    if key == "leak":
+        with calling("check leak of ns::Cls", timed=False), calling("ns::Cls.grow(200)", side="C++"):
+            _KEPT.append(_allocate(200))
+            time.sleep(10)
+    if key == "leak-fast":  # over the limit between two polls, and done before the next one
+        _KEPT.append(_allocate(200))
+        return ok
+    if key == "keep":  # grows the worker's memory by 150 MiB, under the limit
+        _KEPT.append(_allocate(150))
+        return Outcome.skip("check", "ns::Cls", None, str(os.getpid()))
     raise AssertionError(key)
 
 
@@ -67,10 +134,11 @@ def supervisor():
     made = []
     session = Session()  # its own record of abandoned calls
 
-    def make(timeout=5.0, before_fork=None):
-        sup = Supervisor(_item, timeout, before_fork, session=session)
+    def make(timeout=5.0, before_fork=None, memory_limit=0):
+        sup = Supervisor(_item, timeout, before_fork, session=session, memory_limit=memory_limit)
         for key in ("ok", "pid", "segv", "abort", "exit", "spin", "slow-untimed", "forever-untimed", "prepare",
-                    "unpicklable", "warm"):
+                    "unpicklable", "warm", "fake-systemexit", "fake-interrupt", "fake-exit", "oom", "leak",
+                    "leak-fast", "keep"):
             sup.register(key)
         made.append(sup)
         return sup
@@ -177,10 +245,128 @@ def test_an_outcome_that_cannot_be_sent_back_becomes_a_failure(supervisor):
     assert "could not be sent back from the worker process" in outcome.failures[0].summary
 
 
+# ----- faults of a fake, memory, one worker per class -----------------------------------------------------------
+
+def _no_crash_words(failure: Failure) -> None:
+    text = failure.render("ns::Cls", "push")
+    assert failure.cpp is None and "C++:" not in text, text
+    assert "crashed" not in text and "gdb" not in text, text
+
+
+@pytest.mark.parametrize("key, what", [("fake-systemexit", "SystemExit: 3"), ("fake-interrupt", "KeyboardInterrupt")])
+def test_a_fake_raising_a_base_exception_fails_the_item_with_its_traceback(supervisor, key, what):
+    sup = supervisor()
+    pid = int(sup.run("pid").reason)
+    outcome = sup.run(key)
+    assert isinstance(outcome, Outcome) and outcome.status.value == "failed"
+    [failure] = outcome.failures
+    method = "push" if key == "fake-systemexit" else "pop"
+    assert failure.summary.startswith(f"the fake raised {what} in fake_obj.{method}() on the fake: "), failure.summary
+    assert failure.fake == f"raised {what} (not an Exception)"
+    assert failure.details[0] == "traceback (most recent call last):"
+    assert any(f"in {method}" in ln for ln in failure.details), failure.details  # the fake's own frame
+    assert failure.details[-1].startswith(what.split(":")[0])
+    _no_crash_words(failure)
+    assert int(sup.run("pid").reason) == pid and sup.started == 1  # the worker lived on
+
+
+def test_without_isolation_a_fake_keyboard_interrupt_fails_the_item_but_ctrl_c_stops_the_run():
+    session = Session()
+    assert session.sigint is None  # nobody watches SIGINT: a KeyboardInterrupt counts as real
+    with pytest.raises(KeyboardInterrupt):
+        _run_fake_call("pop", session)
+    restore = faults.watch_interrupts(session)
+    try:
+        assert session.sigint is False and signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        outcome = _run_fake_call("pop", session)  # raised by the fake: this item's failure, the run goes on
+        assert outcome.failures[0].summary.startswith("the fake raised KeyboardInterrupt in fake_obj.pop()")
+        assert _run_fake_call("push", session).failures[0].fake == "raised SystemExit: 3 (not an Exception)"
+        with pytest.raises(KeyboardInterrupt):  # a real Ctrl-C while the fake runs stops the run
+            _run_fake_call("ctrl_c", session)
+        assert session.sigint is True
+    finally:
+        restore()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler and session.sigint is None
+
+
+def test_a_fake_that_exits_the_worker_is_named_as_the_fake(supervisor):
+    lost = supervisor().run("fake-exit")
+    assert isinstance(lost, WorkerLost) and (lost.kind, lost.status, lost.side) == ("crash", 3, "fake")
+    failure = lost.failure(timeout=5.0)
+    assert failure.summary == ("the fake exited the worker process (status 3) while in fake_obj.push(1) on the fake: "
+                               "a fake class must not exit the process")
+    assert failure.fake.startswith("exited the process with status 3")
+    _no_crash_words(failure)
+    # Without a fake-side breadcrumb an exit is still the worker's crash (C++ code may call exit()).
+    plain = supervisor().run("exit").failure(timeout=5.0)
+    assert plain.summary.startswith("the process running this check crashed: the worker process exited with status 3")
+
+
+def test_a_worker_killed_by_sigkill_is_named_as_probably_out_of_memory(supervisor):
+    lost = supervisor().run("oom")
+    assert lost.cause == ("killed by SIGKILL (Killed), probably for running out of memory (the kernel's OOM "
+                          "killer; see dmesg)")
+    assert lost.failure(timeout=5.0).summary.endswith("while in ns::Cls.grow(2)")
+
+
+def test_a_worker_over_the_memory_limit_is_killed_and_the_item_fails(supervisor, monkeypatch):
+    sup = supervisor(memory_limit=100 * MiB)
+    start = time.monotonic()
+    lost = sup.run("leak")
+    assert time.monotonic() - start < 5  # killed, not left to sleep
+    assert isinstance(lost, WorkerLost) and lost.kind == "memory" and lost.used > 100 * MiB
+    failure = lost.failure(timeout=5.0)
+    assert failure.summary == ("the process running this check exceeded the memory limit of 100 MiB in "
+                               "ns::Cls.grow(200)")
+    assert re.fullmatch(r"\d+ MiB of its own resident memory when it was killed \(the run went on in a fresh "
+                        r"worker process\)", failure.cpp), failure.cpp
+    assert "--torchbind-memory-limit=100 MiB" in failure.render("ns::Cls", "grow")
+    assert sup.run("ok").check == "check" and sup.started == 2
+    # A leak in a short item: caught by a poll, or when the item returns if it beat the polls.
+    late = sup.run("leak-fast")
+    assert isinstance(late, WorkerLost) and late.kind == "memory"
+    assert late.failure(timeout=5.0).summary.endswith((
+        "in the check itself (no call into the class was in progress)",
+        "in the check (the worker's memory was measured when the check returned)"))
+    monkeypatch.setattr(isolation, "_POLL_S", 60.0)  # no poll before the item returns
+    late = sup.run("leak-fast")
+    assert late.failure(timeout=5.0).summary.endswith(
+        "in the check (the worker's memory was measured when the check returned)")
+    # 0: no limit.
+    assert isinstance(supervisor(memory_limit=0).run("leak-fast"), Outcome)
+
+
+def test_a_worker_that_grew_a_lot_and_one_of_another_class_are_replaced(supervisor):
+    sup = supervisor(memory_limit=400 * MiB)  # replaced after an item that grows it by more than 100 MiB
+    first = sup.run("pid", group="ns::A").reason
+    assert sup.run("pid", group="ns::A").reason == first  # the same class: the same worker
+    kept = sup.run("keep", group="ns::A").reason
+    assert kept == first and sup.replaced == 1  # it grew by 150 MiB: replaced after the item
+    second = sup.run("pid", group="ns::A").reason
+    assert second != first and sup.started == 2
+    third = sup.run("pid", group="ns::B").reason  # another class: a fresh worker
+    assert third != second and sup.started == 3
+    assert sup.run("pid", group="ns::B").reason == third
+
+
+@pytest.mark.parametrize("text, size", [("0", 0), ("1000", 1000), ("12GiB", 12 << 30), ("512MiB", 512 << 20),
+                                        ("1.5G", 3 << 29), ("2 kb", 2000), ("300mib", 300 << 20)])
+def test_memory_sizes(text, size):
+    assert parse_size(text) == size
+    assert isolation.format_size(12 << 30) == "12 GiB" and isolation.format_size(1536 << 20) == "1.5 GiB"
+
+
+@pytest.mark.parametrize("text", ["", "lots", "-1", "12 parsecs", "1e9"])
+def test_bad_memory_sizes(text):
+    with pytest.raises(ValueError):
+        parse_size(text)
+
+
 # ----- the plugin on the samples_unsafe classes ------------------------------------------------------------------
 
 UNSAFE = ["-p", "no:cacheprovider", "--torchbind-load=sample_classes", "--torchbind-load=sample_classes.fakes_unsafe",
-          "--torchbind-class=samples_unsafe::*", "--torchbind-timeout=2", "-rf"]
+          "--torchbind-class=samples_unsafe::CrashyStack", "--torchbind-class=samples_unsafe::OverflowPickle",
+          "--torchbind-timeout=2", "-rf"]  # (samples_unsafe::Leaky has tests of its own)
 
 
 @pytest.fixture(scope="module")
@@ -248,7 +434,7 @@ def test_serial_and_xdist_runs_survive_crashes_and_hangs_with_the_same_findings(
     counts = serial.parseoutcomes()
     counts.pop("deselected")  # xdist does not count deselected items in its summary line
     assert parallel.parseoutcomes() == counts
-    assert (pytester.path / "parallel.json").read_text() == (pytester.path / "serial.json").read_text()
+    assert undated_report(pytester.path / "parallel.json") == undated_report(pytester.path / "serial.json")
 
 
 def test_without_isolation_an_xdist_worker_lost_to_a_crash_loses_only_its_item(pytester, unsafe_samples):
@@ -280,6 +466,94 @@ def test_timeout_and_isolation_options_are_checked(pytester, unsafe_samples):
     result = pytester.runpytest_subprocess(*UNSAFE[:4], "--torchbind-isolation=thread", "--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "invalid choice: 'thread'" in result.stderr.str()
+
+
+def test_a_leaking_class_fails_for_the_memory_limit_and_no_other_class_pays_for_it(pytester, unsafe_samples):
+    # Leaky's agreement[grow] leaks 768 MiB in C++ (grow(2), grow(1), grow(3) of 128 MiB blocks), at 1 MiB/ms.
+    result = pytester.runpytest_subprocess(
+        *UNSAFE[:4], "--torchbind-class=samples_unsafe::Leaky", "--torchbind-class=samples::Counter",
+        "--torchbind-checks=examples,agreement", "--torchbind-memory-limit=100MiB", "-rf")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
+    assert set(_failed(result)) == {"torchbind[samples_unsafe.Leaky]::agreement[grow]"}, out[-3000:]
+    assert ("samples_unsafe::Leaky.grow: the process running this check exceeded the memory limit of 100 MiB in "
+            "samples_unsafe::Leaky.grow(2)") in out
+    assert "MiB of its own resident memory when it was killed (the run went on in a fresh worker process)" in out
+    assert result.parseoutcomes()["passed"] == 7  # Leaky's examples and agreement[held]; Counter's five items
+    result = pytester.runpytest_subprocess(*UNSAFE[:4], "--torchbind-memory-limit=lots", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert ("--torchbind-memory-limit: expected a size such as 12GiB, 512MiB or a number of bytes (0: no limit), "
+            "got 'lots'") in result.stderr.str()
+
+
+FAULTY_FAKES = """
+import os
+
+from sample_classes.fakes import FakeCounter, FakeTensorQueue, register_fake_classes
+
+
+class StoppingCounter(FakeCounter):
+    @classmethod
+    def __obj_unflatten__(cls, flattened):
+        return cls(**dict(flattened))
+
+    def increment(self, step):
+        raise SystemExit(3)
+
+    def value(self):
+        raise KeyboardInterrupt
+
+    def reset(self):
+        os._exit(3)
+
+
+class StoppingQueue(FakeTensorQueue):
+    @classmethod
+    def __obj_unflatten__(cls, flattened):
+        raise GeneratorExit("no fake today")
+
+
+register_fake_classes({"samples::Counter": StoppingCounter, "samples::TensorQueue": StoppingQueue}, force=True)
+"""
+
+
+def _fault_messages(result) -> dict[str, str]:
+    """The headline of each failure in the FAILURES section, by item (``ns::Cls.target: ...`` lines)."""
+    return {m[1]: m[2] for m in re.finditer(r"^(samples::\w+(?:\.\w+)?): (.*)$", result.stdout.str(), re.M)}
+
+
+def test_fakes_that_raise_system_exit_or_exit_the_process_fail_as_the_fake(pytester, unsafe_samples):
+    pytester.makepyfile(faulty=FAULTY_FAKES)
+    common = ["-p", "no:cacheprovider", "--torchbind-load=sample_classes", "--torchbind-load=faulty.py",
+              "--torchbind-class=samples::Counter", "-rf"]
+    result = pytester.runpytest_subprocess(*common, "--torchbind-class=samples::TensorQueue",
+                                           "--torchbind-checks=agreement,differential", "--torchbind-examples=5",
+                                           "-k", "Counter or agreement[size]")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
+    messages = _fault_messages(result)
+    assert messages["samples::Counter.increment"].startswith(
+        "the fake raised SystemExit: 3 in fake_obj.increment(2) on the fake: not an Exception"), messages
+    assert messages["samples::Counter.value"].startswith(
+        "the fake raised KeyboardInterrupt in fake_obj.value() on the fake"), messages
+    assert messages["samples::Counter.reset"] == (
+        "the fake exited the worker process (status 3) while in fake_obj.reset() on the fake: a fake class must not "
+        "exit the process")
+    # the differential test (a sequence's call on the fake side)
+    assert messages["samples::Counter"].startswith("the fake raised SystemExit: 3 in increment("), messages
+    assert messages["samples::TensorQueue.size"].startswith(
+        "the fake raised GeneratorExit: no fake today in fakifying the example object TensorQueue("), messages
+    assert len(_failed(result)) == 5 and "fake:  raised SystemExit: 3 (not an Exception)" in out
+    assert re.search(r'faulty\.py", line \d+, in increment\n  -     raise SystemExit\(3\)', out)  # the fake's frame
+    assert "C++:" not in out and "crashed" not in out and "gdb" not in out
+    # Without isolation a KeyboardInterrupt raised by a fake fails its item and the run goes on.
+    result = pytester.runpytest_subprocess(*common, "--torchbind-checks=agreement", "--torchbind-isolation=none",
+                                           "-k", "not reset")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    assert set(_failed(result)) == {"torchbind[samples.Counter]::agreement[increment]",
+                                    "torchbind[samples.Counter]::agreement[value]"}
+    assert _fault_messages(result)["samples::Counter.value"].startswith("the fake raised KeyboardInterrupt")
+    assert result.parseoutcomes()["passed"] == 1
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build a plain shared library")

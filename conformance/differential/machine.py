@@ -15,6 +15,7 @@ import torch.utils._pytree as pytree
 from ..compare import disagreement, side_text
 from ..context import CallResult, ClassContext, new_fake_mode, to_fake
 from ..example_objects import Example
+from ..faults import raise_fault
 from ..isolation import calling
 from ..values import ArgumentSet
 from .plan import Plan, Rule
@@ -116,7 +117,9 @@ class _Side:
     def call(self, rule: Rule, args: ArgumentSet, ctx: ClassContext, step: int | None) -> CallResult:
         """Run one rule with fresh arguments; ``step`` given, remember the argument tensors for aliasing.
         Errors from the call are captured in the :class:`CallResult`; a ``RuntimeError`` when the arguments
-        themselves cannot be built (a user override that draws bad source)."""
+        themselves cannot be built (a user override that draws bad source); a ``BaseException`` that is not an
+        ``Exception`` is raised on as a :class:`~conformance.faults.UserFault` that fails the item (a real
+        interrupt as it is)."""
         try:
             a, kw = self._args(args, ctx)
         except Exception as exc:  # noqa: BLE001 - e.g. a user override drew bad source
@@ -126,13 +129,19 @@ class _Side:
             for name, value in zip(names, [*a, *kw.values()]):
                 for path, t in _tensor_leaves(value, name):
                     self.seen.append((f"{path} of step {step}", t, _storage(t)))
+        side = "fake" if self.mode is not None else "C++"
+
+        def label() -> str:
+            return f"{rule.label}({args.code()}) on the {self.name} side"
+
         try:
-            with self.mode if self.mode is not None else contextlib.nullcontext(), \
-                    calling(lambda: f"{rule.label}({args.code()}) on the {self.name} side"):
+            with self.mode if self.mode is not None else contextlib.nullcontext(), calling(label, side=side):
                 value = rule.callee.invoke(self.obj, a, kw)
             return CallResult(value)
         except Exception as exc:  # noqa: BLE001 - user and C++ code may raise anything
             return CallResult(error=exc)
+        except BaseException as exc:  # not an Exception: fails the item (see conformance.faults)
+            raise_fault(exc, label, side)
 
     def aliases(self, result: CallResult, label: str) -> list[tuple[str, tuple[str, ...]]]:
         """For each tensor in the result: ``(path, labels of earlier tensors sharing its storage)``; then

@@ -1,4 +1,4 @@
-// TorchBind classes whose C++ code crashes or hangs (namespace `samples_unsafe`).
+// TorchBind classes whose C++ code crashes, hangs or leaks (namespace `samples_unsafe`).
 //
 // They exist to prove that a conformance run survives user C++ code that takes
 // the process down: each bug below is a classic one, made deterministic so the
@@ -11,6 +11,8 @@
 #include <torch/script.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -106,6 +108,51 @@ struct OverflowPickle : torch::CustomClassHolder {
   std::vector<at::Tensor> items_;
 };
 
+// A cache that never frees what it allocates: grow(n) allocates n blocks of
+// block_mb MiB, writes every page (so the memory is resident), and keeps them
+// forever -- BROKEN ON PURPOSE: the memory is leaked (held by a process-wide
+// list, not by the object), so it outlives the object and piles up call after
+// call.  It writes one MiB per millisecond, as a leak that builds up over a
+// call does, so a supervisor polling the process's memory meets it inside the
+// call.  held() is the MiB leaked through this object.
+struct Leaky : torch::CustomClassHolder {
+  explicit Leaky(int64_t block_mb) : block_mb_(block_mb < 0 ? 0 : block_mb) {}
+  Leaky(int64_t block_mb, int64_t held_mb)
+      : block_mb_(block_mb), held_mb_(held_mb) {}
+
+  int64_t grow(int64_t n) {
+    constexpr size_t kMiB = size_t(1) << 20;
+    static std::vector<void*> leaked; // BROKEN ON PURPOSE: never freed
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t mb = 0; mb < block_mb_; ++mb) {
+        void* chunk = std::malloc(kMiB);
+        TORCH_CHECK(chunk != nullptr, "Leaky.grow: out of memory");
+        std::memset(chunk, 1, kMiB);
+        leaked.push_back(chunk);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      held_mb_ += block_mb_;
+    }
+    return held_mb_;
+  }
+
+  int64_t held() {
+    return held_mb_;
+  }
+
+  std::tuple<
+      std::tuple<std::string, int64_t>,
+      std::tuple<std::string, int64_t>>
+  __obj_flatten__() {
+    return std::make_tuple(
+        std::make_tuple(std::string("block_mb"), block_mb_),
+        std::make_tuple(std::string("held_mb"), held_mb_));
+  }
+
+  int64_t block_mb_;
+  int64_t held_mb_ = 0;
+};
+
 } // namespace torchbind_samples_unsafe
 
 using namespace torchbind_samples_unsafe;
@@ -142,5 +189,19 @@ TORCH_LIBRARY(samples_unsafe, m) {
               slots[i] = state[i];
             }
             return obj;
+          });
+
+  m.class_<Leaky>("Leaky")
+      .def(torch::init<int64_t>())
+      .def("grow", &Leaky::grow)
+      .def("held", &Leaky::held)
+      .def("__obj_flatten__", &Leaky::__obj_flatten__)
+      .def_pickle(
+          [](const c10::intrusive_ptr<Leaky>& self) -> std::vector<int64_t> {
+            return {self->block_mb_, self->held_mb_};
+          },
+          [](std::vector<int64_t> state) -> c10::intrusive_ptr<Leaky> {
+            TORCH_CHECK(state.size() == 2, "Leaky: bad state");
+            return c10::make_intrusive<Leaky>(state[0], state[1]);
           });
 }

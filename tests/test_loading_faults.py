@@ -1,0 +1,116 @@
+"""``--torchbind-load`` under faults: the dynamic loader's own reason for a library that does not load, a library
+whose static initializers crash (or exit) the process, and a directory where a library or module was expected."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance.loading import LoadError, apply_load_spec
+
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build a small shared library")
+needs_fork = pytest.mark.skipif(not (hasattr(os, "fork") and sys.platform.startswith("linux")),
+                                reason="libraries are tried in a forked child on Linux only")
+
+SOURCES = {
+    # A static initializer that dereferences a null pointer, as a broken TORCH_LIBRARY block or global would.
+    "libboom.so": "__attribute__((constructor)) static void boom(void) { *(volatile int *)0 = 0; }\n",
+    # One that ends the process.
+    "libbye.so": "#include <stdlib.h>\n__attribute__((constructor)) static void bye(void) { exit(3); }\n",
+    # A symbol the loader cannot resolve (bound at load time), as in a library built against another torch.
+    "libundef.so": ("extern int tbl_not_defined_anywhere(void);\n"
+                    "int use_it(void) { return tbl_not_defined_anywhere(); }\n"),
+}
+
+
+@pytest.fixture
+def build(tmp_path, monkeypatch):
+    """Compile one of :data:`SOURCES` into ``tmp_path`` (made the CWD); returns its path."""
+    monkeypatch.chdir(tmp_path)
+
+    def make(name: str) -> Path:
+        source = tmp_path / (name.removesuffix(".so") + ".c")
+        source.write_text(SOURCES[name])
+        subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-z,now", "-o", name, source.name], cwd=tmp_path,
+                       check=True)
+        return tmp_path / name
+
+    return make
+
+
+@needs_gcc
+def test_the_dynamic_loaders_reason_is_shown(build):
+    path = build("libundef.so")
+    with pytest.raises(LoadError) as info:
+        apply_load_spec("libundef.so", path.parent)
+    message = str(info.value)
+    assert message.startswith("--torchbind-load='libundef.so': loading the library failed:\n"
+                              f"OSError: Could not load this library: {path}\n")
+    assert f"caused by: OSError: {path}: undefined symbol: tbl_not_defined_anywhere" in message
+
+
+def test_the_reason_for_a_file_that_is_no_library_is_shown(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "libjunk.so").write_bytes(b"not an ELF file at all, nothing like one" * 4)
+    with pytest.raises(LoadError) as info:
+        apply_load_spec("libjunk.so", tmp_path)
+    assert "\ncaused by: OSError: " in str(info.value) and "invalid ELF header" in str(info.value)
+
+
+@needs_gcc
+@needs_fork
+def test_a_library_whose_initializers_crash_is_named_instead_of_ending_the_process(build):
+    path = build("libboom.so")
+    with pytest.raises(LoadError) as info:
+        apply_load_spec("libboom.so", path.parent)
+    assert str(info.value).startswith(
+        f"--torchbind-load='libboom.so': loading {path} crashed the process: killed by SIGSEGV (Segmentation "
+        "fault); the library's static initializers (TORCH_LIBRARY blocks, globals) crashed")
+
+
+@needs_gcc
+@needs_fork
+def test_a_library_whose_initializers_exit_is_named_too(build):
+    path = build("libbye.so")
+    with pytest.raises(LoadError, match=r"loading .*libbye\.so exited the process with status 3; the library's static "
+                                        r"initializers \(TORCH_LIBRARY blocks, globals\) called exit\(\)"):
+        apply_load_spec("libbye.so", path.parent)
+
+
+@needs_gcc
+@needs_fork
+def test_pytest_reports_the_crashing_library_as_a_usage_error(pytester):
+    (pytester.path / "boom.c").write_text(SOURCES["libboom.so"])
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", "libboom.so", "boom.c"], cwd=pytester.path, check=True)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--torchbind-load=libboom.so",
+                                           "--torchbind-class=boom::*")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # not 139 (SIGSEGV) with nothing said
+    err = result.stderr.str()
+    assert "libboom.so crashed the process: killed by SIGSEGV" in err
+    assert "Traceback" not in err and "Fatal Python error" not in err
+
+
+def test_a_directory_is_a_usage_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tblf_build" / "lib.so").mkdir(parents=True)
+    for spec in ("tblf_build", "tblf_build/", "tblf_build/lib.so", str(tmp_path / "tblf_build")):
+        with pytest.raises(LoadError, match=r"tblf_build(/lib\.so)? is a directory; name the library file \(\.so\) "
+                                            r"in it, a \.py file, or an importable module"):
+            apply_load_spec(spec, tmp_path)
+
+
+def test_a_package_directory_named_as_a_module_is_imported(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", os.getcwd())])
+    (tmp_path / "tblf_pkg").mkdir()
+    (tmp_path / "tblf_pkg" / "__init__.py").write_text("LOADED = True\n")
+    try:
+        apply_load_spec("tblf_pkg", tmp_path)
+        assert sys.modules["tblf_pkg"].LOADED
+    finally:
+        sys.modules.pop("tblf_pkg", None)
