@@ -7,12 +7,30 @@ Public API:
 * :func:`run_class` — run every check on a class outside pytest and get :class:`Outcome` objects.
 
 The pytest plugin (``conformance.plugin``, entry point ``torchbind``) turns each check into a test item.
+
+Importing this package imports neither torch nor hypothesis: the names above are loaded on first use (PEP 562),
+so a pytest run that does not ask for the plugin does not pay for them.
 """
 
-from .differential import strategy
-from .example_objects import examples
-from .results import Failure, Outcome
-from .runner import run_class
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = ["examples", "strategy", "run_class", "Failure", "Outcome"]
 __version__ = "0.1.0"
+
+_LAZY = {"examples": ".example_objects", "strategy": ".differential", "run_class": ".runner",
+         "Failure": ".results", "Outcome": ".results"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

@@ -70,7 +70,8 @@ class TorchbindCheckItem(pytest.Item):
                                      ("torchbind_cell_status", cell.status.value),
                                      (CELL, json.dumps(cell.to_json(), sort_keys=True))]
         if outcome.reason is not None:
-            pytest.skip(outcome.reason)
+            # Reported at the item (its fake class), not at this line: what `pytest -rs` shows as the location.
+            raise pytest.skip.Exception(outcome.reason, _use_item_location=True)
         if outcome.failures:
             raise CheckFailed(outcome)
 
@@ -81,8 +82,10 @@ class TorchbindCheckItem(pytest.Item):
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self):
+        """Where the item points: the fake class's source when there is one (a skip or failure is about it),
+        else the rootdir; line 0 when no line is known (pytest needs one for a skip reported at the item)."""
         fake = self.run.session.context(self.unit.qualname).info.fake_class
-        path, line = self.path, None
+        path, line = self.path, 0
         if fake is not None:
             try:
                 path, line = Path(inspect.getsourcefile(fake)), inspect.getsourcelines(fake)[1] - 1

@@ -7,16 +7,19 @@ any test runs.
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 from pathlib import Path
 
 import pytest
 
-from .baseline import BaselineError, load_baseline
+from .baseline import BaselineError, Entry, load_baseline
+from .files import check_writable
 from .isolation import DEFAULT_TIMEOUT, ITEM_LIMIT_FACTOR, isolation_available
 from .reports import FORMATS
 from .session import DEFAULT_EXAMPLES, Settings
 
-__all__ = ["add_options", "RunOptions", "read_options"]
+__all__ = ["add_options", "requested", "RunOptions", "read_options", "parse_size", "default_memory_limit"]
 
 
 def add_options(parser: pytest.Parser, check_names: list[str], backend_names: list[str]) -> None:
@@ -51,9 +54,17 @@ def add_options(parser: pytest.Parser, check_names: list[str], backend_names: li
                     help="process: run the checks in a worker process, so a crash (SIGSEGV, abort) or a hang in C++ "
                          "code fails one item and the run goes on (default on Linux); none: in the pytest process "
                          "(no crash protection, no timeout). Ini: torchbind_isolation.")
+    group.addoption("--torchbind-memory-limit", default=None, metavar="SIZE",
+                    help="kill an isolation worker process whose own resident memory exceeds SIZE (e.g. 12GiB, "
+                         "512MiB, or bytes) and fail the item it was running; 0: no limit (default: half of the "
+                         "physical memory). Ini: torchbind_memory_limit.")
+    group.addoption("--torchbind-device", default=None, metavar="DEVICE",
+                    help="the device of the example objects' tensors and the programs' inputs: cpu (default) or "
+                         "cuda (cuda:N); the report is labelled with it. Ini: torchbind_device.")
     group.addoption("--torchbind-examples", type=int, default=None, metavar="N",
                     help=f"hypothesis examples per class for the differential test (default {DEFAULT_EXAMPLES}). "
                          "Ini: torchbind_examples.")
+    parser.addini("torchbind_device", "device of the examples' tensors and program inputs (cpu, cuda)", default="")
     parser.addini("torchbind_classes", "TorchBind classes to check (NS::CLS or NS::*)", type="linelist",
                   default=[])
     parser.addini("torchbind_load", "libraries / modules to load before collection", type="linelist", default=[])
@@ -63,24 +74,66 @@ def add_options(parser: pytest.Parser, check_names: list[str], backend_names: li
     parser.addini("torchbind_examples", "hypothesis examples per class for the differential test", default="")
     parser.addini("torchbind_timeout", "seconds a call into the class's code may take (0: no limit)", default="")
     parser.addini("torchbind_isolation", "process (default on Linux) or none", default="")
+    parser.addini("torchbind_memory_limit", "own resident memory an isolation worker may hold (e.g. 12GiB; 0: no "
+                  "limit)", default="")
+
+
+#: Every ini key :func:`add_options` registers (``tests/test_docs.py`` keeps the two in step).
+INI_KEYS = ("torchbind_classes", "torchbind_load", "torchbind_backends", "torchbind_report", "torchbind_baseline",
+            "torchbind_examples", "torchbind_timeout", "torchbind_isolation", "torchbind_memory_limit",
+            "torchbind_device")
+
+
+def requested(config: pytest.Config) -> bool:
+    """Whether the run asks for the plugin: some ``--torchbind-*`` option differs from its default, or some
+    ``torchbind_*`` ini key is set. Only then does the plugin import torch and its engine (and validate the
+    options); a run that asks for nothing pays nothing."""
+    for name, value in vars(config.option).items():
+        if name.startswith("torchbind_") and value not in (None, False, [], ""):
+            return True
+    return any(config.getini(name) for name in INI_KEYS)
 
 
 @dataclasses.dataclass
 class RunOptions:
     """The validated options of a run: ``selectors`` (``--torchbind-class``), ``load`` specs, the engine's
     :class:`~conformance.session.Settings`, ``report`` path, ``baseline`` path and its ``known`` failures
-    (test id -> reason), ``accept``, ``timeout`` (seconds per call, 0: none) and ``isolation``
-    (``"process"``/``"none"``)."""
+    (test id -> reason), ``accept``, ``timeout`` (seconds per call, 0: none), ``isolation``
+    (``"process"``/``"none"``) and ``memory_limit`` (bytes of its own resident memory an isolation worker may
+    hold, 0: none)."""
 
     selectors: list[str]
     load: list[str]
     settings: Settings
     report: Path | None = None
     baseline: Path | None = None
-    known: dict[str, str] = dataclasses.field(default_factory=dict)
+    known: dict[str, Entry] = dataclasses.field(default_factory=dict)
     accept: bool = False
     timeout: float = DEFAULT_TIMEOUT
     isolation: str = "none"
+    memory_limit: int = 0
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 10 ** 3, "m": 1 << 20, "mib": 1 << 20, "mb": 10 ** 6,
+          "g": 1 << 30, "gib": 1 << 30, "gb": 10 ** 9, "t": 1 << 40, "tib": 1 << 40, "tb": 10 ** 12}
+
+
+def parse_size(text: str) -> int:
+    """Bytes of a size such as ``12GiB``, ``512MiB``, ``1.5G`` or ``1000000`` (case-insensitive; ``K``, ``M``,
+    ``G``, ``T`` and ``KiB`` ... ``TiB`` are powers of 1024, ``KB`` ... ``TB`` powers of 1000). Raises
+    ``ValueError`` for anything else, or a negative size."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*", text)
+    if not match or match[2].lower() not in _UNITS:
+        raise ValueError(f"not a size: {text!r}")
+    return int(float(match[1]) * _UNITS[match[2].lower()])
+
+
+def default_memory_limit() -> int:
+    """Half of the physical memory (``os.sysconf``), or 0 (no limit) where it cannot be read."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 def _opt(config: pytest.Config, option: str, ini: str):
@@ -89,8 +142,8 @@ def _opt(config: pytest.Config, option: str, ini: str):
 
 def read_options(config: pytest.Config, check_names: list[str], backend_names: list[str]) -> RunOptions:
     """Read and validate every option. Raises ``pytest.UsageError`` for an unknown check or backend, a bad
-    number, an unsupported or unwritable report path, a malformed baseline, ``--torchbind-accept`` without a
-    baseline, or process isolation where ``os.fork`` is unavailable."""
+    number or size, an unsupported or unwritable report path, a malformed baseline, ``--torchbind-accept`` without
+    a baseline, or process isolation where ``os.fork`` is unavailable."""
     settings = Settings()
     only = config.getoption("torchbind_checks")
     if only:
@@ -107,14 +160,19 @@ def read_options(config: pytest.Config, check_names: list[str], backend_names: l
             raise pytest.UsageError(f"--torchbind-backends: unknown backend(s) {', '.join(unknown)}; "
                                     f"available: {', '.join(backend_names)}")
         settings.backends = chosen
-    examples = _opt(config, "torchbind_examples", "torchbind_examples")
-    if examples:
+    # The command line wins even when it says 0 (a falsy value must not fall through to the ini key).
+    examples = config.getoption("torchbind_examples")
+    if examples is None:
+        examples = config.getini("torchbind_examples") or None
+    if examples is not None:
         try:
             settings.examples = int(examples)
         except ValueError:
             raise pytest.UsageError(f"torchbind_examples: expected an integer, got {examples!r}") from None
         if settings.examples < 1:
-            raise pytest.UsageError("--torchbind-examples must be at least 1")
+            raise pytest.UsageError(f"--torchbind-examples / torchbind_examples must be at least 1, got {examples!r} "
+                                    "(it counts the random call sequences of the differential test, run after its "
+                                    "explicit two-call sequences; to leave the test out, use --torchbind-checks)")
     options = RunOptions(
         selectors=list(config.getoption("torchbind_class")) or list(config.getini("torchbind_classes")),
         load=list(config.getoption("torchbind_load")) or list(config.getini("torchbind_load")),
@@ -147,17 +205,44 @@ def read_options(config: pytest.Config, check_names: list[str], backend_names: l
         raise pytest.UsageError("--torchbind-isolation=process needs os.fork on Linux; use "
                                 "--torchbind-isolation=none here")
     options.isolation = mode
+    raw = _opt(config, "torchbind_memory_limit", "torchbind_memory_limit")
+    try:
+        options.memory_limit = default_memory_limit() if raw in (None, "") else parse_size(raw)
+    except ValueError:
+        raise pytest.UsageError(f"--torchbind-memory-limit: expected a size such as 12GiB, 512MiB or a number of "
+                                f"bytes (0: no limit), got {raw!r}") from None
+    options.settings.device = _device(_opt(config, "torchbind_device", "torchbind_device") or "cpu")
     return options
 
 
+def _device(raw: str) -> str:
+    """The ``--torchbind-device`` value, checked: a device torch knows, of a type this torch can use here.
+    Raises ``pytest.UsageError`` for anything else (cuda where torch has no CUDA device)."""
+    import torch
+
+    try:
+        device = torch.device(raw)
+    except (RuntimeError, TypeError):
+        raise pytest.UsageError(f"--torchbind-device={raw}: not a device torch knows (use cpu or cuda)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise pytest.UsageError(f"--torchbind-device={raw}: this torch has no CUDA device here "
+                                f"(torch {torch.__version__}, torch.cuda.is_available() is False)")
+    if device.type not in ("cpu", "cuda"):
+        raise pytest.UsageError(f"--torchbind-device={raw}: only cpu and cuda are supported")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise pytest.UsageError(f"--torchbind-device={raw}: there are {torch.cuda.device_count()} CUDA device(s)")
+    return str(device)
+
+
 def _writable_report(report: str) -> Path:
+    """The absolute report path, checked at configure time: a supported suffix, and a directory that exists and
+    accepts a new file (nothing is created). Raises ``pytest.UsageError`` otherwise."""
     path = Path(report).resolve()
     if path.suffix.lower() not in FORMATS:
         raise pytest.UsageError(f"--torchbind-report={report}: unsupported format {path.suffix or '(none)'}; "
                                 f"use {', '.join(FORMATS)}")
     try:
-        with open(path, "a", encoding="utf-8"):
-            pass
+        check_writable(path)  # creates nothing: a run that writes no report leaves no empty file behind
     except OSError as exc:
         raise pytest.UsageError(f"--torchbind-report={report}: cannot write the report: {exc}") from None
     return path

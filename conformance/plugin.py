@@ -2,38 +2,51 @@
 :class:`~conformance.pytest_run.PluginRun` (kept in ``config.stash``; it is also registered as a plugin for the
 one hook without a ``config`` argument, ``pytest_runtest_logreport``).
 
-Options are :mod:`conformance.options`, items :mod:`conformance.items`, the run's state and its reports
-:mod:`conformance.pytest_run`; the checks live in :mod:`conformance.checks` and run through
-:mod:`conformance.runner`.
+Lazy, as hypothesis's own pytest plugin is: importing this module, and a pytest run that sets no ``--torchbind-*``
+option and no ``torchbind_*`` ini key, import neither torch nor the plugin's engine; ``pytest_configure`` imports
+:mod:`conformance.pytest_run` only when the run asks for the plugin. Options are :mod:`conformance.options`,
+items :mod:`conformance.items`, the run's state and its reports :mod:`conformance.pytest_run`; the checks live in
+:mod:`conformance.checks` and run through :mod:`conformance.runner`.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from .checks import all_checks
-from .matrix.backend import all_backends
-from .options import add_options
-from .pytest_run import RUN_KEY, PluginRun
+from .names import BACKEND_NAMES, CHECK_NAMES
+from .options import add_options, requested
+
+RUN_KEY = pytest.StashKey["PluginRun"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    add_options(parser, [c.name for c in all_checks()], [b.name for b in all_backends()])
+    add_options(parser, list(CHECK_NAMES), list(BACKEND_NAMES))
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "torchbind: a generated TorchBind conformance check")
-    config.stash[RUN_KEY] = PluginRun.configure(config)
+    if requested(config):
+        from .pytest_run import PluginRun
+
+        config.stash[RUN_KEY] = PluginRun.configure(config)
+
+
+def _run(config: pytest.Config):
+    return config.stash.get(RUN_KEY, None)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return _run(config).report_header() if _run(config) else []
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
-    config.stash[RUN_KEY].collect(session, items)
+    _run(config) and _run(config).collect(session, items)
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
-    config.stash[RUN_KEY].terminal_summary(terminalreporter)
+    _run(config) and _run(config).terminal_summary(terminalreporter)
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    session.config.stash[RUN_KEY].finish()
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _run(session.config) and _run(session.config).finish(session, exitstatus)

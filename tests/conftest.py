@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
-from _pytest.pytester import SysModulesSnapshot
+import torch
 import torch.utils.cpp_extension
+from _pytest.pytester import SysModulesSnapshot
 from torch.testing._internal.torchbind_impls import init_torchbind_implementations
 
 # pytester points HOME at a temporary directory; keep the C++ extension cache where it is, so subprocess runs
@@ -17,9 +19,27 @@ os.environ.setdefault("TORCH_EXTENSIONS_DIR", torch.utils.cpp_extension.get_defa
 TORCH_SPEC = "torch.testing._internal.torchbind_impls:init_torchbind_implementations"
 
 
+def _torch_testlib() -> bool:
+    """Whether this torch ships ``libtorchbind_test.so`` (torch's own TorchBind test classes): the CPU wheels do;
+    the default (CUDA) build of torch 2.14.1 from the package registry does not."""
+    from torch.testing._internal.common_utils import find_library_location
+
+    return Path(find_library_location("libtorchbind_test.so")).exists()
+
+
+TORCH_TESTLIB = _torch_testlib()
+#: For tests that need torch's TorchBind test classes (namespace _TorchScriptTesting).
+needs_torch_testlib = pytest.mark.skipif(
+    not TORCH_TESTLIB, reason=f"torch {torch.__version__} ships no libtorchbind_test.so (torch's TorchBind test "
+                              "classes); the CPU wheels do")
+
+
 @pytest.fixture(scope="session")
 def torch_test_classes():
-    """Load ``libtorchbind_test.so`` and torch's four fake classes (namespace ``_TorchScriptTesting``)."""
+    """Load ``libtorchbind_test.so`` and torch's four fake classes (namespace ``_TorchScriptTesting``); skips
+    where this torch does not ship the library."""
+    if not TORCH_TESTLIB:
+        pytest.skip(needs_torch_testlib.kwargs["reason"])
     init_torchbind_implementations()
     return "_TorchScriptTesting"
 
@@ -42,13 +62,25 @@ def pytester(pytester):
     return pytester
 
 
-def run_inprocess(pytester, *args):
+def run_inprocess(pytester, *args, **kwargs):
     """Run pytest with the plugin in this process (``pytester.runpytest_inprocess``): no interpreter start-up,
     no second torch import. Checks run without process isolation here: forking a worker from a test process
     that has already used torch's thread pools can hang it. Tests about isolation, xdist or the console script
-    use ``runpytest_subprocess``.
+    use ``runpytest_subprocess``. ``kwargs`` go to ``runpytest_inprocess`` (e.g. ``no_reraise_ctrlc=True`` for a
+    run that is interrupted on purpose).
 
     pytester drops the modules a run imported; torch's test-class module must outlive the runs (importing it again
     would register its fakes twice), so this module imports it before any run."""
-    init_torchbind_implementations()
-    return pytester.runpytest_inprocess("-p", "no:cacheprovider", *args, "--torchbind-isolation=none")
+    if TORCH_TESTLIB:
+        init_torchbind_implementations()
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", *args, "--torchbind-isolation=none", **kwargs)
+
+
+def undated_report(path) -> dict:
+    """A JSON matrix report without the date it was written (the one label two runs of the same suite differ
+    in), for comparing the reports of two runs."""
+    import json
+
+    doc = json.loads(path.read_text())
+    doc["run"].pop("date")
+    return doc

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
-from conformance.baseline import SCHEMA, BaselineError, load_baseline, merge_accepted, save_baseline
-from conftest import TORCH_SPEC, run_inprocess
+from conformance.baseline import (SCHEMA, BaselineError, Entry, load_baseline, merge_accepted, save_baseline,
+                                  stale_entries)
+from conftest import TORCH_SPEC, run_inprocess, needs_torch_testlib
 
 FOO = "torchbind[_TorchScriptTesting._Foo]"
 ARGS = (f"--torchbind-load={TORCH_SPEC}", "--torchbind-class=_TorchScriptTesting::_Foo",
@@ -18,10 +20,19 @@ def run(pytester, *extra):
     return run_inprocess(pytester, *ARGS, *extra)
 
 
-def test_merge_keeps_reasons_drops_fixed_keeps_unrun():
+def test_merge_keeps_reasons_narrows_fixed_keeps_unrun():
     old = {"a": "reviewed reason", "b": "fixed since", "c": "not run this time"}
     results = {"a": (True, "new text"), "b": (False, ""), "d": (True, "first failure")}
-    assert merge_accepted(old, results) == {"a": "reviewed reason", "c": "not run this time", "d": "first failure"}
+    assert merge_accepted(old, results, torch_version="2.14.1") == {
+        "a": Entry("reviewed reason"), "b": Entry("fixed since", "<2.14"), "c": Entry("not run this time"),
+        "d": Entry("first failure")}
+
+
+def test_merge_removes_stale_entries_only():
+    old = {"a": "still failing", "gone": "names a removed method", "unrun": "kept"}
+    assert merge_accepted(old, {"a": (True, "x")}, stale={"gone"}) == {"a": Entry("still failing"),
+                                                                       "unrun": Entry("kept")}
+    assert stale_entries(["t[A]::x", "t[A]::gone", "t[B]::other"], "t[A]::", {"t[A]::x"}) == ["t[A]::gone"]
 
 
 def test_load_rejects_malformed_files(tmp_path):
@@ -33,7 +44,7 @@ def test_load_rejects_malformed_files(tmp_path):
     with pytest.raises(BaselineError, match="torchbind-baseline/1"):
         load_baseline(bad)
     bad.write_text(json.dumps({"schema": SCHEMA, "known_failures": {"x": 1}}))
-    with pytest.raises(BaselineError, match="reason strings"):
+    with pytest.raises(BaselineError, match="an entry is a reason string or"):
         load_baseline(bad)
     with pytest.raises(BaselineError, match="no such baseline file"):
         load_baseline(tmp_path / "missing.json")
@@ -42,6 +53,7 @@ def test_load_rejects_malformed_files(tmp_path):
     assert list(load_baseline(bad)) == ["a", "z"]
 
 
+@needs_torch_testlib
 def test_accept_then_gate(pytester):
     path = pytester.path / "baseline.json"
     first = run(pytester, f"--torchbind-baseline={path}", "--torchbind-accept")
@@ -52,7 +64,7 @@ def test_accept_then_gate(pytester):
     known[f"{FOO}::coverage[add]"] = "reviewed: add is not traced by our models"
     save_baseline(path, known)
     run(pytester, f"--torchbind-baseline={path}", "--torchbind-accept")
-    assert load_baseline(path)[f"{FOO}::coverage[add]"] == "reviewed: add is not traced by our models"
+    assert load_baseline(path)[f"{FOO}::coverage[add]"] == Entry("reviewed: add is not traced by our models")
 
     gated = run(pytester, f"--torchbind-baseline={path}", "-rx")
     assert gated.ret == pytest.ExitCode.OK
@@ -72,6 +84,74 @@ def test_accept_then_gate(pytester):
     new.assert_outcomes(failed=1, passed=2, xfailed=4)
 
 
+#: A conftest that skips fake_class and fails coverage[increment] and coverage[combine] in their setup (an error
+#: outside the check).
+SKIP_AND_SETUP_ERROR = """
+    import pytest
+
+    def pytest_collection_modifyitems(items):
+        for item in items:
+            if item.nodeid.endswith("::fake_class"):
+                item.add_marker(pytest.mark.skip(reason="skipped this time"))
+
+    def pytest_runtest_setup(item):
+        if item.nodeid.endswith(("::coverage[increment]", "::coverage[combine]")):
+            raise RuntimeError("a fixture broke")
+"""
+
+
+@needs_torch_testlib
+def test_accept_changes_only_what_ran_to_a_verdict(pytester):
+    pytester.makeconftest(SKIP_AND_SETUP_ERROR)
+    path = pytester.path / "baseline.json"
+    old = {
+        f"{FOO}::fake_class": "skipped: kept",
+        f"{FOO}::agreement[info]": "its check skips (NotApplicable): kept",
+        f"{FOO}::coverage[increment]": "setup error: kept",  # (an xfail at setup; combine's error is not added)
+        f"{FOO}::signature[add]": "deselected by -k: kept",
+        f"{FOO}::coverage[info]": "reviewed: still failing",
+        f"{FOO}::coverage[add_tensor]": "fixed since: narrowed",  # XPASS(strict): its check passed
+        f"{FOO}::coverage[removed_method]": "stale: removed",
+        "torchbind[other.Cls]::coverage[gone]": "a class this run did not select: kept",
+    }
+    save_baseline(path, old)
+    result = run_inprocess(pytester, f"--torchbind-load={TORCH_SPEC}", "--torchbind-class=_TorchScriptTesting::_Foo",
+                           "-k", "coverage or fake_class or agreement", f"--torchbind-baseline={path}",
+                           "--torchbind-accept")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # add_tensor's XPASS(strict) fails; agreement[...] of methods the fake lacks skip in their call
+    result.assert_outcomes(passed=1, failed=3, errors=1, skipped=6, xfailed=2)
+    new = load_baseline(path)
+    assert {k: v for k, v in new.items() if k in old and not k.endswith("add_tensor]")} == {
+        k: Entry(v) for k, v in old.items() if not k.endswith(("add_tensor]", "removed_method]"))}
+    # Fixed on this torch: the entry no longer applies here, and is kept for the other tested torch.
+    fixed = new[f"{FOO}::coverage[add_tensor]"]
+    assert fixed.reason == "fixed since: narrowed" and not fixed.applies_to(torch.__version__)
+    assert set(new) - set(old) == {f"{FOO}::coverage[{m}]" for m in ("add", "__eq__")}
+    result.stdout.fnmatch_lines(["*= torchbind baseline =*",
+                                 f"--torchbind-accept removed 1 stale entry from {path} (tests that no longer exist):",
+                                 f"  {FOO}::coverage[removed_method]"])
+    assert "other.Cls" not in result.stdout.str()
+
+
+@needs_torch_testlib
+def test_stale_entries_are_listed_without_accept(pytester):
+    path = pytester.path / "baseline.json"
+    save_baseline(path, {f"{FOO}::coverage[removed_method]": "stale", f"{FOO}::matrix[increment-inductor]": "kept",
+                         "torchbind[other.Cls]::coverage[gone]": "another class"})
+    before = path.read_bytes()
+    # A run narrowed by --torchbind-checks still knows the class's matrix cells: they are not stale.
+    result = run(pytester, f"--torchbind-baseline={path}", "--torchbind-checks=coverage")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*= torchbind baseline =*",
+                                 f"1 entry of {path} names tests that no longer exist:",
+                                 f"  {FOO}::coverage[removed_method]",
+                                 "remove them from the file, or run once with --torchbind-accept*"])
+    assert "increment-inductor" not in result.stdout.str() and "other.Cls" not in result.stdout.str()
+    assert path.read_bytes() == before
+
+
+@needs_torch_testlib
 def test_baseline_usage_errors(pytester):
     result = run(pytester, "--torchbind-accept")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -80,3 +160,53 @@ def test_baseline_usage_errors(pytester):
     result = run(pytester, "--torchbind-baseline=b.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "torchbind-baseline/1" in result.stderr.str()
+
+
+# ----- entries for some torch versions only ---------------------------------------------------------------------
+
+
+def test_an_entry_may_name_the_torch_releases_it_applies_to(tmp_path):
+    from conformance.baseline import Entry, applying
+
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"schema": SCHEMA, "known_failures": {
+        "a": "everywhere", "b": {"reason": "fixed in 2.14", "torch": "<2.14"}}}))
+    known = load_baseline(path)
+    assert known == {"a": Entry("everywhere"), "b": Entry("fixed in 2.14", "<2.14")}
+    assert applying(known, "2.13.0+cpu") == {"a": "everywhere", "b": "fixed in 2.14"}
+    assert applying(known, "2.14.1+cu130") == {"a": "everywhere"}  # the local label does not count
+    save_baseline(path, known)
+    assert load_baseline(path) == known
+    path.write_text(json.dumps({"schema": SCHEMA, "known_failures": {"b": {"reason": "x", "torch": "two"}}}))
+    with pytest.raises(BaselineError, match="must be a PEP 440 specifier"):
+        load_baseline(path)
+
+
+def test_accepting_on_one_torch_narrows_or_widens_and_keeps_the_others():
+    from conformance.baseline import Entry
+
+    old = {"fixed": Entry("r1"), "other": Entry("r2", "<2.14"), "back": Entry("r3", "<2.14"), "kept": Entry("r4")}
+    results = {"fixed": (False, "passed"), "back": (True, "failing again"), "new": (True, "new failure")}
+    merged = merge_accepted(old, results, torch_version="2.14.1+cu130")
+    assert merged == {
+        "fixed": Entry("r1", "<2.14"),    # passes on the newest tested torch: fixed there
+        "other": Entry("r2", "<2.14"),    # did not run: untouched
+        "back": Entry("r3"),              # fails on 2.14 too: the entry now applies everywhere
+        "kept": Entry("r4"),
+        "new": Entry("new failure"),
+    }
+    # On an older series only that series is excluded (a fix there cannot be told from a break later) ...
+    assert merge_accepted({"x": Entry("r")}, {"x": (False, "ok")}, torch_version="2.13.0+cpu") == {
+        "x": Entry("r", "!=2.13.*")}
+    # ... and passing on every tested series leaves nothing to expect: the entry goes.
+    assert merge_accepted(merged, {"fixed": (False, "passed")}, torch_version="2.13.0+cpu") == {
+        k: v for k, v in merged.items() if k != "fixed"}
+
+
+@needs_torch_testlib
+def test_an_entry_for_another_torch_is_neither_an_xfail_nor_an_xpass(pytester):
+    path = pytester.path / "baseline.json"
+    save_baseline(path, {f"{FOO}::coverage[add]": {"reason": "only on an old torch", "torch": "<1.0"},
+                         f"{FOO}::fake_class": {"reason": "only on an old torch", "torch": "<1.0"}})
+    result = run(pytester, f"--torchbind-baseline={path}")
+    result.assert_outcomes(failed=5, passed=2)  # coverage[add] fails as usual; fake_class passes, no XPASS

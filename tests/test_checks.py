@@ -12,6 +12,9 @@ from torch._library.fake_class_registry import _full_qual_class_name, global_fak
 import conformance
 from conformance.runner import run_class
 from conformance.session import Registry, Session, current
+from conftest import needs_torch_testlib
+
+pytestmark = needs_torch_testlib  # torch's own TorchBind test classes
 
 CONTAINS = "_TorchScriptTesting::_ContainsTensor"
 

@@ -57,13 +57,16 @@ def test_every_option_is_documented_in_the_readme():
     assert not missing, missing
 
 
-def test_example_workflow_installs_cpu_torch_first_and_publishes_the_report():
+def test_example_workflow_runs_each_torch_and_publishes_one_merged_page():
     text = WORKFLOW.read_text()
-    torch_install = text.index("pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
+    assert 'torch: ["2.13.0", "2.14.1"]' in text
+    torch_install = text.index("pip install torch==${{ matrix.torch }} --index-url https://download.pytorch.org/whl/cpu")
     assert torch_install < text.index("pip install -e .")
     gate = text[text.index("python -m pytest"):]
-    assert "--torchbind-baseline=" in gate and "--torchbind-report=torchbind-matrix.html" in gate
-    assert "actions/upload-artifact" in text and "torchbind-matrix.html" in text.split("upload-artifact")[1]
+    assert "--torchbind-baseline=" in gate and "--torchbind-report=torchbind-matrix-${{ matrix.torch }}.json" in gate
+    merge = text[text.index("matrix-page:"):]
+    assert "needs: conformance" in merge and "merge torchbind-matrix-*.json --output torchbind-matrix.html" in merge
+    assert "actions/upload-artifact" in merge and "torchbind-matrix.html" in merge.split("upload-artifact")[1]
 
 
 def _readme_commands() -> list[str]:
@@ -79,5 +82,30 @@ def test_ci_runs_the_readme_test_command_in_a_fresh_virtualenv():
     ci = (ROOT / ".ci" / "run").read_text()
     # CI runs the README's own test command, verbatim, inside a virtualenv it has just created.
     assert test_command in ci
-    venv = ci.index("-m venv .ci-venv")
-    assert ci.index("rm -rf .ci-venv") < venv < ci.index("source .ci-venv/bin/activate") < ci.index(test_command)
+    body = ci[ci.index("fresh_venv() {"):ci.index("\n}\n", ci.index("fresh_venv() {"))]
+    assert body.index('rm -rf "$1"') < body.index('-m venv "$1"') < body.index('source "$1/bin/activate"')
+    assert ci.index("fresh_venv .ci-venv ") < ci.index(test_command)
+    # and a second fresh virtualenv with the other tested torch, running the main job on it
+    assert ci.index(test_command) < ci.index("fresh_venv .ci-venv-2.14") < ci.index("pip install -q torch==2.14.1")
+    assert "--torchbind-baseline=sample_classes/baseline.json" in ci[ci.index("fresh_venv .ci-venv-2.14"):]
+
+
+def test_the_light_lists_match_the_registries():
+    """The plugin offers check and backend names, and knows its ini keys, without importing torch."""
+    from conformance.checks import all_checks
+    from conformance.matrix.backend import all_backends
+    from conformance.names import BACKEND_NAMES, CHECK_NAMES
+    from conformance.options import INI_KEYS
+
+    assert CHECK_NAMES == tuple(c.name for c in all_checks())
+    assert BACKEND_NAMES == tuple(b.name for b in all_backends())
+    assert set(INI_KEYS) == _registered().ini
+
+
+def test_a_run_that_does_not_ask_for_the_plugin_imports_no_torch(pytester):
+    pytester.makepyfile(test_plain="import sys\n\ndef test_plain():\n    assert 'torch' not in sys.modules\n"
+                                   "    assert 'conformance.pytest_run' not in sys.modules\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    asked = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--torchbind-checks=nonsense")
+    assert asked.ret == 4  # asking for the plugin validates its options

@@ -166,7 +166,7 @@ with mode:
         self.assertExpectedInline(render_markdown(self._report()), """\
 ## TorchBind coverage matrix (torch X.Y)
 
-✓ matches plain eager · ✗ fails or differs from eager · – unsupported: a known torch limitation (the cell ran and failed the documented way) · n/a no eager reference
+✓ matches plain eager · ✗ fails or differs from eager · – unsupported: a known torch limitation (the cell ran and failed the documented way) · n/a did not run (no fake class, or no eager reference: the footnote says why)
 
 ### ns::Q
 

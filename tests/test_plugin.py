@@ -123,7 +123,7 @@ def test_unknown_check_name(pytester):
 
 
 def test_user_code_that_raises_fails_the_check_not_the_run(pytester):
-    pytester.makepyfile(userfakes=f"""
+    pytester.makepyfile(userfakes="""
         import torch
         import conformance
         from torch.testing._internal.torchbind_impls import init_torchbind_implementations

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from conformance.discovery import expand_selector
 from conformance.runner import run_class
+from conftest import needs_torch_testlib
+
+pytestmark = needs_torch_testlib  # torch's own TorchBind test classes
 
 NO_FAKE_NO_FLATTEN = ["_DefaultArgs", "_ElementwiseInterpreter", "_FooGetterSetter", "_FooGetterSetterLambda",
                       "_FooReadWrite", "_LambdaInit", "_NoInit", "_PickleTester", "_ReLUClass",

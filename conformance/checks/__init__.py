@@ -15,14 +15,14 @@ exists only for classes that define ``tracing_mode``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
-from ..results import Cell, Failure
+from ..results import Cell
 
 __all__ = ["Check", "check", "all_checks", "get_check"]
 
-CheckFunc = Callable[[Any, Any], "Iterable[Failure] | Cell | None"]
+CheckFunc = Callable[[Any, Any], "Iterable[Failure] | Cell | None"]  # Failure: conformance.results.Failure
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,11 +45,16 @@ def _lost(qualname: str, target: CellTarget, reason: str) -> Cell:
 def matrix(ctx, target: CellTarget) -> Cell:
     """The scenario runs through the backend and matches plain eager: outputs, final object state, and an
     untouched traced object."""
-    if not traces_with_real_object(ctx):
-        ctx.require_fake()  # without a fake class no backend can fakify the object; fake_class reports it
+    # A cell that cannot run still appears in every report, saying why.
+    cell = new_cell(ctx, target.row, target.backend)
+    try:
+        if not traces_with_real_object(ctx):
+            ctx.require_fake()  # without a fake class no backend can fakify the object; fake_class reports it
+    except NotApplicable as exc:
+        cell.status, cell.reason = Status.SKIPPED, f"{exc}: no backend can fakify the object"
+        return cell
     try:
         return run_cell(ctx, target.row, target.backend)
     except NotApplicable as exc:
-        cell = new_cell(ctx, target.row, target.backend)
-        cell.status, cell.reason = Status.SKIPPED, str(exc)
+        cell.status, cell.reason = Status.SKIPPED, f"no eager reference: {exc}"
         return cell

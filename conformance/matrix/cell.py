@@ -103,8 +103,8 @@ def cell_failure(cell: Cell) -> Failure:
 
 
 def cell_skip_reason(cell: Cell) -> str:
-    """The skip message of an ``UNSUPPORTED`` cell (a listed torch limitation) or a ``SKIPPED`` one (the row has
-    no eager reference to compare with)."""
+    """The skip message of an ``UNSUPPORTED`` cell (a listed torch limitation) or a ``SKIPPED`` one (its reason
+    says why it did not run: no fake class to trace with, or no eager reference to compare with)."""
     if cell.status is Status.UNSUPPORTED:
         return f"unsupported: {cell.reason}"
-    return f"no eager reference: {cell.reason}"
+    return cell.reason

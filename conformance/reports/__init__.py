@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..files import write_text_atomically
 from ..results import Cell, Status
 
 __all__ = ["ClassMatrix", "MatrixReport", "build_report", "write_report", "FORMATS", "SYMBOLS"]
@@ -58,23 +59,32 @@ class ClassMatrix:
 
 @dataclasses.dataclass
 class MatrixReport:
-    """Every class's :class:`ClassMatrix`, in first-seen class order sorted by name, plus the limitations table."""
+    """Every class's :class:`ClassMatrix`, in first-seen class order sorted by name, plus the limitations table.
+    ``incomplete``: ``None`` for a run that finished, else why cells are missing, e.g. ``"interrupted: 47 of 91
+    cells ran"`` (every writer shows it)."""
 
     classes: list[ClassMatrix]
     torch_version: str
     limitations: list[dict]
+    incomplete: str | None = None
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    verdicts: dict[str, list[dict]] = dataclasses.field(default_factory=dict)
 
 
-def build_report(cells: Iterable[Cell]) -> MatrixReport:
+def build_report(cells: Iterable[Cell], *, incomplete: str | None = None, verdicts: dict[str, list[dict]] | None = None,
+                 labels: dict[str, str] | None = None) -> MatrixReport:
     """Group cells into matrices, ordered by the plan's row/backend indices (never by arrival order, so a
-    serial and an xdist run give identical reports)."""
+    serial and an xdist run give identical reports). ``incomplete`` becomes :attr:`MatrixReport.incomplete`;
+    ``verdicts`` (``{ns::Cls: [{"item", "check", "target", "status", "summary", "baseline"}]}``) every item's
+    verdict, sorted by item id; ``labels`` the run's labels (``torch``, ``device``, ``platform``, ``date``; the
+    running torch when not given). A class with verdicts but no cells gets an empty matrix."""
     import torch
 
     from ..matrix.backend import all_backends
     from ..matrix.limitations import LIMITATIONS
 
     backend_info = {b.name: {"name": b.name, "group": b.group, "title": b.title} for b in all_backends()}
-    by_class: dict[str, list[Cell]] = {}
+    by_class: dict[str, list[Cell]] = {q: [] for q in verdicts or {}}
     for cell in cells:
         by_class.setdefault(cell.qualname, []).append(cell)
     classes = []
@@ -91,7 +101,10 @@ def build_report(cells: Iterable[Cell]) -> MatrixReport:
         classes.append(ClassMatrix(qualname, rows, backends, {(c.row, c.backend): c for c in items}, footnotes))
     limitations = [{"key": e.key, "backends": sorted(e.backends), "reason": e.reason, "source": e.source}
                    for e in LIMITATIONS]
-    return MatrixReport(classes, torch.__version__, limitations)
+    labels = dict(labels) if labels else {"torch": torch.__version__}
+    ordered = {q: sorted(v, key=lambda d: d["item"]) for q, v in sorted((verdicts or {}).items())}
+    return MatrixReport(classes, labels.get("torch", torch.__version__), limitations, incomplete=incomplete,
+                        labels=labels, verdicts=ordered)
 
 
 def _writers():
@@ -104,11 +117,13 @@ FORMATS = (".md", ".json", ".html")
 
 
 def write_report(report: MatrixReport, path: Path) -> None:
-    """Write ``report`` to ``path`` in the format its suffix names (``.md``, ``.json``, ``.html``).
+    """Write ``report`` to ``path`` in the format its suffix names (``.md``, ``.json``, ``.html``), atomically (a
+    temporary file in the same directory, then ``os.replace``): a fault leaves the previous file, never an empty
+    or truncated one.
 
     Raises ``ValueError`` for another suffix and ``OSError`` when the file cannot be written.
     """
     writer = _writers().get(path.suffix.lower())
     if writer is None:
         raise ValueError(f"unsupported report format {path.suffix!r}; use one of {', '.join(FORMATS)}")
-    path.write_text(writer(report), encoding="utf-8")
+    write_text_atomically(path, writer(report))

@@ -16,7 +16,28 @@ th,td{border:1px solid #bbb;padding:.3em .6em;text-align:center}
 td.row{text-align:left;font-family:monospace}
 .passed{background:#e3f6e3}.failed{background:#fbe0e0}.unsupported{background:#eee}.skipped{background:#fff8dc}
 pre{background:#f6f6f6;padding:.5em;overflow:auto}
+.incomplete{background:#fbe0e0;padding:.5em;border:1px solid #c00}
 """
+
+
+_VERDICT = {"passed": "✓", "failed": "✗", "skipped": "n/a", "unsupported": "–"}
+
+
+def _verdicts(verdicts: list[dict]) -> list[str]:
+    """Every check's verdict of a class (not only the matrix cells), in a collapsible table."""
+    if not verdicts:
+        return []
+    failed = sum(v["status"] == "failed" for v in verdicts)
+    out = [f"<details{' open' if failed else ''}><summary>{len(verdicts)} checks: "
+           f"{sum(v['status'] == 'passed' for v in verdicts)} passed, {failed} failed"
+           f"{' (known failures marked)' if any(v.get('baseline') for v in verdicts) else ''}</summary>",
+           "<table><tr><th>item</th><th>verdict</th><th>summary</th></tr>"]
+    for v in verdicts:
+        mark = _VERDICT.get(v["status"], v["status"]) + (" (baseline)" if v.get("baseline") else "")
+        out.append(f"<tr><td class='row'>{escape(v['item'])}</td><td class='{escape(v['status'])}'>{escape(mark)}"
+                   f"</td><td style='text-align:left'>{escape(v['summary'] or '')}</td></tr>")
+    out.append("</table></details>")
+    return out
 
 
 def render(report: MatrixReport) -> str:
@@ -24,10 +45,17 @@ def render(report: MatrixReport) -> str:
     out = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>",
            f"<title>TorchBind coverage matrix</title><style>{_CSS}</style></head><body>",
            f"<h1>TorchBind coverage matrix</h1><p>torch {escape(report.torch_version)} · ✓ matches eager · "
-           "✗ fails or differs · – known torch limitation · n/a no eager reference</p>"]
+           "✗ fails or differs · – known torch limitation · n/a did not run (no fake class, or no eager reference: "
+           "the footnote says why)</p>"]
+    if report.incomplete:
+        out.append(f"<p class='incomplete'><b>Incomplete report</b> — {escape(report.incomplete)}.</p>")
     for m in report.classes:
         anchor = m.qualname.replace("::", "-")
-        out.append(f"<h2 id='{escape(anchor)}'>{escape(m.qualname)}</h2><table><tr><th rowspan='2'>scenario</th>")
+        out.append(f"<h2 id='{escape(anchor)}'>{escape(m.qualname)}</h2>")
+        out += _verdicts(report.verdicts.get(m.qualname, []))
+        if not m.rows:
+            continue
+        out.append("<table><tr><th rowspan='2'>scenario</th>")
         groups: list[tuple[str, int]] = []
         for b in m.backends:
             if groups and groups[-1][0] == b["group"]:

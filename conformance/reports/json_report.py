@@ -1,4 +1,4 @@
-"""JSON writer: the machine-readable report (schema in the README, ``"schema": "torchbind-matrix/1"``)."""
+"""JSON writer: the machine-readable report (schema in the README, ``"schema": "torchbind-matrix/2"``)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,11 @@ SCHEMA = "torchbind-matrix/2"
 
 
 def render(report: MatrixReport) -> str:
-    """``{"schema", "torch", "classes": [{"qualname", "rows", "backends", "cells": [...], "counts"}],
-    "limitations"}``; each cell: ``row``, ``backend``, ``status``, ``reason``, ``details``, ``limitation``,
+    """``{"schema", "torch", "run", "incomplete", "classes": [{"qualname", "rows", "backends", "cells": [...],
+    "counts", "verdicts"}], "limitations"}`` (``run``: the run's labels — torch, device, platform, date — that
+    :mod:`conformance.merge` tells runs apart by; ``verdicts``: every item of the class, ``{"item", "check",
+    "target", "status", "summary", "baseline"}``) (``incomplete``: ``null``, or why cells are missing, e.g. ``"interrupted: 47 of 91 cells
+    ran"``); each cell: ``row``, ``backend``, ``status``, ``reason``, ``details``, ``limitation``,
     ``footnote``, ``program``."""
     classes = []
     for m in report.classes:
@@ -24,6 +27,8 @@ def render(report: MatrixReport) -> str:
                   "program": cell.program}
                  for row, line in m.table() for b, cell, note in line if cell is not None]
         classes.append({"qualname": m.qualname, "rows": m.rows, "backends": m.backends, "cells": cells,
-                        "counts": {status.value: n for status, n in m.counts().items()}})
-    doc = {"schema": SCHEMA, "torch": report.torch_version, "classes": classes, "limitations": report.limitations}
+                        "counts": {status.value: n for status, n in m.counts().items()},
+                        "verdicts": report.verdicts.get(m.qualname, [])})
+    doc = {"schema": SCHEMA, "torch": report.torch_version, "run": report.labels, "incomplete": report.incomplete,
+           "classes": classes, "limitations": report.limitations}
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -31,9 +31,12 @@ def render_class(matrix: ClassMatrix) -> str:
 
 
 def render(report: MatrixReport) -> str:
-    """The whole report: a title, each class's table, and the legend."""
+    """The whole report: a title, the note of an incomplete run, the legend, and each class's table."""
     parts = [f"## TorchBind coverage matrix (torch {report.torch_version})", "",
              "✓ matches plain eager · ✗ fails or differs from eager · – unsupported: a known torch limitation "
-             "(the cell ran and failed the documented way) · n/a no eager reference", ""]
-    parts += [render_class(m) for m in report.classes]
+             "(the cell ran and failed the documented way) · n/a did not run (no fake class, or no eager reference: "
+             "the footnote says why)", ""]
+    if report.incomplete:
+        parts[1:1] = ["", f"**Incomplete report — {report.incomplete}.**"]
+    parts += [render_class(m) for m in report.classes if m.rows]  # a class whose matrix did not run: no table
     return "\n".join(parts)

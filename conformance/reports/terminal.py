@@ -11,9 +11,10 @@ _SHORT = {Status.PASSED: "✓", Status.FAILED: "✗", Status.UNSUPPORTED: "–",
 
 
 def render_lines(report: MatrixReport) -> list[str]:
-    """Lines: per class a header of backend names and one line per scenario with a symbol per backend."""
-    lines: list[str] = []
-    for m in report.classes:
+    """Lines: the note of an incomplete run, then per class a header of backend names and one line per scenario
+    with a symbol per backend."""
+    lines: list[str] = [f"incomplete report — {report.incomplete}"] if report.incomplete else []
+    for m in (m for m in report.classes if m.rows):
         names = [b["name"] for b in m.backends]
         width = max([len(r) for r in m.rows] + [8])
         lines.append(f"{m.qualname}: " + ", ".join(f"{n} {SYMBOLS[s]}" for s, n in m.counts().items() if n))

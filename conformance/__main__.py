@@ -1,0 +1,70 @@
+"""Command line: ``python -m conformance SUBCOMMAND`` (also the console script ``torchbind-conformance``).
+
+``merge A.json B.json ... --output OUT.md|.html|.json``: one matrix across the JSON reports of several runs (torch
+versions, devices, platforms) or of the shards of one run (:mod:`conformance.merge`). Exit status 0 on success,
+2 for bad input (a missing or foreign report, an unsupported output format, shards that disagree), with a
+one-line message.
+
+``scaffold NS::CLS --load SPEC [--output PATH] [--force] [--check]``: write a starting fake-class module for a
+TorchBind class, bodies inferred by observing the C++ class (:mod:`conformance.scaffold`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["main"]
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from .files import write_text_atomically
+    from .merge import MergeError, load_run, merge_runs
+    from .reports import FORMATS, _writers
+    from .reports.merged import render
+
+    out = Path(args.output)
+    suffix = out.suffix.lower()
+    if suffix not in FORMATS:
+        print(f"torchbind-conformance merge: --output={out}: unsupported format {suffix or '(none)'}; use "
+              f"{', '.join(FORMATS)}", file=sys.stderr)
+        return 2
+    try:
+        merged = merge_runs(load_run(Path(p)) for p in args.reports)
+        if len(merged.runs) == 1:  # shards of one run: exactly the report that run would have written
+            text = _writers()[suffix](merged.reports[0])
+        else:
+            text = render(merged, suffix)
+        write_text_atomically(out, text)
+    except (MergeError, OSError) as exc:
+        print(f"torchbind-conformance merge: {exc}", file=sys.stderr)
+        return 2
+    runs = ", ".join(run.title for run in merged.runs)
+    print(f"merged {len(args.reports)} report(s) of {len(merged.runs)} run(s) ({runs}) into {out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="torchbind-conformance",
+                                     description="torchbind-conformance tools (the checks themselves run as a "
+                                                 "pytest plugin: pytest --torchbind-class=NS::CLS)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    merge = sub.add_parser("merge", help="combine the JSON matrix reports of several runs (or of the shards of "
+                                         "one run) into one report")
+    merge.add_argument("reports", nargs="+", metavar="REPORT.json", help="reports written with "
+                                                                          "--torchbind-report=PATH.json")
+    merge.add_argument("--output", "-o", required=True, metavar="OUT", help="OUT.md, OUT.html or OUT.json")
+    from .scaffold import add_parser as add_scaffold_parser
+    from .scaffold import run as run_scaffold
+
+    add_scaffold_parser(sub)
+    args = parser.parse_args(argv)
+    if args.command == "scaffold":
+        return run_scaffold(args)
+    return _merge(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

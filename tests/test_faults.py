@@ -1,0 +1,264 @@
+"""The gate under faults around it: runs that execute no check, interrupted runs (Ctrl-C, SIGTERM), and files that
+cannot be written at the end of a run. (Baseline accept under partial runs: tests/test_baseline.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conformance.baseline import Entry, load_baseline, save_baseline
+from conformance.files import check_writable, write_text_atomically
+from conformance.reports import build_report, write_report
+from conformance.reports.html import render as render_html
+from conformance.reports.markdown import render as render_markdown
+from conformance.reports.terminal import render_lines
+from conftest import TORCH_SPEC, run_inprocess
+
+FOO = (f"--torchbind-load={TORCH_SPEC}", "--torchbind-class=_TorchScriptTesting::_Foo")
+#: samples::Counter's coverage matrix on plain eager only: 9 cells, a few seconds.
+COUNTER = ("--torchbind-load=sample_classes", "--torchbind-class=samples::Counter", "--torchbind-checks=matrix",
+           "--torchbind-backends=eager")
+
+
+@pytest.fixture(scope="module")
+def samples():
+    import sample_classes  # noqa: F401  (builds the sample extension once; cached afterwards)
+
+    return sample_classes
+
+
+def _no_traceback(result) -> None:
+    out = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in out and "INTERNALERROR" not in out, out[-3000:]
+
+
+# ----- 2. reports are never destroyed ------------------------------------------------------------------------------
+
+def test_a_run_that_runs_no_torchbind_item_leaves_report_and_step_summary_alone(pytester, monkeypatch):
+    report, summary = pytester.path / "m.md", pytester.path / "summary.md"
+    report.write_text("previous report\n")
+    summary.write_text("previous summary\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    for selection in (["--collect-only"], ["-m", "not torchbind"], ["-k", "no_such_item"]):
+        result = run_inprocess(pytester, *FOO, "--torchbind-report=m.md", *selection)
+        assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED), selection
+        assert report.read_text() == "previous report\n", selection
+        assert summary.read_text() == "previous summary\n", selection
+    # The configure-time probe of a new report path creates nothing.
+    before = sorted(os.listdir(pytester.path))
+    result = run_inprocess(pytester, *FOO, "--torchbind-report=new.md", "--collect-only")
+    assert result.ret == pytest.ExitCode.OK
+    assert sorted(os.listdir(pytester.path)) == before
+    # A run that runs an item does write it.
+    result = run_inprocess(pytester, *FOO, "--torchbind-report=m.md", "-k", "fake_class")
+    assert result.ret == pytest.ExitCode.OK
+    assert report.read_text().startswith("## TorchBind coverage matrix")
+
+
+def test_report_and_baseline_writes_are_atomic(tmp_path, monkeypatch):
+    report = build_report([])
+    path = tmp_path / "m.md"
+    path.write_text("old report\n")
+    path.chmod(0o640)
+    write_report(report, path)
+    assert path.read_text().startswith("## TorchBind coverage matrix")
+    assert path.stat().st_mode & 0o777 == 0o640  # an existing file keeps its permissions
+
+    def disk_full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    path.write_text("old report\n")
+    with pytest.raises(OSError, match="No space left"):
+        write_report(report, path)
+    assert path.read_text() == "old report\n"  # not truncated, not empty
+    baseline = tmp_path / "b.json"
+    monkeypatch.undo()
+    save_baseline(baseline, {"a": "reason"})
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(OSError):
+        save_baseline(baseline, {})
+    assert load_baseline(baseline) == {"a": Entry("reason")}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json", "m.md"]  # no temporary file left behind
+    monkeypatch.undo()
+    write_text_atomically(tmp_path / "new.txt", "x")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "new.txt").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_writability_probe_creates_nothing(tmp_path):
+    check_writable(tmp_path / "m.md")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(FileNotFoundError):
+        check_writable(tmp_path / "no" / "m.md")
+    with pytest.raises(IsADirectoryError):
+        check_writable(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+# ----- 3. interrupted runs -----------------------------------------------------------------------------------------
+
+def test_ctrl_c_writes_the_partial_report_marked_incomplete(pytester, samples):
+    pytester.makeconftest("""
+        _done = []
+
+        def pytest_runtest_logfinish(nodeid, location):
+            _done.append(nodeid)
+            if len(_done) == 3:
+                raise KeyboardInterrupt
+    """)
+    result = run_inprocess(pytester, *COUNTER, "--torchbind-report=m.json", no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    doc = json.loads((pytester.path / "m.json").read_text())
+    assert doc["incomplete"] == "interrupted: 3 of 9 cells ran"
+    assert sum(len(c["cells"]) for c in doc["classes"]) == 3
+    result.stdout.fnmatch_lines(["*torchbind coverage matrix*", "incomplete report — interrupted: 3 of 9 cells ran"])
+
+
+def test_a_run_stopped_by_exitfirst_is_marked_too(pytester):
+    result = run_inprocess(pytester, *FOO, "-k", "coverage", "-x", "--torchbind-report=m.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    doc = json.loads((pytester.path / "m.json").read_text())
+    assert doc["incomplete"].startswith("stopped early (stopping after 1 failures): 0 of "), doc["incomplete"]
+    complete = run_inprocess(pytester, *FOO, "-k", "coverage", "--torchbind-report=m.json")
+    assert complete.ret == pytest.ExitCode.TESTS_FAILED
+    assert json.loads((pytester.path / "m.json").read_text())["incomplete"] is None
+
+
+def test_every_writer_shows_an_incomplete_report():
+    note = "interrupted: 47 of 91 cells ran"
+    report = build_report([], incomplete=note)
+    assert f"**Incomplete report — {note}.**" in render_markdown(report)
+    assert f"<b>Incomplete report</b> — {note}." in render_html(report)
+    assert render_lines(report)[0] == f"incomplete report — {note}"
+    assert "Incomplete" not in render_markdown(build_report([]))
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process isolation and /proc: Linux")
+def test_sigterm_stops_the_run_like_ctrl_c(pytester, samples):
+    # Fault injection: in the isolation worker, the fourth item hangs (after saying so), so SIGTERM arrives
+    # while a check is running.
+    pytester.makeconftest("""
+        import time
+        from pathlib import Path
+
+        import conformance.pytest_run as pytest_run
+
+        _run_target = pytest_run.run_target
+
+
+        def _hang_from_the_fourth(unit, session=None):
+            started = Path("started.txt")
+            with started.open("a") as fh:
+                fh.write(unit.name + "\\n")
+            if len(started.read_text().splitlines()) > 3:
+                Path("ready").touch()
+                time.sleep(300)
+            return _run_target(unit, session)
+
+
+        pytest_run.run_target = _hang_from_the_fourth
+    """)
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *COUNTER,
+                             "--torchbind-isolation=process", "--torchbind-report=m.json", "--junitxml=j.xml"],
+                            cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (pytester.path / "ready").exists():
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, "the fourth item never started"
+            time.sleep(0.1)
+        workers = _descendants(proc.pid)
+        assert workers, "the isolation worker process"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    assert "KeyboardInterrupt: terminated by SIGTERM" in out
+    doc = json.loads((pytester.path / "m.json").read_text())
+    assert doc["incomplete"] == "interrupted: 3 of 9 cells ran", out[-3000:]
+    assert (pytester.path / "j.xml").exists()
+    assert not [pid for pid in workers if _alive(pid)], "a worker process outlived the run"
+
+
+# ----- 4. end-of-run errors are one-line warnings -----------------------------------------------------------------
+
+def test_a_report_directory_removed_mid_run_is_a_warning(pytester, samples, monkeypatch):
+    (pytester.path / "out").mkdir()
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    pytester.makeconftest("""
+        import shutil
+
+        def pytest_collection_finish(session):
+            shutil.rmtree("out")
+    """)
+    result = run_inprocess(pytester, *COUNTER, "-k", "increment", "--torchbind-report=out/m.md",
+                           "--torchbind-baseline=b.json", "--torchbind-accept")
+    assert result.ret == pytest.ExitCode.OK  # a passing run still passes
+    report = pytester.path / "out" / "m.md"
+    result.stdout.fnmatch_lines(["*torchbind coverage matrix*",
+                                 f"torchbind: could not write the report {report}: [Errno 2] No such file or directory",
+                                 "*1 passed*"])
+    assert "report: " not in result.stdout.str()
+    _no_traceback(result)
+    assert load_baseline(pytester.path / "b.json") == {}  # the baseline is still saved
+    assert "### samples::Counter" in summary.read_text()  # and the step summary written
+
+
+def test_step_summary_and_baseline_failures_are_warnings(pytester, samples, monkeypatch):
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path))  # a directory: cannot be appended to
+    pytester.makepyfile(test_plain="def test_fails():\n    assert 1 == 2\n")
+    result = run_inprocess(pytester, *COUNTER, "-k", "increment or fails", "--torchbind-report=m.md",
+                           "--torchbind-baseline=gone/b.json", "--torchbind-accept")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "*= FAILURES =*",
+        "*torchbind coverage matrix*",
+        f"torchbind: could not write the baseline {pytester.path / 'gone' / 'b.json'}: "
+        "[Errno 2] No such file or directory",
+        f"torchbind: could not write the GitHub step summary {pytester.path} (GITHUB_STEP_SUMMARY): "
+        "[Errno 21] Is a directory",
+        "*short test summary info*",
+        "*1 failed, 1 passed*",
+    ])
+    _no_traceback(result)
+    assert (pytester.path / "m.md").read_text().startswith("## TorchBind coverage matrix")  # still written

@@ -1,0 +1,77 @@
+"""One matrix across runs: ``python -m conformance merge`` on the JSON reports of runs and of shards of a run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conformance.__main__ import main
+from conftest import run_inprocess, undated_report
+
+COUNTER = ("--torchbind-load=sample_classes", "--torchbind-class=samples::Counter",
+           "--torchbind-checks=fake_class,coverage,matrix", "--torchbind-backends=eager,export")
+
+
+@pytest.fixture(scope="module")
+def samples():
+    import sample_classes  # noqa: F401
+
+    return "samples"
+
+
+def _report(pytester, name, *extra):
+    result = run_inprocess(pytester, *COUNTER, f"--torchbind-report={name}", *extra)
+    assert result.ret in (0, 1), result.stdout.str()[-2000:]
+    return pytester.path / name
+
+
+def test_shards_of_one_run_merge_into_the_report_the_whole_run_writes(pytester, samples):
+    whole = _report(pytester, "whole.json")
+    first = _report(pytester, "shard1.json", "-k", "eager or fake_class")
+    second = _report(pytester, "shard2.json", "-k", "not (eager or fake_class)")
+    assert main(["merge", str(first), str(second), "--output", str(pytester.path / "merged.json")]) == 0
+    assert undated_report(pytester.path / "merged.json") == undated_report(whole)
+    doc = json.loads(whole.read_text())
+    assert doc["run"]["torch"] and doc["run"]["device"] == "cpu" and doc["run"]["platform"].startswith(sys.platform)
+    [cls] = doc["classes"]
+    assert {v["item"] for v in cls["verdicts"]} >= {"fake_class", "coverage[increment]", "matrix[increment-eager]"}
+
+
+def test_runs_of_two_torch_versions_show_both_statuses_and_what_changed(pytester, samples, tmp_path):
+    old = _report(pytester, "old.json")
+    doc = json.loads(old.read_text())
+    # The same run as it would come from a newer torch that fixed one cell and broke another.
+    doc["run"]["torch"] = doc["torch"] = "9.9.0"
+    [cls] = doc["classes"]
+    fixed = next(c for c in cls["cells"] if c["status"] == "unsupported")
+    broken = next(c for c in cls["cells"] if c["status"] == "passed")
+    fixed["status"], broken["status"] = "passed", "failed"
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(doc))
+    for suffix in (".md", ".html", ".json"):
+        assert main(["merge", str(old), str(new), "--output", str(tmp_path / f"m{suffix}")]) == 0
+    md = (tmp_path / "m.md").read_text()
+    assert "2. torch 9.9.0 · cpu ·" in md
+    assert f"`{broken['row']}` / {broken['backend']}: broke in 9.9.0" in md
+    assert f"`{fixed['row']}` / {fixed['backend']}: changed in 9.9.0" in md  # unsupported -> passed
+    merged = json.loads((tmp_path / "m.json").read_text())
+    assert [r["torch"] for r in merged["runs"]] == [json.loads(old.read_text())["torch"], "9.9.0"]
+    [mcls] = merged["classes"]
+    cell = next(c for c in mcls["cells"] if (c["row"], c["backend"]) == (broken["row"], broken["backend"]))
+    assert [r["status"] for r in cell["runs"]] == ["passed", "failed"] and cell["change"] == "broke in 9.9.0"
+    html = (tmp_path / "m.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "http" not in html.split("</style>")[1]
+    assert "every check&#x27;s verdict, per run" in html or "every check's verdict, per run" in html
+
+
+def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
+    missing = subprocess.run([sys.executable, "-m", "conformance", "merge", str(tmp_path / "nope.json"), "-o",
+                              str(tmp_path / "m.md")], capture_output=True, text=True)
+    assert missing.returncode == 2 and "cannot read the report" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    (tmp_path / "other.json").write_text("{}")
+    assert main(["merge", str(tmp_path / "other.json"), "-o", str(tmp_path / "m.md")]) == 2
+    assert main(["merge", str(tmp_path / "other.json"), "-o", str(tmp_path / "m.txt")]) == 2
