@@ -50,10 +50,9 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import Version
 
 from .files import write_text_atomically
-from .versions import TESTED, torch_release
+from .versions import NEWEST_TESTED, TESTED, torch_release
 
 __all__ = ["SCHEMA", "BaselineError", "Entry", "load_baseline", "save_baseline", "merge_accepted", "stale_entries",
            "applying"]
@@ -144,8 +143,7 @@ def _narrowed(entry: Entry, torch_version: str) -> Entry | None:
     newer (a fix, the usual case), else only its series (``!=2.13.*``: one run cannot tell a fix in a newer torch
     from a break in an older one). ``None`` when the entry then matches no tested release."""
     release = torch_release(torch_version)
-    newest = max(Version(t) for t in TESTED)
-    if (release.major, release.minor) >= (newest.major, newest.minor):
+    if (release.major, release.minor) >= (NEWEST_TESTED.major, NEWEST_TESTED.minor):
         series = f"<{release.major}.{release.minor}"
     else:
         series = f"!={release.major}.{release.minor}.*"

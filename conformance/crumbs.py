@@ -16,13 +16,12 @@ from collections.abc import Callable
 
 from .session import current
 
-__all__ = ["calling", "CallAbandoned", "SIDES"]
+__all__ = ["calling", "CallAbandoned"]
 
 _SLOTS, _SLOT = 24, 2048  # breadcrumbs kept (deeper ones are not shown), bytes per label
 _HEADER = struct.Struct("<Qdi")  # sequence number (odd while writing), start of the oldest timed call, depth
 _SLOT_HEADER = struct.Struct("<?BH")  # timed, side (an index into _SIDES), label length
 _SIDES = (None, "C++", "fake")
-SIDES = _SIDES
 
 
 class _Crumbs:

@@ -34,6 +34,7 @@ from .values import ArgumentSet, UnsupportedType, Value, argument_sets
 
 __all__ = [
     "examples",
+    "named_arguments",
     "Example",
     "ExampleSet",
     "build_examples",
@@ -98,13 +99,13 @@ class Example:
             else:
                 args, kwargs = self.ctor.make()
                 if record is not None:
-                    record += _named_arguments("the constructor", args, kwargs)
+                    record += named_arguments("the constructor", args, kwargs)
                 obj = self.info.script_class(*args, **kwargs)
             for step in self.steps:
                 made = step.args.make()
                 result = step.invoke(obj, made)
                 if record is not None:
-                    record += _named_arguments(step.code(), *made)
+                    record += named_arguments(step.code(), *made)
                     record.append((f"the result of {step.code()}", result))
         return obj
 
@@ -139,7 +140,9 @@ class Example:
         return Value(f"{name}()", ((name, self.build),))
 
 
-def _named_arguments(call: str, args: list[Any], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+def named_arguments(call: str, args: list[Any], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``(what, value)`` for each argument of ``call`` (its source or a description): ``argument 0 of ...``,
+    ``argument alpha of ...``."""
     return [(f"argument {i} of {call}", v) for i, v in enumerate(args)] + \
         [(f"argument {k} of {call}", v) for k, v in kwargs.items()]
 

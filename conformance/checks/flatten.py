@@ -25,6 +25,7 @@ from torch._library.fake_class_registry import _check_valid_flat_script_obj
 
 from ..calls import Callee
 from ..compare import describe, flat_state_differences
+from ..example_objects import named_arguments
 from ..isolation import calling
 from ..results import Failure, NotApplicable
 from . import check
@@ -156,8 +157,7 @@ def _shared_with_calls(ctx, example) -> list[str]:
                     after = obj.__obj_flatten__()
             except Exception:  # noqa: BLE001 - the call's own checks report raising
                 continue
-            seen = [(f"argument {i} of {call.code()}", v) for i, v in enumerate(made[0])]
-            seen += [(f"argument {k} of {call.code()}", v) for k, v in made[1].items()]
+            seen = named_arguments(call.code(), *made)
             got = [(f"the result of {call.code()}", result)]
             found += _shared_storage(before, got) + _shared_storage(after, seen + got)
     return found

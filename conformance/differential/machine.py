@@ -103,7 +103,7 @@ class _Side:
         self.seen: list[tuple[str, torch.Tensor, Any]] = []
         self.keep: list[Any] = []
 
-    def _args(self, args: ArgumentSet, ctx: ClassContext):
+    def _args(self, args: ArgumentSet):
         """Fresh arguments; on a fake side tensors become fake tensors (as :func:`conformance.context.to_fake`)
         and TorchBind objects are fakified, as they would be while tracing."""
         if not args.args and not args.kwargs:
@@ -121,7 +121,7 @@ class _Side:
         ``Exception`` is raised on as a :class:`~conformance.faults.UserFault` that fails the item (a real
         interrupt as it is)."""
         try:
-            a, kw = self._args(args, ctx)
+            a, kw = self._args(args)
         except Exception as exc:  # noqa: BLE001 - e.g. a user override drew bad source
             raise RuntimeError(f"building the arguments {args.code()!r} of {rule.label} raised {exc!r}") from exc
         if step is not None:
