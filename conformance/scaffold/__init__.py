@@ -28,14 +28,22 @@ class ScaffoldError(Exception):
     """Bad input for the scaffold; the message is one line, printed on stderr with exit status 2."""
 
 
-def generate(qualname: str, load_specs: list[str], output: str) -> str:
+def generate(qualname: str, load_specs: list[str], output: str, *, timeout: float | None = None,
+             examples: int | None = None, isolate: bool = True) -> str:
     """The source of the fake-class module for ``qualname`` (its library already loaded in this process).
-    ``load_specs`` and ``output`` only go into the header's check command. Raises :class:`ScaffoldError` for an
-    unknown class, a class without ``__obj_flatten__`` or without example objects."""
+    ``load_specs`` and ``output`` only go into the header's check command. The C++ class is observed in supervised
+    worker processes (see :mod:`conformance.scaffold.worker`; ``isolate=False`` observes in this process);
+    ``timeout``: seconds one call into the class may take while observed (default
+    :data:`~conformance.scaffold.worker.DEFAULT_TIMEOUT`; ``0``: no limit); ``examples``: hypothesis examples of
+    the ``differential`` check that verifies the inferred bodies (default: the plugin's). Raises
+    :class:`ScaffoldError` for an unknown class, a class without ``__obj_flatten__`` or without example
+    objects, or an ``__obj_flatten__`` that fails."""
     from ..discovery import SelectorError
-    from ..session import Session, current
-    from .observe import attribute_names, choose_method, choose_op, choose_static, flat_state
+    from ..isolation import WorkerLost
+    from ..session import DEFAULT_EXAMPLES, Session, current
+    from .observe import Choice, ObservedState
     from .render import check_command, render_module
+    from .worker import DEFAULT_TIMEOUT, Observer, lost_text
 
     session = Session(registry=current().registry)
     try:
@@ -51,30 +59,65 @@ def generate(qualname: str, load_specs: list[str], output: str) -> str:
             f'.def("__obj_flatten__", [](const c10::intrusive_ptr<{info.name}>& self) {{ return '
             f'std::make_tuple(std::make_tuple("count", self->count_)); }}) '
             f"(see torch's custom-class tutorial, 'Support for torch.export')")
-    examples = ctx.example_set.examples
-    if not examples:
-        raise ScaffoldError(f"cannot build any {qualname} object to observe: {ctx.example_set.problem}")
-    values: dict[str, list] = {}
-    for example in examples:
-        try:
-            state = flat_state(example.build())
-        except Exception as exc:  # noqa: BLE001
-            raise ScaffoldError(f"{qualname}.__obj_flatten__() failed: {exc}".splitlines()[0]) from exc
-        for k, v in state.items():
-            values.setdefault(k, []).append(v)
-    taken = set(info.methods) | set(info.static_methods)
-    names = attribute_names(list(values), taken)
-    attrs = {names[k]: next((v for v in vs if not (isinstance(v, list) and not v)), vs[0])
-             for k, vs in values.items()}
-    methods, chosen = {}, {}
-    for m in info.user_methods:
-        methods[m] = choose_method(ctx, m, names, attrs, chosen)
-        if methods[m].fn is not None:
-            chosen[m] = methods[m].fn
-    statics = {m: choose_static(ctx, m) for m in info.static_methods if m not in info.methods}
-    ops = {op.qualname: choose_op(ctx, op) for op in info.ops}
-    return render_module(info, names=names, values=values, methods=methods, statics=statics, ops=ops,
-                         command=check_command(qualname, load_specs, output), load_specs=load_specs)
+    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+    with Observer(session, qualname, timeout=timeout, isolate=isolate) as observer:
+        state = observer.run("state")
+        if isinstance(state, WorkerLost):
+            raise ScaffoldError(f"cannot observe {qualname}: {lost_text(state)}")
+        if not isinstance(state, ObservedState):
+            raise ScaffoldError(state)
+
+        def observed(task: str, **fields) -> Choice:
+            found = observer.run(task, **fields)
+            return Choice(None, lost_text(found)) if isinstance(found, WorkerLost) else found
+
+        methods: dict[str, Choice] = {}
+        for m in info.user_methods:
+            chosen = {k: list(c.template.lines) for k, c in methods.items() if c.template is not None}
+            methods[m] = observed("method", name=m, chosen=chosen)
+        statics = {m: observed("static", name=m) for m in info.static_methods if m not in info.methods}
+        inferred = sorted(m for m, c in methods.items() if c.template is not None)
+        ops = {op.qualname: observed("op", name=op.qualname, inferred=inferred) for op in info.ops}
+
+        def render(only_inferred: bool = False) -> str:
+            return render_module(info, names=state.names, values=state.values, methods=methods, statics=statics,
+                                 ops=ops, command=check_command(qualname, load_specs, output),
+                                 load_specs=load_specs, only_inferred=only_inferred)
+
+        # The plugin's own checks have the last word: each inferred body must pass agreement (custom_op for an
+        # op fake), then all of them together the differential; a body that fails is replaced by
+        # NotImplementedError saying so. The checks run in workers without abandoning calls, as the plugin's do.
+        budget = examples or DEFAULT_EXAMPLES
+
+        def demote(name: str, why: str) -> None:
+            table = methods if name in methods else ops
+            old = table[name]
+            table[name] = Choice(None, f"the body inferred from observation ({old.template.description}) failed "
+                                       f"the plugin's {why}", left_out=old.left_out)
+
+        def verify(check: str, targets: list[str] | None = None) -> list[tuple[str, str]]:
+            found = observer.run("verify", abandon=False, module=render(only_inferred=True), check=check,
+                                 examples=budget, targets=targets)
+            if not isinstance(found, WorkerLost):
+                return found
+            if targets and len(targets) > 1:  # which one crashed or hung: each in a worker of its own
+                return [f for t in targets for f in verify(check, [t])]
+            return [((targets or [""])[0], f"{check} check: " + lost_text(found).replace("observing it ", "it "))]
+
+        inferred = [n for n, c in [*methods.items(), *ops.items()] if c.template is not None]
+        for name, why in verify("agreement", inferred):
+            demote(name, why)
+        for _ in range(len(methods) + len(ops)):
+            failed = verify("differential")
+            if not failed:
+                break
+            name, why = failed[0]
+            if not (name in methods or name in ops) or (methods.get(name) or ops[name]).template is None:
+                for other in [n for n, c in [*methods.items(), *ops.items()] if c.template is not None]:
+                    demote(other, why)  # no inferred body to blame: none can be vouched for
+                break
+            demote(name, why)
+    return render()
 
 
 def add_parser(sub) -> None:
@@ -89,6 +132,14 @@ def add_parser(sub) -> None:
     p.add_argument("--force", action="store_true", help="overwrite an existing output file")
     p.add_argument("--check", action="store_true", help="run the plugin on the generated module and print "
                                                         "the verdicts")
+    from .worker import DEFAULT_TIMEOUT
+
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"seconds one call into the class may take while it is observed (default "
+                        f"{DEFAULT_TIMEOUT:g}; 0: no limit); a call that takes longer is not observed again")
+    p.add_argument("--examples", type=int, default=None, metavar="N",
+                   help="hypothesis examples of the differential check that verifies the inferred bodies "
+                        "(default: the plugin's --torchbind-examples default)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,7 +178,9 @@ def _run(args: argparse.Namespace) -> int:
         else:
             raise ScaffoldError(f"{qualname} already has a fake class registered by the --load specs; --check "
                                 "needs specs that load only the library (the generated module registers the fake)")
-    text = generate(qualname, list(args.load), str(out))
+    if args.timeout < 0 or (args.examples is not None and args.examples < 1):
+        raise ScaffoldError("--timeout must be 0 or positive and --examples at least 1")
+    text = generate(qualname, list(args.load), str(out), timeout=args.timeout, examples=args.examples)
     write_text_atomically(out, text)
     stubbed = text.count("raise NotImplementedError(")
     print(f"wrote {out}: fake class for {qualname}" + (f" ({stubbed} bodies not inferred: they raise "
@@ -136,6 +189,6 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     from .check import check_module, format_table
 
-    verdicts = check_module(qualname, list(args.load), out)
+    verdicts = check_module(qualname, list(args.load), out, examples=args.examples)
     print(format_table(verdicts))
     return 0 if verdicts and all(v.passed for v in verdicts if v.structural) else 1

@@ -1,23 +1,21 @@
-"""``scaffold --check``: run the plugin on a generated module in a subprocess and read its verdicts."""
+"""``scaffold --check``: run the plugin on generated modules in a subprocess and read its verdicts from the
+run's JSON report."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["CHECKS", "STRUCTURAL", "Verdict", "check_module", "format_table", "absolute_spec"]
+__all__ = ["CHECKS", "STRUCTURAL", "Verdict", "check_module", "check_modules", "format_table", "absolute_spec"]
 
 #: The checks ``--check`` runs.
 CHECKS = ("fake_class", "coverage", "extra_methods", "signature", "roundtrip", "agreement", "differential")
 #: The checks a generated module must pass whatever its bodies do (``--check`` exits 1 when one fails).
 STRUCTURAL = frozenset({"fake_class", "coverage", "extra_methods", "signature", "roundtrip"})
-
-_LINE = re.compile(r"^(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS) (\S+)(?: - (.*))?$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,36 +48,40 @@ def absolute_spec(spec: str, cwd: Path) -> str:
     return f"{path}:{func}" if func else path
 
 
-def check_module(qualname: str, load_specs: list[str], module: Path, timeout: float = 600) -> list[Verdict]:
-    """Run ``python -m pytest --torchbind-load=<specs> --torchbind-load=<module> --torchbind-class=<qualname>``
-    with :data:`CHECKS` (no isolation) in a scratch directory and return one :class:`Verdict` per item, in
-    order. Module specs are found through ``PYTHONPATH`` (the current directory prepended)."""
+def check_module(qualname: str, load_specs: list[str], module: Path, timeout: float = 600,
+                 examples: int | None = None) -> list[Verdict]:
+    """Run the plugin on the generated ``module`` for ``qualname`` (see :func:`check_modules`)."""
+    return check_modules([qualname], load_specs, [module], timeout=timeout, examples=examples).get(qualname, [])
+
+
+def check_modules(qualnames: list[str], load_specs: list[str], modules: list[Path], checks: tuple[str, ...] = CHECKS,
+                  timeout: float = 600, examples: int | None = None, isolation: str = "none",
+                  options: tuple[str, ...] = ()) -> dict[str, list[Verdict]]:
+    """Run ``python -m pytest --torchbind-load=<specs> --torchbind-load=<module>... --torchbind-class=<qualname>...``
+    with ``checks`` (``--torchbind-isolation=isolation``; ``examples``: ``--torchbind-examples``; ``options``: more
+    pytest options) in a scratch directory and return the
+    verdicts per class, read from the run's JSON report (sorted by item id). Module specs are found through
+    ``PYTHONPATH`` (the current directory prepended). A run that writes no report gives one ``pytest`` verdict
+    with ``error`` status and the run's last output line for each class."""
+    import json
+
     cwd = Path.cwd()
-    specs = [absolute_spec(s, cwd) for s in load_specs] + [str(module.resolve())]
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA", "--torchbind-isolation=none",
-           *[f"--torchbind-load={s}" for s in specs], f"--torchbind-class={qualname}",
-           f"--torchbind-checks={','.join(CHECKS)}"]
+    specs = [absolute_spec(s, cwd) for s in load_specs] + [str(m.resolve()) for m in modules]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(cwd), *filter(None, [env.get("PYTHONPATH")])])
     with tempfile.TemporaryDirectory(prefix="scaffold-check-") as scratch:
+        report = Path(scratch) / "report.json"
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--torchbind-isolation={isolation}",
+               *[f"--torchbind-load={s}" for s in specs], *[f"--torchbind-class={q}" for q in qualnames],
+               f"--torchbind-checks={','.join(checks)}", f"--torchbind-report={report}",
+               *([f"--torchbind-examples={examples}"] if examples else []), *options]
         proc = subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
-    verdicts = parse_summary(proc.stdout)
-    if not verdicts:
+        data = json.loads(report.read_text()) if report.exists() else {"classes": []}
+    out = {c["qualname"]: [Verdict(v["check"], v.get("target") or "", v["status"], v.get("summary") or "")
+                           for v in c.get("verdicts", [])] for c in data["classes"]}
+    if not any(out.values()):
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
-        verdicts = [Verdict("pytest", "", "error", f"exit status {proc.returncode}: {tail[0]}")]
-    return verdicts
-
-
-def parse_summary(stdout: str) -> list[Verdict]:
-    """The verdicts in pytest's ``-rA`` short summary (``PASSED torchbind[ns.Cls]::signature[push]``)."""
-    out = []
-    for line in stdout.splitlines():
-        m = _LINE.match(line.strip())
-        if not m or "::" not in m.group(2):
-            continue
-        item = m.group(2).split("::", 1)[1]
-        check, _, target = item.partition("[")
-        out.append(Verdict(check, target.rstrip("]"), m.group(1).lower(), (m.group(3) or "").strip()))
+        out = {q: [Verdict("pytest", "", "error", f"exit status {proc.returncode}: {tail[0]}")] for q in qualnames}
     return out
 
 

@@ -21,10 +21,12 @@ import torch.utils._pytree as pytree
 from ..calls import Call, Callee
 from ..compare import compare_results, describe
 from ..context import ClassContext
+from ..crumbs import CallAbandoned, calling
 from ..discovery import OpInfo
 from .templates import Template, compile_method, method_templates, static_templates
 
-__all__ = ["Choice", "attribute_names", "choose_method", "choose_static", "choose_op", "flat_state"]
+__all__ = ["Choice", "ObservedState", "attribute_names", "choose_method", "choose_static", "choose_op", "flat_state",
+           "observe_state"]
 
 _MAX_TRIALS = 400
 #: Argument sets observed per method or op (the plugin's checks use 3; more dtypes catch type promotion).
@@ -34,16 +36,62 @@ _ARGUMENT_SETS = 6
 @dataclasses.dataclass
 class Choice:
     """The outcome for one method or op: ``template`` (``None`` when nothing agreed) and, then, ``observed``
-    (what the real class did, for the ``NotImplementedError`` message)."""
+    (what the real class did, for the ``NotImplementedError`` message); ``left_out``: calls not observed because
+    they crashed or hung the worker process (``"<call> on <state> <what it did>"``), for a comment on the body.
+    Picklable (it comes back from the observing worker) once ``fn`` is dropped."""
 
     template: Template | None
     observed: str = ""
-    fn: Any = None  # the template compiled, as the stand-in runs it
+    fn: Any = None  # the template compiled, as the stand-in runs it (not sent between processes)
+    left_out: tuple[str, ...] = ()
 
 
 def flat_state(obj: torch.ScriptObject) -> dict[str, Any]:
     """``dict(obj.__obj_flatten__())``."""
     return dict(obj.__obj_flatten__())
+
+
+@dataclasses.dataclass
+class ObservedState:
+    """What ``__obj_flatten__`` gave on the example objects: ``values`` (flatten key -> its value on each example,
+    in example order), ``names`` (flatten key -> the fake's attribute, see :func:`attribute_names`) and ``attrs``
+    (attribute -> a representative value: the first that is not an empty list, which decides the templates)."""
+
+    values: dict[str, list[Any]]
+    names: dict[str, str]
+    attrs: dict[str, Any]
+
+
+def observe_state(ctx: ClassContext) -> ObservedState:
+    """Flatten every example object of ``ctx``'s class. Raises ``LookupError`` (one-line message) when no
+    example object can be built, ``ValueError`` when ``__obj_flatten__`` fails or returns something that is not
+    ``(name, value)`` pairs."""
+    info = ctx.info
+    examples = ctx.example_set.examples
+    if not examples:
+        raise LookupError(f"cannot build any {info.qualname} object to observe: {ctx.example_set.problem}")
+    values: dict[str, list[Any]] = {}
+    for example in examples:
+        try:
+            obj = example.build()
+            with calling(f"{example.label}.__obj_flatten__()"):
+                flat = obj.__obj_flatten__()
+        except CallAbandoned:
+            continue
+        except Exception as exc:  # noqa: BLE001 - C++ may raise anything
+            raise ValueError(f"{info.qualname}.__obj_flatten__() failed on {example.label}: {exc}".splitlines()[0]) \
+                from exc
+        try:
+            state = dict(flat)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{info.qualname}.__obj_flatten__() must return a tuple of (name, value) pairs; on "
+                             f"{example.label} it returned {describe(flat, 120)}") from exc
+        for k, v in state.items():
+            values.setdefault(k, []).append(v)
+    names = attribute_names(list(values), set(info.methods) | set(info.static_methods))
+    attrs = {names[k]: next((v for v in vs if not (isinstance(v, list) and not v)), vs[0])
+             for k, vs in values.items()}
+    return ObservedState(values, names, attrs)
 
 
 def attribute_names(keys: list[str], taken: set[str]) -> dict[str, str]:
@@ -65,19 +113,25 @@ class _Trial:
     after: dict[str, Any]
 
 
-def _run(call: Call, obj) -> tuple[list[Any], Any, BaseException | None]:
+def _run(call: Call, obj, label: str = "") -> tuple[list[Any], Any, BaseException | None]:
+    """Call ``call`` on ``obj``: (its arguments, result, error). ``label`` names the call and the object's state
+    for the supervisor (see :func:`conformance.crumbs.calling`); a call abandoned for crashing or hanging the
+    worker raises :class:`CallAbandoned`."""
     made = call.args.make()
-    try:
-        return made[0], call.invoke(obj, made), None
-    except Exception as exc:  # noqa: BLE001 - C++ may raise anything
-        return made[0], None, exc
+    with calling(label or call.code()):
+        try:
+            return made[0], call.invoke(obj, made), None
+        except Exception as exc:  # noqa: BLE001 - C++ may raise anything
+            return made[0], None, exc
 
 
-def _trials(ctx: ClassContext, calls: list[Call], prefixes: list[tuple[Call, Any]]) -> list[_Trial]:
+def _trials(ctx: ClassContext, calls: list[Call], prefixes: list[tuple[Call, Any]],
+            left_out: list[str] | None = None) -> list[_Trial]:
     """Trials of ``calls`` on every example: each call alone, then each call twice in a row, then each call after
     each ``(call, fn)`` in ``prefixes``: with ``fn`` (the template already chosen for that method) the stand-in
     runs the prefix too; without, it starts from the real state after the prefix. At most ``_MAX_TRIALS``, the
-    single calls on every example first."""
+    single calls on every example first. A trial with a call that was abandoned for crashing or hanging the worker
+    process is left out (and named in ``left_out``)."""
     out: list[_Trial] = []
     examples = ctx.example_set.examples
     plans = [(e, [(c, None)], None) for e in examples for c in calls]
@@ -88,19 +142,27 @@ def _trials(ctx: ClassContext, calls: list[Call], prefixes: list[tuple[Call, Any
         else:
             plans += [(e, [(c, None)], p) for e in examples for c in calls]
     for example, seq, prefix in plans[:_MAX_TRIALS]:
+        label = example.label
         try:
             obj = example.build()
-            label = example.label
             if prefix is not None:
-                prefix.invoke(obj)
-                label += f".{prefix.label}(..)"
-            before = flat_state(obj)
-        except Exception:  # noqa: BLE001 - this state cannot be reached: no trial
+                label = prefix.code(label)
+                with calling(label):
+                    prefix.invoke(obj)
+            with calling(f"{label}.__obj_flatten__()"):
+                before = flat_state(obj)
+            done, chain = [], label
+            for c, fn in seq:
+                chain = c.code(chain)  # the calls so far, chained: CrashyStack().pop().pop()
+                done.append((c, *_run(c, obj, chain), fn))
+            with calling(f"{chain}.__obj_flatten__()"):
+                after = flat_state(obj)
+        except CallAbandoned as exc:
+            entry = f"{exc.label} {exc.cause}"
+            if left_out is not None and entry not in left_out:
+                left_out.append(entry)
             continue
-        done = [(c, *_run(c, obj), fn) for c, fn in seq]
-        try:
-            after = flat_state(obj)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - this state cannot be reached or read: no trial
             continue
         out.append(_Trial(label, before, done, after))
     return out
@@ -164,17 +226,21 @@ def _copy(v: Any) -> Any:
 
 
 def _pick(trials: list[_Trial], name: str, params: list[str], templates: list[Template], names: dict[str, str],
-          static: bool = False) -> Choice:
+          static: bool = False, left_out: list[str] | None = None) -> Choice:
+    gone = tuple(left_out or ())
     if not trials:
-        return Choice(None, "no call could be observed (no example object, or no arguments could be generated)")
+        why = "no call could be observed (no example object, or no arguments could be generated)"
+        if gone:
+            why = f"no call could be observed: {'; '.join(gone)}"
+        return Choice(None, why, left_out=gone)
     for template in templates:
         try:
             fn = compile_method(name, params, template, static)
         except SyntaxError:
             continue
         if all(_agrees(t, fn, names, static) for t in trials):
-            return Choice(template, fn=fn)
-    return Choice(None, _observed(trials))
+            return Choice(template, fn=fn, left_out=gone)
+    return Choice(None, _observed(trials), left_out=gone)
 
 
 def _observed(trials: list[_Trial]) -> str:
@@ -243,10 +309,11 @@ def choose_method(ctx: ClassContext, method: str, names: dict[str, str], attrs: 
                 prefixes += [(c, chosen.get(other)) for c in ctx.calls_of(Callee.method(other), limit=1)]
             except Exception:  # noqa: BLE001
                 pass
-    trials = _trials(ctx, calls, prefixes)
+    left_out: list[str] = []
+    trials = _trials(ctx, calls, prefixes, left_out)
     params = _params(schema, 0)
     templates = method_templates(attrs, params, _constant(trials))
-    return _pick(trials, method, [p for p, _ in params], templates, names)
+    return _pick(trials, method, [p for p, _ in params], templates, names, left_out=left_out)
 
 
 def choose_static(ctx: ClassContext, method: str) -> Choice:
@@ -257,13 +324,18 @@ def choose_static(ctx: ClassContext, method: str) -> Choice:
     except Exception as exc:  # noqa: BLE001
         return Choice(None, f"no calls could be generated: {exc}")
     fn = getattr(ctx.info.script_class, method)
-    trials = []
+    trials, left_out = [], []
     for args in sets:
         call = Call(Callee.method(method), args)
-        trials.append(_Trial(ctx.info.name, {}, [(call, *_run(call, _Static(fn)), None)], {}))
+        try:
+            ran = _run(call, _Static(fn), call.code(ctx.info.name))
+        except CallAbandoned as exc:
+            left_out.append(f"{exc.label} {exc.cause}")
+            continue
+        trials.append(_Trial(ctx.info.name, {}, [(call, *ran, None)], {}))
     params = _params(schema, None)
     return _pick(trials, method, [p for p, _ in params], static_templates(params, _constant(trials)), {},
-                 static=True)
+                 static=True, left_out=left_out)
 
 
 def _signature(args: list[Any], result: Any) -> list[int | None]:
@@ -282,13 +354,14 @@ class _Static:
         return self._fn
 
 
-def choose_op(ctx: ClassContext, op: OpInfo) -> Choice:
+def choose_op(ctx: ClassContext, op: OpInfo, inferred: set[str] | None = None) -> Choice:
     """The op's fake body: ``return obj.<method>(...)`` when the class has a method named like the op (``pop``
     for ``queue_pop`` too) that does
     what the op does (same result, same state afterwards, same aliasing), else ``torch.empty_like(<a tensor
     argument>)`` when the op leaves the state alone and returns a tensor like it, else ``obj.<m>(torch.empty_like(
     <a tensor argument>))`` for a one-tensor method ``m`` (an op that stores a tensor computed from its argument),
-    else a :class:`Choice` carrying what was observed."""
+    else a :class:`Choice` carrying what was observed. ``inferred``: the methods whose fake body was inferred
+    (only those may be called by the op's fake; default: every method)."""
     pos = op.class_args[0]
     names = [a.name for a in op.schema.arguments]
     obj_name, others = names[pos], [n for i, n in enumerate(names) if i != pos]
@@ -296,21 +369,27 @@ def choose_op(ctx: ClassContext, op: OpInfo) -> Choice:
         calls = ctx.calls_of(Callee.of_op(op), limit=_ARGUMENT_SETS)
     except Exception as exc:  # noqa: BLE001
         return Choice(None, f"no calls could be generated: {exc}")
-    trials = [t for t in _trials(ctx, calls, []) if len(t.calls) == 1]
+    left_out: list[str] = []
+    trials = [t for t in _trials(ctx, calls, [], left_out) if len(t.calls) == 1]
+    gone = tuple(left_out)
     if not trials:
-        return Choice(None, "no call could be observed")
+        return Choice(None, "no call could be observed" + (f": {'; '.join(gone)}" if gone else ""), left_out=gone)
     examples = {e.label: e for e in ctx.example_set.examples}
 
     def same(t: _Trial, name: str, make_args) -> bool:
         """The real method ``name``, called with ``make_args(op args)`` on a fresh object in the trial's state,
         does what the op did."""
-        obj = examples[t.label].build()
         _, real_args, real, real_error, _ = t.calls[0]
         args = make_args(real_args)
         try:
-            result, error = getattr(obj, name)(*args), None
-        except Exception as exc:  # noqa: BLE001
-            result, error = None, exc
+            obj = examples[t.label].build()
+            with calling(f"{t.label}.{name}(..), in place of the op {op.qualname}"):
+                try:
+                    result, error = getattr(obj, name)(*args), None
+                except Exception as exc:  # noqa: BLE001
+                    result, error = None, exc
+        except CallAbandoned:
+            return False
         if (error is None) != (real_error is None):
             return False
         return (not compare_results(real, result) and not compare_results(t.after, flat_state(obj))
@@ -319,19 +398,22 @@ def choose_op(ctx: ClassContext, op: OpInfo) -> Choice:
     tensor_args = [(others.index(a.name), a.name) for i, a in enumerate(op.schema.arguments)
                    if i != pos and a.type.kind() == "TensorType"]
     short = op.short_name.split(".")[0]
-    named = [m for m in ctx.info.methods if (m == short or short.endswith(f"_{m}")) and not m.startswith("__")
+    usable = [m for m in ctx.info.methods if inferred is None or m in inferred]
+    named = [m for m in usable if (m == short or short.endswith(f"_{m}")) and not m.startswith("__")
              and len(ctx.info.methods[m].arguments) == len(others) + 1]
     for m in sorted(named, key=lambda m: m != short):
         if all(same(t, m, lambda a: list(a)) for t in trials):
-            return Choice(Template(f"the fake method {m}", (f"return {obj_name}.{m}({', '.join(others)})",)))
+            return Choice(Template(f"the fake method {m}", (f"return {obj_name}.{m}({', '.join(others)})",)),
+                          left_out=gone)
     for k, name in tensor_args:
         def like(t: _Trial) -> bool:
             _, args, real, error, _ = t.calls[0]
             return (error is None and not compare_results(real, torch.empty_like(args[k]))
                     and _signature(args, real) == [None] and not compare_results(t.before, t.after))
         if all(like(t) for t in trials):
-            return Choice(Template(f"a new tensor like {name}", (f"return torch.empty_like({name})",)))
-    counts = [m for m, sch in ctx.info.methods.items() if not m.startswith("__") and len(sch.arguments) == 1
+            return Choice(Template(f"a new tensor like {name}", (f"return torch.empty_like({name})",)), left_out=gone)
+    counts = [m for m, sch in ctx.info.methods.items() if m in usable and not m.startswith("__")
+              and len(sch.arguments) == 1
               and len(sch.returns) == 1 and sch.returns[0].type.kind() in ("IntType", "FloatType")]
     for m in counts:
         for k, name in tensor_args:
@@ -341,8 +423,10 @@ def choose_op(ctx: ClassContext, op: OpInfo) -> Choice:
                 return (error is None and not compare_results(real, args[k] * getattr(obj, m)())
                         and _signature(args, real) == [None] and not compare_results(t.before, t.after))
             if all(times(t) for t in trials):
-                return Choice(Template(f"{name} times the fake method {m}", (f"return {name} * {obj_name}.{m}()",)))
-    one_tensor = [m for m, sch in ctx.info.methods.items() if not m.startswith("__") and len(sch.arguments) == 2
+                return Choice(Template(f"{name} times the fake method {m}", (f"return {name} * {obj_name}.{m}()",)),
+                              left_out=gone)
+    one_tensor = [m for m, sch in ctx.info.methods.items() if m in usable and not m.startswith("__")
+                  and len(sch.arguments) == 2
                   and sch.arguments[1].type.kind() == "TensorType"]
     scalars = [(others.index(a.name), a.name) for i, a in enumerate(op.schema.arguments)
                if i != pos and a.type.kind() in ("FloatType", "IntType")]
@@ -354,5 +438,6 @@ def choose_op(ctx: ClassContext, op: OpInfo) -> Choice:
                          for j, sname in scalars]
             for what, src, make in variants:
                 if all(same(t, m, make) for t in trials):
-                    return Choice(Template(f"the fake method {m} with {what}", (f"return {obj_name}.{m}({src})",)))
-    return Choice(None, _observed(trials))
+                    return Choice(Template(f"the fake method {m} with {what}", (f"return {obj_name}.{m}({src})",)),
+                                  left_out=gone)
+    return Choice(None, _observed(trials), left_out=gone)
