@@ -117,6 +117,9 @@ def test_every_sample_class(samples):
         assert why in error and "\n" not in error, (qualname, entries[qualname])
     generated = {q for q, e in entries.items() if "module" in e}
     assert generated == SAMPLE_CLASSES - set(REFUSED)
+    for qualname in generated:  # what the scaffold kept passed the plugin's differential check together
+        assert entries[qualname]["differential"] == ("passed" if entries[qualname]["inferred"] else
+                                                     "nothing to verify"), entries[qualname]
     for qualname in generated:
         compile(text_of(samples, qualname), qualname, "exec")
     assert_structural_checks_pass(entries, verdicts, CPP_FAULTS)
@@ -131,6 +134,7 @@ def test_inferred_bodies_pass_agreement_and_differential(samples, qualname):
     assert methods <= agreed, mine
     assert [v.status for v in mine if v.check == "differential"] == ["passed"], mine
     assert entries[qualname]["inferred"] == entries[qualname]["bodies"]
+    assert "# Verified: the " in text_of(samples, qualname)
     assert text_of(samples, qualname).count("@torch.library.register_fake(") >= ops
 
 

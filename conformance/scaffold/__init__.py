@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-__all__ = ["ScaffoldError", "generate", "add_parser", "run"]
+__all__ = ["ScaffoldError", "generate", "generate_verified", "add_parser", "run"]
 
 PROG = "torchbind-conformance scaffold"
 
@@ -30,6 +30,12 @@ class ScaffoldError(Exception):
 
 def generate(qualname: str, load_specs: list[str], output: str, *, timeout: float | None = None,
              examples: int | None = None, isolate: bool = True) -> str:
+    """The source of the fake-class module for ``qualname``; see :func:`generate_verified`."""
+    return generate_verified(qualname, load_specs, output, timeout=timeout, examples=examples, isolate=isolate)[0]
+
+
+def generate_verified(qualname: str, load_specs: list[str], output: str, *, timeout: float | None = None,
+                      examples: int | None = None, isolate: bool = True) -> tuple[str, dict[str, int | str]]:
     """The source of the fake-class module for ``qualname`` (its library already loaded in this process).
     ``load_specs`` and ``output`` only go into the header's check command. The C++ class is observed in supervised
     worker processes (see :mod:`conformance.scaffold.worker`; ``isolate=False`` observes in this process);
@@ -37,7 +43,11 @@ def generate(qualname: str, load_specs: list[str], output: str, *, timeout: floa
     :data:`~conformance.scaffold.worker.DEFAULT_TIMEOUT`; ``0``: no limit); ``examples``: hypothesis examples of
     the ``differential`` check that verifies the inferred bodies (default: the plugin's). Raises
     :class:`ScaffoldError` for an unknown class, a class without ``__obj_flatten__`` or without example
-    objects, or an ``__obj_flatten__`` that fails."""
+    objects, or an ``__obj_flatten__`` that fails.
+
+    Returns the source and what the plugin's checks said about it: ``{"bodies": methods and op fakes written,
+    "inferred": bodies kept (each passed agreement, or custom_op for an op fake), "differential": "passed" (the
+    kept bodies together), or "nothing to verify"}``."""
     from ..discovery import SelectorError
     from ..isolation import WorkerLost
     from ..session import DEFAULT_EXAMPLES, Session, current
@@ -117,7 +127,13 @@ def generate(qualname: str, load_specs: list[str], output: str, *, timeout: floa
                     demote(other, why)  # no inferred body to blame: none can be vouched for
                 break
             demote(name, why)
-    return render()
+        kept = sum(c.template is not None for c in [*methods.values(), *ops.values()])
+        summary: dict[str, int | str] = {"bodies": len(methods) + len(ops), "inferred": kept,
+                                         "differential": "passed" if kept else "nothing to verify"}
+        verified = (f"# Verified: the {kept} inferred method and op bodies pass the plugin's agreement check "
+                    f"(custom_op for an op fake) and, together, its differential check ({budget} examples)."
+                    if kept else "# No method or op body could be inferred and verified.")
+    return render().replace("\n# (import it after", f"\n{verified}\n# (import it after", 1), summary
 
 
 def add_parser(sub) -> None:

@@ -3,7 +3,9 @@
 
 Loads the specs once, expands each selector (``ns::Cls``, ``ns::*``, as ``--torchbind-class``), writes one module
 per class into ``DIR`` (``fake_<ns>_<cls>.py``) and prints, as JSON on stdout, one entry per class:
-``{"module": path, "seconds": s, "bodies": n, "inferred": k}`` or, for a class the scaffold refuses (no
+``{"module": path, "seconds": s, "bodies": n, "inferred": k, "differential": "passed"}`` (methods and op
+fakes written, bodies inferred and kept by the plugin's checks, the differential over them; see
+:func:`conformance.scaffold.generate_verified`) or, for a class the scaffold refuses (no
 ``__obj_flatten__``, no example object), ``{"error": one line, "seconds": s}``. ``seconds`` is wall time.
 The project's tests and ``benchmarks/scaffold.py`` use it to scaffold every sample and torch test class without
 paying for a Python start and a library load per class.
@@ -18,35 +20,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["scaffold_all", "count_bodies", "main"]
-
-
-def count_bodies(text: str) -> tuple[int, int]:
-    """``(bodies, inferred)`` of a generated module: every method and op fake quotes its C++ schema in its
-    docstring; a body not inferred raises ``NotImplementedError``."""
-    bodies = text.count('"""C++ schema: ')
-    return bodies, bodies - text.count("raise NotImplementedError(")
+__all__ = ["scaffold_all", "main"]
 
 
 def scaffold_all(qualnames: list[str], load_specs: list[str], out_dir: Path, *, timeout: float | None = None,
                  examples: int | None = None) -> dict[str, dict[str, Any]]:
     """Scaffold each class of ``qualnames`` (libraries already loaded) into ``out_dir``; see the module
     docstring for the entries returned."""
-    from . import ScaffoldError, generate
+    from . import ScaffoldError, generate_verified
 
     out: dict[str, dict[str, Any]] = {}
     for qualname in qualnames:
         start = time.perf_counter()
         path = out_dir / f"fake_{qualname.replace('::', '_').lower()}.py"
         try:
-            text = generate(qualname, load_specs, str(path), timeout=timeout, examples=examples)
+            text, summary = generate_verified(qualname, load_specs, str(path), timeout=timeout, examples=examples)
         except ScaffoldError as exc:
             out[qualname] = {"error": str(exc), "seconds": round(time.perf_counter() - start, 2)}
             continue
         path.write_text(text)
-        bodies, inferred = count_bodies(text)
-        out[qualname] = {"module": str(path), "seconds": round(time.perf_counter() - start, 2), "bodies": bodies,
-                         "inferred": inferred}
+        out[qualname] = {"module": str(path), "seconds": round(time.perf_counter() - start, 2), **summary}
     return out
 
 

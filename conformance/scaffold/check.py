@@ -13,7 +13,8 @@ from pathlib import Path
 __all__ = ["CHECKS", "STRUCTURAL", "Verdict", "check_module", "check_modules", "format_table", "absolute_spec"]
 
 #: The checks ``--check`` runs.
-CHECKS = ("fake_class", "coverage", "extra_methods", "signature", "roundtrip", "agreement", "differential")
+CHECKS = ("fake_class", "coverage", "extra_methods", "signature", "roundtrip", "agreement", "custom_op",
+          "differential")
 #: The checks a generated module must pass whatever its bodies do (``--check`` exits 1 when one fails).
 STRUCTURAL = frozenset({"fake_class", "coverage", "extra_methods", "signature", "roundtrip"})
 
