@@ -64,7 +64,7 @@ def _inferred(text: str, target: str) -> bool:
     """Whether the method or op fake ``target`` has an inferred body in the generated module ``text``."""
     for head in (f"    def {target}(", f"def fake_{target.replace('.', '_')}("):
         if head in text:
-            body = text.split(head, 1)[1].split("\n    def ", 1)[0].split("\n@", 1)[0]
+            body = text.split(head, 1)[1].split("\n    def ", 1)[0].split("\n\n\n", 1)[0]
             return "raise NotImplementedError(" not in body
     return False
 

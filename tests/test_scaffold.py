@@ -171,6 +171,9 @@ def test_every_torch_test_class(tmp_path):
     assert_structural_checks_pass(entries, verdicts, {})
     queue = Path(entries["_TorchScriptTesting::_TensorQueue"]["module"]).read_text()
     assert "self.queue.append(_1)" in queue and "def get_raw_queue(self) -> list[torch.Tensor]:" in queue
+    # torch's test library names the module its op fakes must live in: the generated op fakes say so
+    assert ("lives in the module 'torch.testing._internal.torchbind_impls':\n# torch refuses a fake registered "
+            "from any other imported module") in queue
 
 
 def test_check_prints_the_verdicts(tmp_path):

@@ -52,7 +52,7 @@ def generate_verified(qualname: str, load_specs: list[str], output: str, *, time
     from ..isolation import WorkerLost
     from ..session import DEFAULT_EXAMPLES, Session, current
     from .observe import Choice, ObservedState
-    from .render import check_command, render_module
+    from .render import check_command, decomposes, render_module
     from .worker import DEFAULT_TIMEOUT, Observer, lost_text
 
     session = Session(registry=current().registry)
@@ -87,7 +87,8 @@ def generate_verified(qualname: str, load_specs: list[str], output: str, *, time
             methods[m] = observed("method", name=m, chosen=chosen)
         statics = {m: observed("static", name=m) for m in info.static_methods if m not in info.methods}
         inferred = sorted(m for m, c in methods.items() if c.template is not None)
-        ops = {op.qualname: observed("op", name=op.qualname, inferred=inferred) for op in info.ops}
+        ops = {op.qualname: observed("op", name=op.qualname, inferred=inferred) for op in info.ops
+               if not decomposes(op)}  # a CompositeImplicitAutograd op gets no fake (torch refuses one)
 
         def render(only_inferred: bool = False) -> str:
             return render_module(info, names=state.names, values=state.values, methods=methods, statics=statics,

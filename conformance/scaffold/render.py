@@ -12,7 +12,7 @@ from .annotations import return_annotation, type_annotation, value_annotation
 from .observe import Choice
 from .templates import literal
 
-__all__ = ["render_module", "check_command", "decomposes"]
+__all__ = ["render_module", "check_command", "decomposes", "python_module_of"]
 
 
 def decomposes(op: OpInfo) -> bool:
@@ -22,6 +22,17 @@ def decomposes(op: OpInfo) -> bool:
                                                                "CompositeImplicitAutograd")
     except Exception:  # noqa: BLE001 - unknown to the dispatcher: treat as a normal op
         return False
+
+
+def python_module_of(op: OpInfo) -> str | None:
+    """The module a C++ op names for its Python fake with ``m.set_python_module`` (torch's "pystub"; see
+    ``torch.library._check_pystubs_once``), or ``None``."""
+    schema = op.schema
+    try:
+        stub = torch._C._dispatch_pystub(schema.name, schema.overload_name)
+    except Exception:  # noqa: BLE001 - a torch without pystubs
+        return None
+    return None if stub is None else stub[0]
 
 
 def check_command(qualname: str, load_specs: list[str], output: str) -> str:
@@ -123,7 +134,9 @@ def render_module(info: ClassInfo, *, names: dict[str, str], values: dict[str, l
                   _docstring(schema, "        ")]
         lines += _body(choice, "        ")
     for op in info.ops:
-        if only_inferred and ops[op.qualname].template is None:
+        if op.qualname not in ops and not decomposes(op):
+            continue
+        if only_inferred and (op.qualname not in ops or ops[op.qualname].template is None):
             continue
         if decomposes(op):
             lines += ["", "", f"# {op.qualname} has a CompositeImplicitAutograd kernel: it decomposes into other ops "
@@ -143,6 +156,10 @@ def _op(op: OpInfo, choice: Choice) -> list[str]:
         params.append(_param(arg, skip_annotation=i in op.class_args))
     ret = return_annotation(op.schema)
     name = op.qualname.split(".")[0]
-    return [f'@torch.library.register_fake("{name}")',
+    home = python_module_of(op)
+    where = [] if home is None else [
+        f"# The C++ library declares (m.set_python_module) that this op's Python fake lives in the module {home!r}:",
+        "# torch refuses a fake registered from any other imported module, so move this function there."]
+    return where + [f'@torch.library.register_fake("{name}")',
             f"def fake_{short}({', '.join(params)})" + (f" -> {ret}" if ret else "") + ":",
             _docstring(op.schema, "    ")] + _body(choice, "    ")

@@ -3,8 +3,8 @@
 A template is a few lines of Python over the fake's attributes (one per ``__obj_flatten__`` entry) and the method's
 parameters: return an attribute, the length of a list attribute, append / prepend an argument to a list attribute,
 pop or peek at its front or back (another attribute when it is empty), return an argument, a tensor like an
-argument or an attribute (``torch.empty_like``), add an int argument to an int attribute, reset an attribute, a
-constant. :mod:`conformance.scaffold.observe` runs each candidate, compiled into a stand-in class, beside the real
+argument or an attribute (``torch.empty_like``), add an int argument to an int attribute (or to each), the sum or
+product of number attributes (alone or times an argument), reset an attribute, a constant. :mod:`conformance.scaffold.observe` runs each candidate, compiled into a stand-in class, beside the real
 object and keeps the first one that agrees everywhere.
 """
 
@@ -110,11 +110,35 @@ def method_templates(attrs: dict[str, Any], params: list[tuple[str, torch._C.Typ
                 out.append(Template(f"add {p} to self.{a} and return it",
                                     (f"self.{a} += {p}", f"return self.{a}")))
                 out.append(Template(f"add {p} to self.{a}", (f"self.{a} += {p}",)))
+    out += _arithmetic(numbers, ints, params)
     for a, v in attrs.items():
         zero = {bool: "False", int: "0", float: "0.0", str: "''", list: "[]"}.get(type(v))
         if zero is not None:
             out.append(Template(f"reset self.{a} to {zero}", (f"self.{a} = {zero}",)))
     out += _constant(constant)
+    return out
+
+
+def _arithmetic(numbers: list[str], ints: list[str], params: list[tuple[str, torch._C.Type]]) -> list[Template]:
+    """Combinations of the number attributes: their sum or product (each pair, and all of them), alone or times a
+    number or tensor parameter; adding an int parameter to every int attribute."""
+    groups = [(a, b) for i, a in enumerate(numbers) for b in numbers[i + 1:]]
+    if len(numbers) > 2:
+        groups.append(tuple(numbers))
+    out = []
+    for group in groups:
+        for op, word in ((" + ", "sum"), (" * ", "product")):
+            expr = op.join(f"self.{a}" for a in group)
+            names = ", ".join(f"self.{a}" for a in group)
+            out.append(Template(f"the {word} of {names}", (f"return {expr}",)))
+            for p, t in params:
+                if _kind(t) in ("int", "tensor") or t.kind() == "FloatType":
+                    out.append(Template(f"the {word} of {names}, times {p}", (f"return ({expr}) * {p}",)))
+    if len(ints) > 1:
+        for p, t in params:
+            if _kind(t) == "int":
+                out.append(Template(f"add {p} to each of {', '.join(f'self.{a}' for a in ints)}",
+                                    tuple(f"self.{a} += {p}" for a in ints)))
     return out
 
 
