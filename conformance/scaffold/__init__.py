@@ -116,10 +116,10 @@ def generate_verified(qualname: str, load_specs: list[str], output: str, *, time
             return [((targets or [""])[0], f"{check} check: " + lost_text(found).replace("observing it ", "it "))]
 
         inferred = [n for n, c in [*methods.items(), *ops.items()] if c.template is not None]
-        for name, why in verify("agreement", inferred):
+        for name, why in verify("agreement", inferred) if inferred else []:
             demote(name, why)
-        for _ in range(len(methods) + len(ops)):
-            failed = verify("differential")
+        while any(c.template is not None for c in [*methods.values(), *ops.values()]):
+            failed = verify("differential")  # each round demotes one more body, or ends
             if not failed:
                 break
             name, why = failed[0]
