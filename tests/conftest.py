@@ -12,9 +12,13 @@ import torch.utils.cpp_extension
 from _pytest.pytester import SysModulesSnapshot
 from torch.testing._internal.torchbind_impls import init_torchbind_implementations
 
-# pytester points HOME at a temporary directory; keep the C++ extension cache where it is, so subprocess runs
-# reuse the sample library built once instead of rebuilding it (30-50 s each).
-os.environ.setdefault("TORCH_EXTENSIONS_DIR", torch.utils.cpp_extension.get_default_build_root())
+# pytester points HOME at a temporary directory; keep the C++ extension cache where torch itself puts it for this
+# Python and accelerator (~/.cache/torch_extensions/py311_cpu), so subprocess runs reuse the sample library built
+# once instead of rebuilding it (30-50 s each). Not the bare root: torch 2.13 and 2.14.1 (cu130) would share one
+# build directory there, rebuilding each other's library, and the lock file torch 2.14 leaves in place (an flock)
+# would make torch 2.13's lock (a file whose mere existence blocks) wait forever.
+os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.dirname(
+    torch.utils.cpp_extension._get_build_directory("torchbind_samples", verbose=False)))
 
 TORCH_SPEC = "torch.testing._internal.torchbind_impls:init_torchbind_implementations"
 
