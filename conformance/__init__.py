@@ -3,7 +3,7 @@
 Public API:
 
 * :func:`examples` — register a factory of example objects for a class whose constructor needs specific args;
-* :func:`strategy` — override the hypothesis strategy the differential test draws a method's arguments from;
+* :func:`strategy` — say how every check draws a method's or op's arguments (or exclude it);
 * :func:`run_class` — run every check on a class outside pytest and get :class:`Outcome` objects.
 
 The pytest plugin (``conformance.plugin``, entry point ``torchbind``) turns each check into a test item.
@@ -20,7 +20,7 @@ from typing import Any
 __all__ = ["examples", "strategy", "run_class", "Failure", "Outcome"]
 __version__ = "0.1.0"
 
-_LAZY = {"examples": ".example_objects", "strategy": ".differential", "run_class": ".runner",
+_LAZY = {"examples": ".example_objects", "strategy": ".arguments", "run_class": ".runner",
          "Failure": ".results", "Outcome": ".results"}
 
 

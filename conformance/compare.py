@@ -8,6 +8,7 @@ equal by value.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -16,11 +17,13 @@ from torch._library.fake_class_registry import FakeScriptObject, global_fake_cla
 from torch._prims_common import check_significant_strides
 from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
+from .results import NotApplicable, Note
+
 if TYPE_CHECKING:
     from .context import CallResult
 
 __all__ = ["tensor_meta", "compare_results", "describe", "disagreement", "flat_state_differences",
-           "script_class_name", "side_text", "value_differences"]
+           "script_class_name", "side_text", "value_differences", "unstable_paths", "Tally"]
 
 
 def tensor_meta(t: torch.Tensor) -> dict[str, Any]:
@@ -137,21 +140,74 @@ def compare_results(real: Any, fake: Any, where: str = "result", sides: tuple[st
 
 def disagreement(real: CallResult, fake: CallResult, where: str = "result", *,
                  significant_strides_only: bool = False) -> tuple[str, list[str]] | None:
-    """Whether a real and a fake :class:`~conformance.context.CallResult` of the same call disagree.
+    """Whether a real and a fake :class:`~conformance.context.CallResult` of the same call disagree, under the
+    validity rule: only a call the C++ side accepted (returned from) is a comparison.
 
-    They agree when both raised, or both returned results that :func:`compare_results` finds no difference
-    between (``where`` and ``significant_strides_only`` are passed on to it). Returns ``None`` when they agree,
-    else ``(summary, differences)``: the summary says which side raised (the differences are then empty) or that
-    the results differ. Raises nothing of its own.
+    ``None`` when C++ raised (not a comparison: the arguments are not ones the class accepts, whatever the fake
+    did; see :class:`Tally`) or when both returned results that :func:`compare_results` finds no difference
+    between (``where`` and ``significant_strides_only`` are passed on to it). Else ``(summary, differences)``:
+    the fake raised where C++ returned (a traced program would fail where eager runs; the differences are then
+    empty), or the results differ. Raises nothing of its own.
     """
-    if real.raised and fake.raised:
-        return None
     if real.raised:
-        return "the C++ method raises but the fake returns", []
+        return None
     if fake.raised:
         return "the fake raises but the C++ method returns", []
     diffs = compare_results(real.value, fake.value, where, significant_strides_only=significant_strides_only)
     return ("the fake's result differs from the C++ result", diffs) if diffs else None
+
+
+@dataclasses.dataclass
+class Tally:
+    """The calls of one per-call check (``agreement``, ``return_type``, ``custom_op``) under the validity rule.
+
+    A call C++ rejects (raises) is not a comparison: eager raises there too, so no program on those arguments
+    runs, and the fake may do anything — ``compared`` counts only calls C++ returned from, and a check with none
+    has compared nothing and must not pass (:meth:`require_compared`). A fake that returns where C++ raises is
+    recorded (:attr:`fake_accepted`, reported as a note) but is not a failure: torch raises at run time then.
+    """
+
+    compared: int = 0
+    disagreed: int = 0
+    rejected: int = 0
+    first_rejection: str | None = None
+    fake_accepted: list[str] = dataclasses.field(default_factory=list)
+
+    def judge(self, real: CallResult, fake: CallResult, call: str, **kwargs: Any) -> tuple[str, list[str]] | None:
+        """Count one call (``call``: its source) and return its :func:`disagreement` (``kwargs`` go to it)."""
+        if real.raised:
+            self.rejected += 1
+            if self.first_rejection is None:
+                self.first_rejection = f"{call} -> C++ {real.error_text()}"
+            if not fake.raised:
+                self.fake_accepted.append(f"{call}: C++ {real.error_text()}; the fake returned {describe(fake.value)}")
+            return None
+        self.compared += 1
+        found = disagreement(real, fake, **kwargs)
+        self.disagreed += found is not None
+        return found
+
+    def require_compared(self, what: str, hint: str) -> None:
+        """Raise :class:`~conformance.results.NotApplicable` when no call was compared: ``what`` names the callee
+        (``the C++ method pop``), ``hint`` what the adopter can give (a ``conformance.strategy`` line)."""
+        if not self.compared:
+            raise NotApplicable(f"no argument set {what} accepted: C++ raised on all {self.rejected} calls (example "
+                                f"objects x argument sets), e.g. {self.first_rejection}; nothing was compared. "
+                                f"{hint}")
+
+    def summary(self) -> str:
+        """One line: how many calls were compared and how many C++ rejected."""
+        text = f"{self.disagreed} of {self.compared} compared calls (example objects x argument sets) disagree"
+        if self.rejected:
+            text += f"; {self.rejected} more C++ rejected (raised), which are not comparisons"
+        return text
+
+    def notes(self) -> list[Note]:
+        """:class:`~conformance.results.Note` objects for the calls the fake accepted where C++ raised."""
+        if not self.fake_accepted:
+            return []
+        return [Note(f"the fake returns where C++ raises on {len(self.fake_accepted)} call(s) (not a failure: "
+                     f"torch raises at run time there); e.g. {self.fake_accepted[0]}")]
 
 
 def side_text(result: CallResult) -> str:
@@ -215,17 +271,37 @@ def _value_diffs(a: Any, b: Any, where: str) -> list[str]:
     return []
 
 
-def value_differences(expected: Any, actual: Any, where: str = "output", scalars_as_tensors: bool = False
-                      ) -> list[str]:
+def unstable_paths(a: Any, b: Any, where: str = "output") -> list[str]:
+    """The positions (``output[0]``, named as :func:`value_differences` names them) of tensors whose values differ
+    between two results of the same eager call: uninitialised memory (``torch::empty``), or randomness. Raises
+    nothing of its own."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        same_meta = (a.shape, a.dtype, a.device) == (b.shape, b.dtype, b.device)
+        return [where] if same_meta and _value_diffs(a, b, where) else []
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        return [p for i, (x, y) in enumerate(zip(a, b)) for p in unstable_paths(x, y, f"{where}[{i}]")]
+    if isinstance(a, dict) and isinstance(b, dict) and set(a) == set(b):
+        return [p for k in a for p in unstable_paths(a[k], b[k], f"{where}[{k!r}]")]
+    return []
+
+
+def value_differences(expected: Any, actual: Any, where: str = "output", scalars_as_tensors: bool = False,
+                      metadata_only: frozenset[str] = frozenset()) -> list[str]:
     """Differences between two *real* results, e.g. eager vs a compiled program's outputs.
 
     Tensors are compared with ``torch.testing.assert_close`` (values, shape, dtype, device; strides are not part
     of a compiled program's contract); containers element-wise; other values by type and equality. With
     ``scalars_as_tensors`` a 0-dim tensor stands for an int/float/bool (AOTInductor's calling convention).
+    Tensors at the positions in ``metadata_only`` (see :func:`unstable_paths`) are compared by shape, dtype and
+    device only: their values differ between two identical eager runs, so no backend can be held to them.
     """
     if scalars_as_tensors and isinstance(actual, torch.Tensor) and actual.dim() == 0 and \
             isinstance(expected, (bool, int, float)):
         actual = type(expected)(actual.item())
+    if isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor) and where in metadata_only:
+        return [f"{where}.{k}: expected {_fmt(e)}, got {_fmt(g)}" for k, e, g in (
+            ("shape", tuple(expected.shape), tuple(actual.shape)), ("dtype", expected.dtype, actual.dtype),
+            ("device", expected.device, actual.device)) if e != g]
     if isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor):
         try:
             torch.testing.assert_close(actual, expected, equal_nan=True)
@@ -238,12 +314,12 @@ def value_differences(expected: Any, actual: Any, where: str = "output", scalars
             type(expected) is type(actual) and len(expected) == len(actual):
         out: list[str] = []
         for i, (e, a) in enumerate(zip(expected, actual)):
-            out += value_differences(e, a, f"{where}[{i}]", scalars_as_tensors)
+            out += value_differences(e, a, f"{where}[{i}]", scalars_as_tensors, metadata_only)
         return out
     if isinstance(expected, dict) and isinstance(actual, dict) and set(expected) == set(actual):
         out = []
         for k in expected:
-            out += value_differences(expected[k], actual[k], f"{where}[{k!r}]", scalars_as_tensors)
+            out += value_differences(expected[k], actual[k], f"{where}[{k!r}]", scalars_as_tensors, metadata_only)
         return out
     if isinstance(expected, torch.ScriptObject) or isinstance(actual, torch.ScriptObject):
         return [] if script_class_name(expected) == script_class_name(actual) else [

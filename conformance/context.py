@@ -13,6 +13,7 @@ from torch._library.fake_class_registry import maybe_to_fake_obj
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+from .arguments import ArgumentSource
 from .calls import Call, Callee
 from .discovery import ClassInfo, qualname_of
 from .example_objects import Example, ExampleSet, build_examples, script_name
@@ -20,7 +21,7 @@ from .faults import raise_fault
 from .isolation import calling
 from .results import NotApplicable, exception_line
 from .session import Session
-from .values import ArgumentSet, UnsupportedType, Value, argument_sets
+from .values import ArgumentSet, Value
 
 __all__ = [
     "new_fake_mode", "to_fake", "import_lazily_imported_modules", "ClassContext", "CallResult",
@@ -93,6 +94,9 @@ class ClassContext:
         self.session = session
         self._examples: ExampleSet | None = None
         self._building = False
+        self._real: bool | None = None
+        #: Where every caller gets arguments for this class's methods and ops (:mod:`conformance.arguments`).
+        self.arguments = ArgumentSource(info.qualname, session, self.class_values)
 
     def class_values(self, script_qualname: str) -> list[Value]:
         """Values that build an object of the TorchBind class ``__torch__.torch.classes.ns.Cls`` (its first
@@ -116,7 +120,7 @@ class ClassContext:
             try:
                 registry, qualname = self.session.registry, self.info.qualname
                 self._examples = build_examples(self.info, registry.factories(qualname), resolver=self.class_values,
-                                                derive=registry.derives(qualname))
+                                                derive=registry.derives(qualname), arguments=self.arguments)
             finally:
                 self._building = False
         return self._examples
@@ -128,7 +132,30 @@ class ClassContext:
             raise NotApplicable(f"no example objects of {self.info.qualname} (see {self.info.test_name}::examples)")
         return exset.examples
 
+    @property
+    def traces_with_real_object(self) -> bool:
+        """True when the class defines ``tracing_mode()`` and it returns ``"real"`` on the first example: torch
+        then traces with the real object and never fakifies it (``torch/_library/fake_class_registry.py``,
+        ``tracing_with_real``), so a fake class, if any, is never called. Cached; ``False`` when it raises (the
+        ``tracing_mode`` check reports that)."""
+        if self._real is None:
+            self._real = False
+            if "tracing_mode" in self.info.methods and self.example_set.examples:
+                try:
+                    obj = self.example_set.examples[0].build()
+                    with calling(f"{self.info.qualname}.tracing_mode()"):
+                        self._real = obj.tracing_mode() == "real"
+                except Exception:  # noqa: BLE001 - the tracing_mode check reports it
+                    self._real = False
+        return self._real
+
     def require_fake(self) -> type:
+        """The fake class, or :class:`NotApplicable` when torch never uses one (``tracing_mode()`` returns
+        ``"real"``) or none is registered (pointing at the ``fake_class`` item)."""
+        if self.traces_with_real_object:
+            raise NotApplicable(f"{self.info.qualname}.tracing_mode() returns \"real\": torch traces with the real "
+                                "object and never calls a fake, so there is no fake to check (flatten, deepcopy "
+                                "and the coverage matrix still run)")
         fake = self.info.fake_class
         if fake is None:
             raise NotApplicable(f"no fake class registered for {self.info.qualname} "
@@ -141,14 +168,6 @@ class ClassContext:
             raise NotApplicable(f"the fake class does not define {method} (see {self.info.test_name}::"
                                 f"coverage[{method}])")
         return getattr(fake, method)
-
-    def argument_sets(self, schema: torch.FunctionSchema, *, skip: tuple[int, ...] = (0,), limit: int = 3):
-        """:func:`conformance.values.argument_sets` with this plugin's class resolver; an unsupported argument
-        type becomes :class:`NotApplicable`."""
-        try:
-            return argument_sets(schema, skip=skip, limit=limit, resolver=self.class_values)
-        except UnsupportedType as exc:
-            raise NotApplicable(f"cannot generate arguments for {schema}: {exc}") from exc
 
     # ----- calls --------------------------------------------------------------------------------------------
     @staticmethod
@@ -180,11 +199,19 @@ class ClassContext:
         with fresh arguments whose tensors were converted with ``mode.from_tensor``."""
         return _invoke(call, fake_obj, mode, label=lambda: f"{call.code('fake_obj')} on the fake")
 
-    def calls_of(self, callee: Callee, limit: int = 3) -> list[Call]:
-        """:class:`Call` objects of a method or an op with this plugin's argument sets (see
-        :meth:`argument_sets`); raises :class:`NotApplicable` for an argument type without a generator."""
+    def calls_of(self, callee: Callee, limit: int = 3, example: Example | None = None) -> list[Call]:
+        """:class:`Call` objects of a method or an op with arguments from the class's argument source
+        (:meth:`conformance.arguments.ArgumentSource.fixed`: the adopter's strategies where registered, else
+        generated): for calls on an object in ``example``'s state (default: the first example, used only when
+        a strategy depends on the object). Raises :class:`~conformance.arguments.Excluded` for a callee the
+        adopter excluded, :class:`NotApplicable` for an argument type without a generator."""
         schema = callee.schema if callee.op is not None else self.info.methods[callee.name]
-        return [Call(callee, args) for args in self.argument_sets(schema, skip=(callee.position,), limit=limit)]
+        obj, state = None, ""
+        if self.arguments.depends_on_object(callee.name):
+            example = example or self.require_examples()[0]
+            obj, state = example.build(), example.label
+        sets = self.arguments.fixed(callee.name, schema, callee.position, limit, obj, state)
+        return [Call(callee, args) for args in sets]
 
     def paired_calls(self, callee: Callee):
         """Yield ``(example, call, real, fake)`` for every example and argument set of a method or an op.
@@ -192,13 +219,17 @@ class ClassContext:
         Each pair of calls runs on two fresh objects in the example's state: the real one and a fake made from
         the other with :meth:`fakify` under a new ``FakeTensorMode``. ``real`` and ``fake`` are
         :class:`CallResult`; an example whose object cannot be built or fakified is skipped here (the
-        ``examples`` and ``roundtrip`` checks report those).
+        ``examples`` and ``roundtrip`` checks report those). The arguments come from :meth:`calls_of` for each
+        example's state. Raises :class:`~conformance.arguments.Excluded` for an excluded callee, and
+        :class:`NotApplicable` when no example object could be fakified.
         """
         examples = self.require_examples()
-        calls = self.calls_of(callee)
-        compared = 0
+        if self.arguments.excluded(callee.name):
+            raise self.arguments.exclusion(callee.name)
+        fakified = drawn = 0
         for example in examples:
-            for call in calls:
+            for call in self.calls_of(callee, example=example):
+                drawn += 1
                 try:
                     real_obj, other = example.build(), example.build()
                     mode = new_fake_mode()
@@ -208,9 +239,13 @@ class ClassContext:
                 with calling(f"on the example object {example.label}", timed=False):
                     real = self.call_real(real_obj, call)
                     fake = self.call_fake(fake_obj, mode, call)
-                compared += 1
+                fakified += 1
                 yield example, call, real, fake
-        if not compared:
+        if not drawn:
+            raise NotApplicable(f"no arguments for {callee.label} in any example state: the strategy registered "
+                                f"with conformance.strategy({self.info.qualname!r}, {callee.name!r}, ...) draws "
+                                "nothing for every example object")
+        if not fakified:
             # Nothing was compared: the check must not pass (a gate that is green while nothing ran).
             raise NotApplicable(self.why_not_fakifiable())
 

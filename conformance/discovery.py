@@ -31,6 +31,7 @@ __all__ = [
     "expand_selector",
     "discover",
     "has_python_fake",
+    "runs_on_fakes",
     "SelectorError",
 ]
 
@@ -209,6 +210,19 @@ def has_python_fake(qualname: str) -> bool:
     return entry.fake_impl.kernel is not None
 
 
+def runs_on_fakes(op: OpInfo) -> bool:
+    """Whether the op can run on a fakified object (a ``FakeScriptObject``): it has a Python fake
+    (``torch.library.register_fake``) or a Python Meta kernel (``OpOverload.py_impl(DispatchKey.Meta)``). A C++
+    Meta kernel cannot accept one, so without either every program that calls the op on a traced object fails,
+    whatever its inputs. Raises nothing."""
+    if has_python_fake(op.qualname):
+        return True
+    try:
+        return torch._C.DispatchKey.Meta in op.resolve().py_kernels
+    except Exception:  # noqa: BLE001 - unresolvable op
+        return False
+
+
 def discover(qualname: str) -> ClassInfo:
     """Collect the :class:`ClassInfo` of ``ns::Cls``. Raises :class:`SelectorError` if it is not loaded."""
     ns, _, name = qualname.partition("::")
@@ -217,29 +231,65 @@ def discover(qualname: str) -> ClassInfo:
         expand_selector(qualname)  # raises with the listing
         raise SelectorError(f"no TorchBind class {qualname} is registered")
     methods = {m: overloads[0] for m, overloads in schemas.items()}
+    script_class = getattr(getattr(torch.classes, ns), name)
+    instance_methods = _instance_method_names(script_class)
+    methods = _with_untyped_self(methods, instance_methods)
     info = ClassInfo(
         namespace=ns,
         name=name,
         methods=methods,
         constructors=tuple(schemas.get("__init__", ())),
         ops=_ops_taking(f"{CLASS_PREFIX}{ns}.{name}"),
-        static_methods=_static_methods(getattr(getattr(torch.classes, ns), name)),
+        static_methods=_static_methods(script_class, instance_methods),
     )
     return info
 
 
-def _static_methods(script_class) -> dict[str, torch.FunctionSchema]:
+def _instance_method_names(script_class) -> list[str]:
+    """The names of the class's methods (not its ``def_static`` ones), in binding order, from its TorchScript
+    ``ClassType`` (``torch.jit.annotations.ann_to_type`` of ``torch.classes.ns.Cls``); empty if torch cannot say."""
+    try:
+        from torch._jit_internal import fake_range
+        from torch.jit.annotations import ann_to_type
+
+        return list(ann_to_type(script_class, fake_range()).method_names())
+    except Exception:  # noqa: BLE001 - older torch: the schemas alone decide
+        return []
+
+
+def _with_untyped_self(methods: dict[str, torch.FunctionSchema], names: list[str]
+                       ) -> dict[str, torch.FunctionSchema]:
+    """``methods`` plus the methods bound with an untyped ``self`` (a lambda taking ``const c10::IValue& self``:
+    schema ``__eq__(Any _0, Any _1) -> bool``, which names no class): a name the class's ``ClassType`` lists
+    whose only schema has an ``Any`` first argument belongs to this class. Ordered as the class binds them."""
+    missing = [n for n in names if n not in methods]
+    if not missing:
+        return methods
+    untyped: dict[str, torch.FunctionSchema] = {}
+    for schema in torch._C._jit_get_custom_class_schemas():
+        args = schema.arguments
+        if schema.name in missing and schema.name not in untyped and args and args[0].type.kind() == "AnyType":
+            untyped[schema.name] = schema
+    found = {**methods, **untyped}
+    order = {n: i for i, n in enumerate(names)}
+    return dict(sorted(found.items(), key=lambda kv: order.get(kv[0], len(order))))
+
+
+def _static_methods(script_class, instance_methods: list[str] = ()) -> dict[str, torch.FunctionSchema]:
     """The methods bound with ``def_static``: their schemas have no ``self`` argument, so they name no class;
-    a schema belongs to this class when the class resolves its name (``torch.classes.ns.Cls.<name>``, which
-    raises ``AttributeError`` for any other name). When several classes bind a static method of the same name,
-    the first such schema is taken."""
+    a schema belongs to this class when the class resolves its name to a ``torch.ScriptClassFunction``
+    (``torch.classes.ns.Cls.<name>``, which raises ``AttributeError`` for any other name; a dunder such as
+    ``__eq__`` resolves to Python's own) and the name is not one of its instance methods (an untyped-self method's
+    schema has no class either). When several classes bind a static method of the same name, the first such
+    schema is taken."""
     out: dict[str, torch.FunctionSchema] = {}
     for schema in torch._C._jit_get_custom_class_schemas():
-        if _self_class(schema) is not None or schema.name in out:
+        if _self_class(schema) is not None or schema.name in out or schema.name in instance_methods:
             continue
         try:
-            getattr(script_class, schema.name)
+            found = getattr(script_class, schema.name)
         except (AttributeError, RuntimeError):
             continue
-        out[schema.name] = schema
+        if isinstance(found, torch.ScriptClassFunction):
+            out[schema.name] = schema
     return out

@@ -28,7 +28,7 @@ import torch
 from .calls import Call, Callee
 from .discovery import ClassInfo, qualname_of
 from .isolation import CallAbandoned, calling
-from .results import exception_line
+from .results import NotApplicable, exception_line
 from .session import current
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
 
@@ -189,12 +189,15 @@ def state_key(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None, derive: bool = True
-                   ) -> ExampleSet:
+def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None, derive: bool = True,
+                   arguments=None) -> ExampleSet:
     """Build the examples of ``info``: from ``factories`` (registered with :func:`examples`) if any, else from
     generated constructor calls, plus (unless ``derive`` is false) states reached by applying each
     state-changing method twice to the first example. ``resolver`` gives values for arguments typed as a
-    TorchBind class (:data:`conformance.values.ClassResolver`).
+    TorchBind class (:data:`conformance.values.ClassResolver`). ``arguments`` (the class's
+    :class:`~conformance.arguments.ArgumentSource`) gives the constructor's and the state-changing calls'
+    arguments where the adopter registered strategies (``"__init__"`` for the constructor); methods it excludes are
+    never called.
 
     Constructor argument sets the C++ constructor rejects are skipped (kept in ``rejected``). Examples whose
     state (:func:`read_state`) duplicates an earlier one are dropped. Never raises for user-code errors: those
@@ -245,8 +248,8 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
     else:
         for ctor in info.constructors:
             try:
-                sets = argument_sets(ctor, limit=MAX_BASE, resolver=resolver)
-            except UnsupportedType as exc:
+                sets = _sets(arguments, "__init__", ctor, MAX_BASE, resolver)
+            except (UnsupportedType, NotApplicable) as exc:
                 rejected.append((str(ctor), str(exc)))
                 continue
             for args in sets:
@@ -259,12 +262,21 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
         why = "; ".join(f"{code} -> {err}" for code, err in rejected[:4])
         return give_up(f"could not build any {info.qualname} object: {why or 'no candidates'}. "
                        "Register example objects with @conformance.examples")
-    derived = _derive_states(info, bases[0], admit, resolver) if derive else []
+    derived = _derive_states(info, bases[0], admit, resolver, arguments) if derive else []
     return ExampleSet(bases + derived, rejected, lost=lost)
 
 
-def _derive_states(info: ClassInfo, base: Example, admit, resolver) -> list[Example]:
-    """Examples reached from ``base`` by calling one state-changing method twice (e.g. two pushes)."""
+def _sets(arguments, key: str, schema, limit: int, resolver, obj=None, state: str = "") -> list[ArgumentSet]:
+    """Argument sets for ``key`` from the class's argument source when there is one, else generated. Raises
+    :class:`UnsupportedType` / :class:`~conformance.results.NotApplicable` (an excluded method included)."""
+    if arguments is None:
+        return argument_sets(schema, limit=limit, resolver=resolver)
+    return arguments.fixed(key, schema, 0, limit, obj, state)
+
+
+def _derive_states(info: ClassInfo, base: Example, admit, resolver, arguments=None) -> list[Example]:
+    """Examples reached from ``base`` by calling one state-changing method twice (e.g. two pushes), with
+    arguments from the argument source (methods the adopter excluded are never called)."""
     if not (info.has_flatten or info.pickles):
         return []
     out: list[Example] = []
@@ -272,8 +284,9 @@ def _derive_states(info: ClassInfo, base: Example, admit, resolver) -> list[Exam
         if len(out) >= MAX_DERIVED or method.startswith("__") or method == "tracing_mode":
             continue
         try:
-            sets = argument_sets(info.methods[method], resolver=resolver)
-        except UnsupportedType:
+            obj = base.build() if arguments is not None and arguments.depends_on_object(method) else None
+            sets = _sets(arguments, method, info.methods[method], 3, resolver, obj, base.label)
+        except Exception:  # noqa: BLE001 - no arguments (unsupported type, excluded) or an object that fails
             continue
         if not sets or not sets[0].args and not sets[0].kwargs:
             continue  # nullary methods (pop, reset) rarely grow an object

@@ -14,7 +14,7 @@ from torch.jit.annotations import ann_to_type
 
 from .compare import describe, script_class_name
 
-__all__ = ["annotation_type", "return_type", "value_mismatch"]
+__all__ = ["annotation_type", "annotation_accepts", "return_type", "value_mismatch"]
 
 
 def annotation_type(annotation: Any) -> torch._C.Type | None:
@@ -23,6 +23,19 @@ def annotation_type(annotation: Any) -> torch._C.Type | None:
         return ann_to_type(annotation, None)
     except Exception:  # noqa: BLE001 - unknown annotations are simply not compared
         return None
+
+
+def annotation_accepts(annotated: torch._C.Type, schema_type: torch._C.Type) -> bool:
+    """Whether a fake's annotation (as a TorchScript type) fits the schema type: equal, except that ``Any``
+    anywhere in the annotation accepts whatever the schema has there (``-> Any``, ``List[Any]``,
+    ``Tuple[int, Any]``). torch never reads a fake's annotations (``call_torchbind`` forwards the call as it is),
+    so a looser annotation is no defect; a different concrete type is (it documents the wrong contract)."""
+    if annotated.kind() == "AnyType" or annotated == schema_type:
+        return True
+    if annotated.kind() != schema_type.kind():
+        return False
+    mine, theirs = annotated.containedTypes(), schema_type.containedTypes()
+    return bool(mine) and len(mine) == len(theirs) and all(map(annotation_accepts, mine, theirs))
 
 
 def return_type(schema: torch.FunctionSchema) -> torch._C.Type:

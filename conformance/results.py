@@ -17,7 +17,7 @@ import enum
 import textwrap
 from typing import Any
 
-__all__ = ["Status", "Failure", "Outcome", "NotApplicable", "Cell", "exception_line"]
+__all__ = ["Status", "Failure", "Note", "Outcome", "NotApplicable", "Cell", "exception_line"]
 
 
 class Status(str, enum.Enum):
@@ -48,6 +48,16 @@ def exception_line(exc: BaseException, limit: int | None = None) -> str:
 
 class NotApplicable(Exception):
     """Raised by a check that cannot run for this target; the message says why (the item is skipped)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Note:
+    """Something a check found that does not fail its item but that the reports show (the item's captured
+    output, ``torchbind_notes`` in ``user_properties``, the JSON report's verdicts): e.g. a fake that returns
+    where C++ rejects the arguments (torch raises at run time then, so no compiled program goes wrong). A check
+    returns notes among its failures."""
+
+    text: str
 
 
 @dataclasses.dataclass(eq=False)
@@ -153,7 +163,8 @@ class Outcome:
 
     ``check`` is the check's name, ``qualname`` the class (``ns::Cls``), ``target`` the method, op or cell name
     in the item's id (``None`` for class-level checks). ``status`` is ``PASSED``, ``FAILED`` (``failures`` says
-    why) or ``SKIPPED`` (``reason`` says why); ``cell`` is the matrix cell for matrix items.
+    why) or ``SKIPPED`` (``reason`` says why); ``cell`` is the matrix cell for matrix items; ``notes`` what the
+    check found that does not change the status (:class:`Note` texts).
     """
 
     check: str
@@ -163,13 +174,17 @@ class Outcome:
     failures: list[Failure] = dataclasses.field(default_factory=list)
     reason: str | None = None
     cell: Cell | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     @classmethod
-    def of_failures(cls, check: str, qualname: str, target: str | None, failures: list[Failure],
+    def of_failures(cls, check: str, qualname: str, target: str | None, failures: list[Failure | Note],
                     cell: Cell | None = None) -> Outcome:
-        """``FAILED`` with ``failures``, or ``PASSED`` when there are none."""
-        return cls(check, qualname, target, Status.FAILED if failures else Status.PASSED, list(failures),
-                   cell=cell)
+        """``FAILED`` with the :class:`Failure` objects among ``failures``, or ``PASSED`` when there are none;
+        the :class:`Note` objects among them become :attr:`notes`."""
+        notes = [f.text for f in failures if isinstance(f, Note)]
+        failures = [f for f in failures if not isinstance(f, Note)]
+        return cls(check, qualname, target, Status.FAILED if failures else Status.PASSED, failures,
+                   cell=cell, notes=notes)
 
     @classmethod
     def skip(cls, check: str, qualname: str, target: str | None, reason: str, cell: Cell | None = None

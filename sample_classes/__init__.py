@@ -7,6 +7,9 @@ cached build, see ``_build.py``) and registers the correct fakes for the
 
 * ``sample_classes.fakes_broken`` -- fakes for the ``samples_broken`` classes,
   whose C++ side breaks a rule on purpose;
+* ``sample_classes.fakes_inputs`` -- fakes for the ``samples_inputs`` classes
+  (preconditions), with ``sample_classes.adopter_inputs``: the adopter's
+  examples and strategies for them, through the public API;
 * ``sample_classes.broken`` -- a catalogue of deliberately broken fakes for the
   ``samples`` classes (``BROKEN_FAKES``, ``by_name``, ``install_<name>``).
 """
@@ -42,6 +45,10 @@ BROKEN_CLASS_QUALNAMES = (
     "samples_broken::FlattenWrongStructure",
     "samples_broken::PickyInit",
 )
+INPUTS_CLASS_QUALNAMES = (  # preconditions (fakes_inputs.py; the adopter's examples and strategies: adopter_inputs.py)
+    "samples_inputs::PagedCache",  # shape/index preconditions, a raw-pointer method, an untyped-self __eq__, op gather
+    "samples_inputs::RealEngine",  # tracing_mode() returns "real": torch never uses its (stale) fake
+)
 UNSAFE_CLASS_QUALNAMES = (  # crash, hang or leak in C++ on purpose; only with process isolation
     "samples_unsafe::CrashyStack",
     "samples_unsafe::OverflowPickle",
@@ -57,5 +64,6 @@ __all__ = [
     "PATTERN_CLASS_QUALNAMES",
     "OP_QUALNAMES",
     "BROKEN_CLASS_QUALNAMES",
+    "INPUTS_CLASS_QUALNAMES",
     "UNSAFE_CLASS_QUALNAMES",
 ]

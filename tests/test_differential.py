@@ -21,7 +21,8 @@ from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_
 
 import conformance
 from conformance import differential as engine
-from conformance.differential import driver, strategies
+from conformance import arguments as strategies
+from conformance.differential import driver
 from conformance.checks import all_checks
 from conformance.checks.differential import differential as differential_check
 from conformance.loading import repro_lines

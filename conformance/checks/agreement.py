@@ -1,38 +1,44 @@
-"""Check 6b: per method, a fresh real object and a fresh fake of the same state agree on every call.
+"""Check 6b: per method, a fresh real object and a fresh fake of the same state agree on every call C++ accepts.
 
-For every example object and argument set, the C++ method runs on a real object and the fake method on
-``maybe_to_fake_obj(FakeTensorMode(shape_env=ShapeEnv()), obj)`` through ``call_torchbind`` (as while tracing). They agree when both
-raise, or both return results equal under :func:`conformance.compare.compare_results`: tensors in shape, dtype,
-device, strides and requires_grad; everything else by value, since torch burns non-tensor results into the
-graph as constants. Raising on one side only is a disagreement.
+For every example object and argument set (from the class's argument source: the adopter's
+``conformance.strategy`` where registered, else generated), the C++ method runs on a real object and the fake
+method on ``maybe_to_fake_obj(FakeTensorMode(shape_env=ShapeEnv()), obj)`` through ``call_torchbind`` (as while
+tracing). Under the validity rule (:class:`conformance.compare.Tally`) only calls C++ returned from are
+comparisons: the fake must then return too, a result equal under :func:`conformance.compare.compare_results`
+(tensors in shape, dtype, device, strides and requires_grad; everything else by value, since torch burns
+non-tensor results into the graph as constants). A call C++ rejects is not a comparison; a fake that returns
+there is noted, not failed (torch raises at run time). An item with no compared call skips saying what to give.
 """
 
 from __future__ import annotations
 
 from ..calls import Callee
-from ..compare import disagreement, side_text
+from ..compare import Tally, side_text
 from ..results import Failure
 from . import check
 
 
+def strategy_hint(ctx, key: str) -> str:
+    """What the adopter can give when no call of ``key`` (a method name or ``ns::op``) was compared."""
+    return (f"Give arguments the class accepts with @conformance.strategy({ctx.info.qualname!r}, {key!r}, ...) "
+            "(or example objects in the states it needs with @conformance.examples)")
+
+
 @check("agreement", scope="method")
 def agreement(ctx, method: str) -> list[Failure]:
-    """On fresh objects in every example state, the fake method agrees with the C++ method."""
+    """On fresh objects in every example state, the fake method agrees with the C++ method where C++ returns."""
     ctx.require_fake_method(method)
+    tally = Tally()
     first = None
-    count = total = 0
     for example, call, real, fake in ctx.paired_calls(Callee.method(method)):
-        total += 1
-        found = disagreement(real, fake)
-        if found is None:
-            continue
-        count += 1
-        if first is None:
+        found = tally.judge(real, fake, call.code())
+        if found is not None and first is None:
             first = (example, call, real, fake, found)
+    tally.require_compared(f"the C++ method {method}", strategy_hint(ctx, method))
     if first is None:
-        return []
+        return tally.notes()
     example, call, real, fake, (summary, diffs) = first
-    extra = [f"{count} of {total} calls (example objects x argument sets) disagree; the first is shown"]
+    extra = [tally.summary() + "; the first is shown"]
     return [Failure(summary, cpp=side_text(real), fake=side_text(fake),
                     details=tuple(diffs + extra), example="\n".join(example.code()),
-                    call=call.code(), repro=ctx.call_repro(example, call))]
+                    call=call.code(), repro=ctx.call_repro(example, call)), *tally.notes()]

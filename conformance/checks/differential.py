@@ -15,7 +15,7 @@ several calls is what later calls in the same graph see.
 from __future__ import annotations
 
 from .. import differential as engine
-from ..results import Failure
+from ..results import Failure, NotApplicable
 from . import check
 
 
@@ -30,9 +30,16 @@ def differential(ctx, _target) -> list[Failure]:
         print("  " + n)
     drift = run.drift
     if drift is None:
+        if not run.compared:
+            raise NotApplicable(
+                f"no step C++ accepted: in {run.sequences} sequences C++ raised on all {run.rejected} steps, so "
+                f"nothing was compared; give arguments the class accepts with @conformance.strategy("
+                f"{ctx.info.qualname!r}, 'method', ...) (a factory may take the object to respect its state)")
         return []
     rule, _args = drift.steps[-1]
-    calls = [r.code(a) for r, a in drift.steps]
+    rejected = drift.rejected or [False] * len(drift.steps)
+    calls = [r.code(a) + ("  (C++ raised: not applied to the fake)" if no else "")
+             for (r, a), no in zip(drift.steps, rejected)]
     where = f"obj.{drift.observer}()" if drift.observer else None
     sequence = [f"shortest failing sequence found (two-call sequences are tried first, longer ones shrunk by "
                 f"hypothesis), from the example object: {len(calls)} call{'s' if len(calls) > 1 else ''}"]

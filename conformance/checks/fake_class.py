@@ -11,7 +11,6 @@ import inspect
 
 from ..results import Failure
 from . import check
-from .tracing_mode import traces_with_real_object
 
 
 @check("fake_class")
@@ -20,7 +19,7 @@ def fake_class(ctx, _target) -> list[Failure]:
     info = ctx.info
     fake = info.fake_class
     if fake is None:
-        if traces_with_real_object(ctx):
+        if ctx.traces_with_real_object:
             return []
         return [Failure(
             "no fake class is registered, so torch.compile / torch.export cannot fakify this object",

@@ -29,7 +29,6 @@ from ..example_objects import named_arguments
 from ..isolation import calling
 from ..results import Failure, NotApplicable
 from . import check
-from .tracing_mode import traces_with_real_object
 
 SUPPORTED_LEAVES = (torch.Tensor, int, float, bool, str, type(None), torch.dtype, torch.device)
 
@@ -40,7 +39,7 @@ def flatten(ctx, _target) -> list[Failure]:
     changing the object, and with no aliasing tensors."""
     info = ctx.info
     if not info.has_flatten:
-        if traces_with_real_object(ctx):
+        if ctx.traces_with_real_object:
             return []
         return [Failure("the class has no __obj_flatten__, so torch cannot fakify it", target="__obj_flatten__",
                         cpp=f"methods: {', '.join(info.methods)}",
@@ -135,7 +134,8 @@ def _shared_storage(flat, others: list[tuple[str, object]]) -> list[str]:
 
 
 def _shared_with_calls(ctx, example) -> list[str]:
-    """Call each method once (its first ordinary arguments) on a fresh object in the example's state: the
+    """Call each method once (its first arguments from the argument source; never one the adopter excluded) on a
+    fresh object in the example's state: the
     flattened tensors before the call must not share storage with its result, nor those after it with its
     arguments or result."""
     found: list[str] = []
@@ -143,8 +143,8 @@ def _shared_with_calls(ctx, example) -> list[str]:
         if method == "tracing_mode":
             continue
         try:
-            calls = ctx.calls_of(Callee.method(method), limit=1)
-        except NotApplicable:
+            calls = ctx.calls_of(Callee.method(method), limit=1, example=example)
+        except NotApplicable:  # excluded by the adopter, or no arguments
             continue
         for call in calls:
             try:

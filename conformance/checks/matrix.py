@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..arguments import Excluded
 from ..matrix.backend import all_backends
 from ..matrix.cell import new_cell, run_cell
 from ..matrix.scenarios import row_names
 from ..results import Cell, NotApplicable, Status
 from . import check
-from .tracing_mode import traces_with_real_object
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,13 +48,16 @@ def matrix(ctx, target: CellTarget) -> Cell:
     # A cell that cannot run still appears in every report, saying why.
     cell = new_cell(ctx, target.row, target.backend)
     try:
-        if not traces_with_real_object(ctx):
+        if not ctx.traces_with_real_object:
             ctx.require_fake()  # without a fake class no backend can fakify the object; fake_class reports it
     except NotApplicable as exc:
         cell.status, cell.reason = Status.SKIPPED, f"{exc}: no backend can fakify the object"
         return cell
     try:
         return run_cell(ctx, target.row, target.backend)
+    except Excluded as exc:
+        cell.status, cell.reason = Status.SKIPPED, str(exc)
+        return cell
     except NotApplicable as exc:
         cell.status, cell.reason = Status.SKIPPED, f"no eager reference: {exc}"
         return cell

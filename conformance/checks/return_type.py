@@ -1,6 +1,7 @@
 """Check 4: each fake method returns a value of the schema's return type.
 
-The fake is called under ``FakeTensorMode`` on a fakified example object with schema-typed arguments, exactly as
+The fake is called under ``FakeTensorMode`` on a fakified example object with arguments from the class's argument
+source (on calls C++ accepts: the validity rule of :class:`conformance.compare.Tally`), exactly as
 ``call_torchbind`` calls it while tracing; its result must convert to the schema type the way TorchScript would
 convert the C++ result (``Tensor``, ``int``, ``float``, ``bool``, ``str``, ``None``, lists, tuples, ``Optional``;
 see :func:`conformance.jit_types.value_mismatch`). A fake returning ``float`` for ``int``, or a ``tuple`` for a
@@ -16,11 +17,12 @@ from __future__ import annotations
 import torch
 
 from ..calls import Callee
-from ..compare import describe
+from ..compare import Tally, describe
 from ..jit_types import return_type as schema_return_type
 from ..jit_types import value_mismatch
 from ..results import Failure, NotApplicable
 from . import check
+from .agreement import strategy_hint
 
 
 @check("return_type", scope="method")
@@ -30,9 +32,11 @@ def return_type(ctx, method: str) -> list[Failure]:
     schema = ctx.info.methods[method]
     expected = schema_return_type(schema)
     checked = 0
+    tally = Tally()
     for example, call, real, fake in ctx.paired_calls(Callee.method(method)):
+        tally.judge(real, fake, call.code())
         if real.raised or fake.raised:
-            continue  # no return value to type-check; agreement[...] reports one-sided raises
+            continue  # not a comparison (C++ rejected the arguments), or agreement[...] reports the fake's raise
         checked += 1
         wanted, summary = expected, f"the fake returns a value that is not of the schema's return type {expected}"
         cpp = str(schema)
@@ -51,6 +55,8 @@ def return_type(ctx, method: str) -> list[Failure]:
                 example="\n".join(example.code()),
                 call=call.code(), repro=ctx.call_repro(example, call),
             )]
+    tally.require_compared(f"the C++ method {method}", strategy_hint(ctx, method))
     if not checked:
-        raise NotApplicable(f"no call of {method} returned on both sides (see agreement[{method}])")
+        raise NotApplicable(f"no call of {method} returned on both sides: the fake raised on every call C++ "
+                            f"accepted (see {ctx.info.test_name}::agreement[{method}])")
     return []

@@ -5,10 +5,16 @@ TorchBind input and attribute before tracing; it must also yield an instance of 
 because torch then dispatches method calls to that object. That instance must keep every ``__obj_flatten__`` key
 as an attribute of the same name: torch.compile reads ``getattr(fake, key)`` for each flattened key
 (``torch/_dynamo/output_graph.py``, ``remove_unused_graphargs``), so a fake that stores its state under other
-names fails every torch.compile and strict-export program with ``AttributeError``.
+names fails every torch.compile and strict-export program with ``AttributeError``. And it must keep each key's
+*value* there (tensors as fake tensors of the same shape and dtype): a fake whose ``__obj_unflatten__`` reads the
+fields by position and swaps two of them passes the key test but traces with the wrong state.
 """
 
 from __future__ import annotations
+
+import collections.abc
+
+import torch
 
 from ..compare import describe
 from ..context import new_fake_mode
@@ -62,7 +68,57 @@ def roundtrip(ctx, _target) -> list[Failure]:
                          "__init__ that sets self.<key> = <value> (torch/_dynamo/output_graph.py, "
                          "remove_unused_graphargs)",),
                 example=code, repro=repro))
+            continue
+        wrong = [d for key, value in _pairs(flat) for d in _kept_differences(value, getattr(wrapped, key), key)]
+        if wrong:
+            failures.append(Failure(
+                "the fake keeps a different value under an __obj_flatten__ key than C++ flattened (an "
+                "__obj_unflatten__ that reads fields by position, or swaps them?)", target="__obj_unflatten__",
+                cpp=f"__obj_flatten__() returned {describe(flat)}",
+                fake=f"{type(wrapped).__qualname__} keeps "
+                     + ", ".join(f"{key}={describe(getattr(wrapped, key))}" for key, _ in _pairs(flat)),
+                details=tuple(wrong) + ("each attribute must hold its key's flattened value (tensors as fake "
+                                        "tensors of the same shape and dtype): torch.compile guards and traces "
+                                        "on them",),
+                example=code, repro=repro))
     return failures
+
+
+def _pairs(flat) -> list[tuple[str, object]]:
+    try:
+        return [(key, value) for key, value in flat if isinstance(key, str)]
+    except (TypeError, ValueError):
+        return []
+
+
+def _kept_differences(real, kept, where: str) -> list[str]:
+    """How the fake's attribute ``kept`` differs from the flattened ``real`` value: tensors by shape, dtype and
+    device (the fake holds fake tensors); sequences element-wise whatever their container (a fake may keep a
+    list as a tuple or deque); dicts by key; anything else by ``==``. An attribute that is a method or property
+    computing something else is not judged (only plain values are compared)."""
+    if callable(kept) and not isinstance(kept, torch.Tensor):
+        return []
+    if isinstance(real, torch.Tensor):
+        if not isinstance(kept, torch.Tensor):
+            return [f"{where}: C++ flattened {describe(real)}, the fake keeps {describe(kept)}"]
+        return [f"{where}.{k}: C++ {a}, fake {b}" for k, a, b in (
+            ("shape", list(real.shape), list(kept.shape)), ("dtype", real.dtype, kept.dtype),
+            ("device", real.device, kept.device)) if a != b]
+    if isinstance(real, (list, tuple)):
+        if isinstance(kept, (str, bytes, dict)) or not isinstance(kept, collections.abc.Sequence):
+            return [f"{where}: C++ flattened {describe(real)}, the fake keeps {describe(kept)}"]
+        if len(real) != len(kept):
+            return [f"{where}: C++ flattened {len(real)} elements, the fake keeps {len(kept)}"]
+        return [d for i, (a, b) in enumerate(zip(real, kept)) for d in _kept_differences(a, b, f"{where}[{i}]")]
+    if isinstance(real, dict):
+        if not isinstance(kept, dict) or set(real) != set(kept):
+            return [f"{where}: C++ flattened {describe(real)}, the fake keeps {describe(kept)}"]
+        return [d for k in real for d in _kept_differences(real[k], kept[k], f"{where}[{k!r}]")]
+    try:
+        same = bool(real == kept)
+    except Exception:  # noqa: BLE001 - an exotic value: not judged
+        same = True
+    return [] if same else [f"{where}: C++ flattened {describe(real)}, the fake keeps {describe(kept)}"]
 
 
 def _keys(flat) -> list[str]:

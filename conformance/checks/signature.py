@@ -9,9 +9,11 @@ forwards the traced call's ``*args, **kwargs`` unchanged to the fake method:
 * the schema's argument names where the binding names them (``torch::arg("x")``; unnamed C++ arguments are
   ``_0``, ``_1``, … and are not compared);
 * Python annotations, where present, equal to the schema's types (compared as TorchScript types via
-  ``torch.jit.annotations.ann_to_type``), the return annotation included. A schema type ``Any`` (a C++
-  ``c10::IValue``) accepts any annotation, a ``Union`` included: ``return_type`` compares what the fake returns
-  with what C++ returned;
+  ``torch.jit.annotations.ann_to_type``), the return annotation included. ``Any`` anywhere in the fake's
+  annotation (``-> Any``, ``List[Any]``) accepts what the schema has there: torch never reads a fake's
+  annotations (:func:`conformance.jit_types.annotation_accepts`). A schema type ``Any`` (a C++ ``c10::IValue``)
+  accepts any annotation, a ``Union`` included: ``return_type`` compares what the fake returns with what C++
+  returned;
 * methods bound with ``def_static`` have no ``self``: a fake need not define them (``coverage`` does not ask for
   them), but one that does defines them as a ``staticmethod`` or ``classmethod`` with the schema's parameters.
 """
@@ -23,7 +25,7 @@ import re
 import typing
 
 from ..context import defined_on_fake
-from ..jit_types import annotation_type, return_type
+from ..jit_types import annotation_accepts, annotation_type, return_type
 from ..results import Failure
 from . import check
 
@@ -110,12 +112,12 @@ def signature(ctx, method: str) -> list[Failure]:
                             f"{repr(param.default)}")
         if param.name in hints and not _any(arg.type):
             ann = annotation_type(hints[param.name])
-            if ann is not None and ann != arg.type:
+            if ann is not None and not annotation_accepts(ann, arg.type):
                 problems.append(f"{label}: annotated {ann}, C++ type is {arg.type}")
     expected = return_type(schema)
     if "return" in hints and not _any(expected):
         ann = annotation_type(hints["return"])
-        if ann is not None and ann != expected:
+        if ann is not None and not annotation_accepts(ann, expected):
             problems.append(f"return: annotated {ann}, C++ returns {expected}")
     if not problems:
         return []

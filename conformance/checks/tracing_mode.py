@@ -17,18 +17,6 @@ def _targets(ctx):
     return [None] if "tracing_mode" in ctx.info.methods else []
 
 
-def traces_with_real_object(ctx) -> bool:
-    """True when the class defines ``tracing_mode()`` and it returns ``"real"`` on the first example."""
-    if "tracing_mode" not in ctx.info.methods or not ctx.example_set.examples:
-        return False
-    try:
-        obj = ctx.example_set.examples[0].build()
-        with calling(f"{ctx.info.qualname}.tracing_mode()"):
-            return obj.tracing_mode() == "real"
-    except Exception:  # noqa: BLE001 - the tracing_mode check reports it
-        return False
-
-
 @check("tracing_mode", targets=_targets)
 def tracing_mode(ctx, _target) -> list[Failure]:
     """tracing_mode() returns "real" or "fake"."""

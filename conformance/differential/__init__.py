@@ -12,8 +12,11 @@ example object and whose rules are the class's methods, written as a drawn list 
   own methods (the fake's run under the mode, the ``call_torchbind`` path);
 * the rules are the class's methods that the fake class defines and the custom ops that take the class and can
   run on a fakified object, with arguments drawn from strategies derived from the schema types
-  (:func:`value_strategy`), or from the user's overrides (:func:`strategy`);
-* every step compares the two sides: raising on one side only, tensor metadata (shape, dtype, device, strides,
+  (:func:`value_strategy`), or from the user's overrides (:func:`strategy`), both from the class's argument source
+  (:mod:`conformance.arguments`);
+* every step runs on the C++ object first: a step C++ rejects (raises) is not applied to the fake and is not a
+  comparison (a sequence in which C++ rejects every step is rejected); otherwise it compares the two sides: the
+  fake raising where C++ returned, tensor metadata (shape, dtype, device, strides,
   requires_grad), non-tensor results by value (:func:`conformance.compare.compare_results`), and aliasing (a
   returned tensor shares storage with an argument or an earlier result on one side only);
 * after every step the *observers* — methods callable without arguments that leave the C++ object's state
@@ -29,8 +32,8 @@ hypothesis settings are the profile the user loaded (``--hypothesis-profile``), 
 environment variable ``CI`` is set (or hypothesis detected a CI), else :data:`DEV_PROFILE`; ``--hypothesis-seed``
 seeds the run. ``deadline`` is always off: timing is not what this test checks.
 
-The package, one module per job: :mod:`.strategies` (the :func:`strategy` overrides and the strategies derived
-from schema types), :mod:`.plan` (what is driven: :func:`plan_for`), :mod:`.machine` (one call sequence on both
+The package, one module per job (the strategies live in :mod:`conformance.arguments`, shared by every caller):
+:mod:`.plan` (what is driven: :func:`plan_for`), :mod:`.machine` (one call sequence on both
 sides, and the :class:`Drift` it finds), :mod:`.driver` (hypothesis settings and :func:`run_differential`),
 :mod:`.repro` (:func:`repro_script`, whose helper program is the text of :mod:`.repro_runtime`).
 """
@@ -40,7 +43,7 @@ from .driver import (CI_PROFILE, DEFAULT_EXAMPLES, DEV_PROFILE, STEP_COUNT, Run,
 from .machine import Drift
 from .plan import Plan, Rule, plan_for
 from .repro import repro_script
-from .strategies import registered_strategies, strategy, tensor_strategy, value_strategy
+from ..arguments import registered_strategies, strategy, tensor_strategy, value_strategy
 
 __all__ = [
     "DEFAULT_EXAMPLES",

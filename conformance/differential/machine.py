@@ -17,9 +17,9 @@ from ..context import CallResult, ClassContext, new_fake_mode, to_fake
 from ..example_objects import Example
 from ..faults import raise_fault
 from ..isolation import calling
+from ..arguments import EMPTY as _EMPTY
 from ..values import ArgumentSet
 from .plan import Plan, Rule
-from .strategies import _EMPTY
 
 __all__ = ["Drift"]
 
@@ -29,6 +29,7 @@ class Drift:
     """A disagreement found by the machine, with everything needed to report and reproduce it.
 
     ``steps`` is the sequence run from ``example`` (``(rule, args)`` pairs, the last one where it showed);
+    ``rejected[i]`` is true for a step the C++ object rejected (raised on): it was not applied to the fake;
     ``phase`` is ``"call"`` (the step itself disagrees), ``"alias"`` (aliasing of the step's result),
     ``"observer"`` (an observer disagrees after the step) or ``"state"`` (a fresh fake of the C++ object's state
     disagrees with the evolved fake); ``observer`` names the observer for the last two.
@@ -44,6 +45,7 @@ class Drift:
     fake: str
     details: list[str]
     observer: str | None = None
+    rejected: list[bool] = dataclasses.field(default_factory=list)
 
 
 class _Found(Exception):
@@ -163,6 +165,10 @@ class _Machine:
 
     :meth:`start` builds the pair, :meth:`step` runs one :class:`Rule` on both sides and compares; both raise
     :class:`_Found` on a disagreement (always through :meth:`_fail`).
+
+    The validity rule: a step runs on the C++ object first; when C++ rejects it (raises), it is not applied to
+    the fake and is not a comparison (``stats["rejected"]``); :attr:`compared` counts the steps C++ accepted.
+    Likewise an observer C++ raises on is not compared.
     """
 
     def __init__(self, plan: Plan, stats: dict):
@@ -170,6 +176,8 @@ class _Machine:
         self.example: Example | None = None
         self.steps: list[tuple[Rule, ArgumentSet]] = []
         self.mutating: list[bool] = []
+        self.rejected: list[bool] = []
+        self.compared = 0
 
     def start(self, example: int) -> None:
         plan = self.plan
@@ -188,7 +196,13 @@ class _Machine:
         with calling(lambda: f"step {n} of a differential sequence from {self.example.label}: "
                              + ", ".join(f"{r.label}({a.code()})" for r, a in self.steps), timed=False):
             real = self.real.call(rule, args, ctx, n)
+            self.rejected.append(real.raised)
+            if real.raised:
+                self.stats["rejected"] = self.stats.get("rejected", 0) + 1
+                return  # C++ rejects these arguments in this state: not applied to the fake, not a comparison
             fake = self.fake.call(rule, args, ctx, n)
+        self.compared += 1
+        self.stats["compared"] = self.stats.get("compared", 0) + 1
         found = _disagree(real, fake)
         if found is not None:
             summary, diffs = found
@@ -215,6 +229,8 @@ class _Machine:
         for obs in plan.observer_rules:
             name = obs.name
             r = self.real.call(obs, _EMPTY, ctx, None)
+            if r.raised:
+                continue  # C++ rejects the observer in this state (top() of an empty queue): not a comparison
             f = self.fake.call(obs, _EMPTY, ctx, None)
             fake_results[name] = f
             found = _disagree(r, f, f"{name}()")
@@ -235,9 +251,12 @@ class _Machine:
                        "raised)", CallResult(error=exc).error_text(), "-", [])
         for obs in plan.observer_rules:
             name = obs.name
+            if name not in fake_results:
+                continue
             r = fresh.call(obs, _EMPTY, ctx, None)
             f = fake_results[name]
-            found = _disagree(r, f, f"{name}()")
+            # Two fakes, both held to what C++ returned: the fresh one raising is a finding too.
+            found = ("the fresh fake raises", []) if r.raised and not f.raised else _disagree(r, f, f"{name}()")
             if found is not None:
                 self._fail("state", f"the fake's state drifted from the C++ object's: a fake made now from its "
                            f"__obj_flatten__ (maybe_to_fake_obj) and the fake that made the calls disagree on "
@@ -247,7 +266,7 @@ class _Machine:
     def _fail(self, phase: str, summary: str, cpp: str, fake: str, details: list[str],
               observer: str | None = None) -> None:
         raise _Found(Drift(self.example, list(self.steps), list(self.plan.observers), list(self.mutating), phase,
-                           summary, cpp, fake, list(details), observer))
+                           summary, cpp, fake, list(details), observer, list(self.rejected)))
 
 
 def _names(labels: tuple[str, ...]) -> str:

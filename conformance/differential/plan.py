@@ -14,12 +14,12 @@ from hypothesis.strategies import SearchStrategy
 
 from ..calls import Call, Callee
 from ..context import ClassContext, defined_on_fake, new_fake_mode
-from ..discovery import has_python_fake
+from ..discovery import runs_on_fakes
 from ..example_objects import Example, read_state, state_key
 from ..isolation import calling
 from ..results import NotApplicable
 from ..values import ArgumentSet, UnsupportedType
-from .strategies import _args_strategy, registered_strategies
+from ..arguments import registered_strategies
 
 __all__ = ["Rule", "Plan", "plan_for", "RESHAPING_WEIGHT"]
 
@@ -29,7 +29,9 @@ class Rule:
     """One kind of step: a :class:`~conformance.calls.Callee` (a method, or a custom op with the object at its
     schema position) with a strategy of its arguments.
 
-    ``args`` draws :class:`ArgumentSet`s; ``observer`` is True for methods that never change the C++ object's
+    ``args`` draws :class:`ArgumentSet`s, or is ``None`` when the adopter's strategy depends on the object: then
+    ``for_object(obj)`` gives the strategy for the C++ object in its current state, drawn before each such step
+    (:func:`conformance.differential.driver._execute`); ``observer`` is True for methods that never change the C++ object's
     state on the examples; ``weight`` is how many times the rule is offered among the steps (see
     :func:`_reshapes`); ``ordinary`` is the plugin's first ordinary argument set
     (:meth:`ClassContext.argument_sets`) for the explicit sequences, ``None`` when the user overrides the
@@ -37,10 +39,11 @@ class Rule:
     """
 
     callee: Callee
-    args: SearchStrategy
+    args: SearchStrategy | None
     observer: bool = False
     weight: int = 1
     ordinary: ArgumentSet | None = None
+    for_object: Any = None
 
     @property
     def name(self) -> str:
@@ -90,18 +93,26 @@ class Plan:
 
 
 def _driven_args(ctx: ClassContext, key: str, schema: torch.FunctionSchema, position: int,
-                 notes: list[str]) -> SearchStrategy | None:
-    """:func:`_args_strategy` for a method or op (``key``), or ``None`` with the reason appended to ``notes``
-    when it is not driven (no generator for an argument type, or excluded by ``conformance.strategy``)."""
+                 notes: list[str]) -> tuple[SearchStrategy | None, Any] | None:
+    """``(strategy, for_object)`` for a method or op (``key``) from the class's argument source: the strategy, or
+    (the adopter's strategy depends on the object) ``None`` and a function from the C++ object to its strategy.
+    ``None`` with the reason appended to ``notes`` when it is not driven (no generator for an argument type, or
+    excluded by ``conformance.strategy``)."""
+    source = ctx.arguments
+    if source.excluded(key):
+        notes.append(f"{key}: not driven, excluded by conformance.strategy")
+        return None
+    if source.depends_on_object(key):
+        return None, lambda obj: source.strategy(key, schema, position, obj)
     try:
-        args = _args_strategy(ctx, ctx.info.qualname, key, schema, position, ctx.class_values)
+        args = source.strategy(key, schema, position)
     except UnsupportedType as exc:
         notes.append(f"{key}: not driven, {exc} (register a strategy with conformance.strategy)")
         return None
     if args is None:
         notes.append(f"{key}: not driven, excluded by conformance.strategy")
-    return args
-
+        return None
+    return args, None
 
 
 def _callable_without_args(schema: torch.FunctionSchema) -> bool:
@@ -126,19 +137,19 @@ def _meta_key(value: Any) -> Any:
 RESHAPING_WEIGHT = 3
 
 
-def _reshapes(ctx: ClassContext, schema: torch.FunctionSchema, call, examples: list[Example], skip: int) -> bool:
+def _reshapes(ctx: ClassContext, schema: torch.FunctionSchema, callee: Callee, examples: list[Example]) -> bool:
     """True when the call changes :func:`_meta_key` of ``read_state(obj)`` on some example with some of the
-    plugin's ordinary argument sets (:meth:`ClassContext.argument_sets`): a ``push`` or ``pop`` does, a method
+    argument sets of the class's argument source (:meth:`ClassContext.calls_of`): a ``push`` or ``pop`` does, a method
     that only rewrites tensor values (invisible to a fake) or reads the state does not. Such rules are offered
     :data:`RESHAPING_WEIGHT` times as often: a fake can only drift in what it represents, and drifts show after
     a few of these calls (push, pop, pop), which sequences of a handful of uniformly drawn steps rarely contain.
     """
-    try:
-        sets = ctx.argument_sets(schema, skip=(skip,), limit=2)
-    except NotApplicable:
-        return False
     for example in examples:
-        for args in sets:
+        try:
+            sets = ctx.calls_of(callee, limit=2, example=example)
+        except NotApplicable:
+            return False
+        for args in (c.args for c in sets):
             try:
                 obj = example.build()
                 before = _meta_key(read_state(obj))
@@ -146,7 +157,7 @@ def _reshapes(ctx: ClassContext, schema: torch.FunctionSchema, call, examples: l
                 with contextlib.suppress(Exception), calling(
                         lambda: f"{ctx.info.qualname}: {schema.name}({args.code()}) on the example object "
                                 f"{example.label} (does it change the state? planning the differential test)"):
-                    call(obj, a, kw)
+                    callee.invoke(obj, a, kw)
                 if _meta_key(read_state(obj)) != before:
                     return True
             except Exception:  # noqa: BLE001 - an example that does not build: the examples check reports it
@@ -154,16 +165,16 @@ def _reshapes(ctx: ClassContext, schema: torch.FunctionSchema, call, examples: l
     return False
 
 
-def _ordinary(ctx: ClassContext, qualname: str, key: str, schema: torch.FunctionSchema, skip: int
-              ) -> ArgumentSet | None:
-    """The first ordinary argument set of a call, unless the user overrides its arguments."""
-    if any(m == key for m, _a in registered_strategies(qualname, ctx.session)):
+def _ordinary(ctx: ClassContext, callee: Callee) -> ArgumentSet | None:
+    """The first argument set of a call from the argument source, unless the adopter's strategy depends on the
+    object (the explicit two-call sequences start from several states)."""
+    if ctx.arguments.depends_on_object(callee.name):
         return None
     try:
-        sets = ctx.argument_sets(schema, skip=(skip,), limit=1)
+        sets = ctx.calls_of(callee, limit=1)
     except NotApplicable:
         return None
-    return sets[0] if sets else None
+    return sets[0].args if sets else None
 
 
 def _is_observer(ctx: ClassContext, method: str, examples: list[Example]) -> bool:
@@ -181,17 +192,6 @@ def _is_observer(ctx: ClassContext, method: str, examples: list[Example]) -> boo
         if state_key(read_state(obj)) != state_key(before):
             return False
     return True
-
-
-def _op_runs_on_fakes(op) -> bool:
-    """True when the op has a Python fake (``torch.library.register_fake``) or a Python Meta kernel
-    (``OpOverload.py_impl(DispatchKey.Meta)``): only those accept a ``FakeScriptObject``."""
-    if has_python_fake(op.qualname):
-        return True
-    try:
-        return torch._C.DispatchKey.Meta in op.resolve().py_kernels
-    except Exception:  # noqa: BLE001 - unresolvable op: not driven
-        return False
 
 
 def plan_for(ctx: ClassContext) -> Plan:
@@ -227,31 +227,31 @@ def plan_for(ctx: ClassContext) -> Plan:
                          f"(see {info.test_name}::coverage[{method}])")
             continue
         schema = info.methods[method]
-        args = _driven_args(ctx, method, schema, 0, notes)
-        if args is None:
+        driven = _driven_args(ctx, method, schema, 0, notes)
+        if driven is None:
             continue
         observer = _callable_without_args(schema) and _is_observer(ctx, method, examples)
         callee = Callee.method(method)
-        reshaping = not observer and _reshapes(ctx, schema, callee.invoke, examples, 0)
-        made = Rule(callee, args, observer=observer, weight=RESHAPING_WEIGHT if reshaping else 1,
-                    ordinary=_ordinary(ctx, info.qualname, method, schema, 0))
+        reshaping = not observer and _reshapes(ctx, schema, callee, examples)
+        made = Rule(callee, driven[0], observer=observer, weight=RESHAPING_WEIGHT if reshaping else 1,
+                    ordinary=_ordinary(ctx, callee), for_object=driven[1])
         if observer:
             observer_rules.append(made)
         if not observer or len(schema.arguments) > 1:
             rules.append(made)
     for op in info.ops:
-        if not _op_runs_on_fakes(op):
+        if not runs_on_fakes(op):
             notes.append(f"{op.qualname}: not driven, the op has no Python fake "
                          f"(see {info.test_name}::custom_op[{op.short_name}])")
             continue
         callee = Callee.of_op(op)
         position = callee.position
-        args = _driven_args(ctx, op.qualname, op.schema, position, notes)
-        if args is None:
+        driven = _driven_args(ctx, op.qualname, op.schema, position, notes)
+        if driven is None:
             continue
-        reshaping = _reshapes(ctx, op.schema, callee.invoke, examples, position)
-        rules.append(Rule(callee, args, weight=RESHAPING_WEIGHT if reshaping else 1,
-                          ordinary=_ordinary(ctx, info.qualname, op.qualname, op.schema, position)))
+        reshaping = _reshapes(ctx, op.schema, callee, examples)
+        rules.append(Rule(callee, driven[0], weight=RESHAPING_WEIGHT if reshaping else 1,
+                          ordinary=_ordinary(ctx, callee), for_object=driven[1]))
     if not rules:
         rules = list(observer_rules)  # nothing changes the state: still call the observers repeatedly
     if not rules:

@@ -41,10 +41,14 @@ def repro_script(ctx: ClassContext, drift: Drift) -> str:
         body += _extra_defs(args)
     body += _runtime_lines()
     body.append("")
-    for n, ((rule_, args), mutated) in enumerate(zip(drift.steps, drift.mutating_steps), start=1):
+    rejected = drift.rejected or [False] * len(drift.steps)
+    for n, ((rule_, args), mutated, no) in enumerate(zip(drift.steps, drift.mutating_steps, rejected), start=1):
         pos = "".join(f"{v.code}, " for v in args.args)
         kw = ", ".join(f"{k!r}: {v.code}" for k, v in args.kwargs)
         call = f"lambda o, a, k: {rule_.callee.spread_source('o', 'a', 'k')}"
+        if no:  # C++ rejected it in the test: run on the C++ object only, as the test did
+            body.append(f"step({n}, {rule_.code(args)!r}, {call}, lambda: (({pos}), {{{kw}}}), cpp_only=True)")
+            continue
         body.append(f"step({n}, {rule_.code(args)!r}, {call}, lambda: (({pos}), {{{kw}}}))")
         if drift.observers and not (n == len(drift.steps) and drift.phase in ("call", "alias")):
             body.append(f"observe({n}, {drift.observers!r}, state_changed={mutated})")

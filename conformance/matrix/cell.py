@@ -48,7 +48,7 @@ def _run(scn: Scenario, backend: Backend) -> list[str]:
             obj = held if isinstance(held, torch.ScriptObject) else traced
         out = runner(*scn.args(obj, run))
         diffs += value_differences(ref.outputs[run], out, f"run {run} output",
-                                   scalars_as_tensors=backend.scalars_as_tensors)
+                                   scalars_as_tensors=backend.scalars_as_tensors, metadata_only=ref.unstable)
         if backend.state_visible:
             diffs += flat_state_differences(ref.states[run], read_state(obj), f"run {run} object state",
                                             ("eager", backend.name))
@@ -84,13 +84,18 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
         evidence = [exception_line(exc, limit=400)]
         failure_details, matched = [ln.rstrip() for ln in tb[-4:]], f"{type(exc).__name__}: {exc}"
+    if scn.reference.unstable:
+        cell.details = [f"{path}: its values differ between two identical eager runs (uninitialised memory, e.g. "
+                        "torch::empty), so it is compared by shape, dtype and device only"
+                        for path in sorted(scn.reference.unstable)]
     if evidence:
         limitation = find_limitation(backend_name, scn, matched)
         if limitation is not None:
             cell.status, cell.reason, cell.limitation = Status.UNSUPPORTED, limitation.reason, limitation.key
-            cell.details = evidence + [f"known limitation {limitation.key}: {limitation.source}"]
+            cell.details = evidence + [f"known limitation {limitation.key}: {limitation.source}"] + cell.details
         else:
-            cell.status, cell.reason, cell.details = Status.FAILED, evidence[0], failure_details
+            cell.status, cell.reason = Status.FAILED, evidence[0]
+            cell.details = failure_details + cell.details
     return cell
 
 

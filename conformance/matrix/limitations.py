@@ -22,6 +22,7 @@ class Limitation:
     ``returns``: schema return types (e.g. ``("str",)``; ``"non-tensor"`` stands for any type without a
     Tensor in it, e.g. ``int``, ``str[]``, ``(int, float)``), one of which some call of the scenario must return,
     or ``None``;
+    ``dunder``: the scenario calls a dunder method by name (``obj.__eq__(other)``, not ``obj == other``);
     ``error``: regex over ``"ExceptionType: message"``; ``reason``: the report's footnote; ``source``: evidence."""
 
     key: str
@@ -31,9 +32,13 @@ class Limitation:
     source: str
     placement: str | None = None
     returns: tuple[str, ...] | None = None
+    dunder: bool = False
 
     def applies(self, backend: str, scenario) -> bool:
         if backend not in self.backends:
+            return False
+        if self.dunder and not any(call.call.callee.name.startswith("__") and not call.call.callee.operator
+                                   for call in scenario.calls):
             return False
         if self.placement == "input" and not scenario.has_object_input:
             return False
@@ -110,6 +115,29 @@ LIMITATIONS: tuple[Limitation, ...] = (
         reason="AOTInductor accepts TorchBind objects only as module attributes, not as inputs",
         source="torch._inductor (aoti_compile_and_package): 'TorchBind object inputs are not supported in "
                "AOTInductor. TorchBind objects can only be attributes.'",
+    ),
+    Limitation(
+        key="explicit-dunder-call",
+        backends=frozenset({"eager", "aot_eager", "inductor", "export", "export_strict", "export_saveload"}),
+        dunder=True,
+        error=r"Unable to cast Python instance of type <class 'method'>|'NoneType' object has no attribute 'returns'",
+        reason="a dunder method called by name (obj.__eq__(other)) cannot be traced: on a ScriptObject the name "
+               "resolves to Python's own method, not the bound C++ one; the operator form (obj == other, its own "
+               "operator.* row) works",
+        source="torch/_higher_order_ops/torchbind.py call_torchbind_impl: getattr(obj, method) on a "
+               "torch.ScriptObject returns the Python-level magic method for a dunder name, which has no schema",
+    ),
+    Limitation(
+        key="inductor-reruns-fake-method",
+        backends=frozenset({"inductor"}),
+        error=r"^InductorError: .*While executing %with_effects .*call_torchbind",
+        reason="inductor runs a TorchBind method's fake a second time on the same FakeScriptObject while lowering "
+               "(fake tensor propagation with the realized strides), so a state-changing fake method is applied "
+               "twice and can meet a state eager never reaches (e.g. an empty cache): a torch behaviour, not the "
+               "fake's fault",
+        source="torch/_inductor/ir.py FallbackKernel.process_kernel: 're-run fake tensor propagation with the "
+               "realized strides' on the effectful call_torchbind node (with_effects), whose FakeScriptObject "
+               "tracing already mutated",
     ),
     Limitation(
         key="saveload-object-input",

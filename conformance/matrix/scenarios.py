@@ -31,6 +31,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..calls import OPERATORS, Call, Callee
+from ..compare import unstable_paths
 from ..context import ClassContext, defined_on_fake
 from ..jit_types import return_type
 from ..example_objects import Example, read_state, state_key
@@ -82,10 +83,14 @@ def row_names(ctx: ClassContext) -> list[str]:
 
 @dataclasses.dataclass
 class Reference:
-    """Eager results: ``outputs[i]`` and ``states[i]`` (``__obj_flatten__`` after run ``i``), for runs 0 and 1."""
+    """Eager results: ``outputs[i]`` and ``states[i]`` (``__obj_flatten__`` after run ``i``), for runs 0 and 1;
+    ``unstable``: the output positions (``run 0 output[1]``) whose tensor values differed between two identical
+    eager runs (uninitialised memory, e.g. a method returning ``torch::empty``), which backends are held to by
+    metadata only."""
 
     outputs: list[Any]
     states: list[Any]
+    unstable: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass
@@ -189,7 +194,14 @@ class Scenario:
     # ----- eager reference ------------------------------------------------------------------------------------
     @functools.cached_property
     def reference(self) -> Reference:
-        """Outputs and states of plain eager runs (module called without any compilation)."""
+        """Outputs and states of plain eager runs (module called without any compilation), made twice: tensor
+        outputs whose values differ between the two are :attr:`Reference.unstable`."""
+        first, again = self._eager(), self._eager()
+        unstable = frozenset(path for run in (0, 1)
+                             for path in unstable_paths(first.outputs[run], again.outputs[run], f"run {run} output"))
+        return dataclasses.replace(first, unstable=unstable)
+
+    def _eager(self) -> Reference:
         outputs, states = [], []
         obj = self.first.build()
         mod = self.module(obj)
@@ -266,7 +278,15 @@ def _calls_for(ctx: ClassContext, name: str) -> list[tuple[ProgramCall, ...]]:
     else:
         callee = Callee.method(name)
     returns = str(return_type(op.schema if op is not None else info.methods[callee.name]))
-    return [(ProgramCall(call, returns),) for call in ctx.calls_of(callee)]
+    if not ctx.arguments.depends_on_object(callee.name):
+        return [(ProgramCall(call, returns),) for call in ctx.calls_of(callee)]
+    # The adopter's strategy depends on the object: arguments drawn for each example state (an index within its
+    # length), each variant then tried on every state.
+    variants: dict[str, tuple[ProgramCall, ...]] = {}
+    for example in ctx.require_examples():
+        for call in ctx.calls_of(callee, example=example):
+            variants.setdefault(call.code(), (ProgramCall(call, returns),))
+    return list(variants.values())
 
 
 def _sequence_calls(ctx: ClassContext, base: Example, tensors_only: bool = False) -> tuple[ProgramCall, ...]:
@@ -276,14 +296,20 @@ def _sequence_calls(ctx: ClassContext, base: Example, tensors_only: bool = False
     # Dunder methods have rows of their own (explicit and through the operator), as ops do.
     methods = [m for m in row_names(ctx) if m in ctx.info.methods and not m.startswith("__")]
     fake = ctx.info.fake_class
-    if fake is not None:
+    if fake is not None and not ctx.traces_with_real_object:
         # Methods the fake lacks fail their own rows (and the coverage check); a sequence of them would only
         # repeat that failure and hide how the rest of the class behaves.
         methods = [m for m in methods if defined_on_fake(fake, m)]
     methods = [m for m in methods if str(return_type(ctx.info.methods[m])) != "str"]
     if tensors_only:
         methods = [m for m in methods if str(return_type(ctx.info.methods[m])) in _TENSOR_RESULTS]
-    candidates = {m: _calls_for(ctx, m) for m in methods}
+    candidates = {}
+    for m in methods:
+        try:
+            candidates[m] = _calls_for(ctx, m)
+        except NotApplicable:  # excluded by the adopter (conformance.strategy ... None), or no arguments
+            continue
+    methods = [m for m in methods if m in candidates]
     mutator = None
     for m in methods:
         variants = candidates[m]

@@ -320,7 +320,7 @@ def choose_static(ctx: ClassContext, method: str) -> Choice:
     """The first template that agrees with the ``def_static`` method on every generated argument set."""
     schema = ctx.info.static_methods[method]
     try:
-        sets = ctx.argument_sets(schema, skip=(), limit=_ARGUMENT_SETS)
+        sets = ctx.arguments.fixed(method, schema, -1, limit=_ARGUMENT_SETS)  # a static method: no object
     except Exception as exc:  # noqa: BLE001
         return Choice(None, f"no calls could be generated: {exc}")
     fn = getattr(ctx.info.script_class, method)

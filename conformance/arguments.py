@@ -1,0 +1,405 @@
+"""The one argument source: the arguments every caller passes to a method or custom op of a class.
+
+Every place that calls into a class with arguments — the per-call checks (``agreement``, ``return_type``,
+``custom_op``), the ``flatten`` aliasing probe, the example states derived by method calls, the differential
+test's planning and sequences, the coverage matrix's programs, the scaffold's observation — takes its arguments
+from here, through :class:`ArgumentSource` (one per class, ``ClassContext.arguments``):
+
+* by default, arguments generated from the schema types: a small fixed list for deterministic callers
+  (:func:`conformance.values.argument_sets`), hypothesis strategies for the differential test
+  (:func:`value_strategy`);
+* where the adopter registered an override with :func:`strategy` (per method or op, per argument or the whole
+  argument list, optionally depending on the object it is called on), the same strategies for every caller:
+  deterministic callers draw a small fixed set from them, seeded by the class, the callee and the object's state,
+  so every run draws the same arguments (:meth:`ArgumentSource.fixed`);
+* a method or op whose override returns ``None`` (``conformance.strategy("ns::Cls", "m")(lambda: None)``) is never
+  called by anything: callers get :class:`Excluded` (a :class:`~conformance.results.NotApplicable`), so its
+  call-based items skip saying so.
+
+Every drawn value is a :class:`~conformance.values.Value` (Python source), so that any call can be printed
+verbatim in a reproducer script.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+import string
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from hypothesis import strategies as st
+from hypothesis.strategies import SearchStrategy
+
+from .results import NotApplicable
+from .session import Session, current
+from .values import ArgumentSet, UnsupportedType, Value, argument_sets, candidates
+
+__all__ = ["strategy", "registered_strategies", "value_strategy", "tensor_strategy", "ArgumentSource", "Excluded",
+           "draw_fixed", "EMPTY"]
+
+# ----- user strategy overrides -------------------------------------------------------------------------------
+
+StrategyFactory = Callable[..., "SearchStrategy | None"]
+
+
+def strategy(qualname: str, method: str, arg: str | int | None = None):
+    """Say how every caller draws the arguments of one method (or custom op) of a TorchBind class: the
+    per-call checks, the differential test, the coverage matrix, the ``flatten`` probe and the scaffold alike.
+
+    Use as a decorator on a factory returning a hypothesis strategy (a strategy object may be passed instead of a
+    factory)::
+
+        import conformance
+        from hypothesis import strategies as st
+
+        @conformance.strategy("mylib::Tokenizer", "encode", arg="text")   # one argument, by schema name
+        def texts():
+            return st.sampled_from(["'hello'", "'a b'"])                 # Python source of each value
+
+        @conformance.strategy("mylib::Ring", "resize")                    # the whole argument list
+        def sizes():
+            return st.integers(1, 8).map(lambda n: f"{n}, keep=True")
+
+        @conformance.strategy("mylib::Ring", "get", arg="i")              # depends on the object
+        def indices(obj):
+            return st.integers(0, obj.size() - 1) if obj.size() else st.nothing()
+
+        conformance.strategy("mylib::Ring", "drain")(lambda: None)        # never call drain at all
+
+    ``qualname`` is ``"ns::Cls"``. ``method`` is a method name, or the qualified name ``"ns::op"`` of a custom op
+    that takes the class. ``arg`` picks one argument by its schema name (``"x"``, or ``"_1"`` where the binding
+    does not name it) or by position (``0`` is the first argument after ``self``; for an op, the first argument
+    other than the object).
+
+    A factory without parameters is called once per caller. A factory with one parameter is called with the real
+    ``ScriptObject`` the call is about to be made on (an object in the example's state for the deterministic
+    checks and the matrix; the differential test's C++ object in its current state, before each step), so that
+    arguments can respect the object's preconditions (an index within its length); it must only read the object.
+    A factory that returns ``st.nothing()`` for an object says that no call is valid in that state.
+
+    Drawn values are **Python source** evaluated with ``torch`` and ``math`` in scope, so every argument can be
+    printed verbatim in the reproducer: a ``str`` is source (``"torch.ones(3)"``; a string *value* is
+    ``"'abc'"``, e.g. ``st.text().map(repr)``), a :class:`conformance.values.Value` is taken as is, and ``int``,
+    ``float``, ``bool`` and ``None`` are written with ``repr``. For a whole-method override a drawn value is the
+    argument list: source text (``"torch.ones(3), alpha=2.0"``), a ``list``/``tuple`` of positional values, a
+    ``dict`` of keyword values, or an :class:`~conformance.values.ArgumentSet`. A whole-method factory returning
+    ``None`` excludes the method from everything that calls it: its call-based items (``agreement``,
+    ``return_type``, ``custom_op``, ``differential`` steps, matrix rows) skip saying so, while ``coverage`` and
+    ``signature`` still apply.
+
+    The deterministic callers draw a small fixed set from the strategy (:func:`draw_fixed`: derandomized, the same
+    on every run); the differential test draws from it freely.
+
+    The override goes into the registry of the current session (:func:`conformance.session.current`).
+    Returns the factory unchanged. Raises ``ValueError`` when ``qualname`` is not ``ns::Cls``.
+    """
+    if qualname.count("::") != 1 or not all(qualname.split("::")):
+        raise ValueError(f"conformance.strategy({qualname!r}, ...): expected 'namespace::Class'")
+
+    def register(factory):
+        current().registry.add_strategy(qualname, method, arg, factory)
+        return factory
+
+    return register
+
+
+def registered_strategies(qualname: str, session: Session | None = None) -> dict[tuple[str, str | int | None], Any]:
+    """``{(method, arg): factory}`` registered with :func:`strategy` for ``qualname`` in ``session``'s registry
+    (default: the current session's)."""
+    return (session or current()).registry.strategies(qualname)
+
+
+def takes_object(factory) -> bool:
+    """Whether a registered factory wants the object its arguments are for (it has a required positional
+    parameter)."""
+    if factory is None or isinstance(factory, SearchStrategy):
+        return False
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in params)
+
+
+def _resolve_override(factory, obj: Any = None) -> SearchStrategy | None:
+    """The strategy a registered factory gives (for ``obj`` when it takes the object); ``None`` excludes."""
+    if factory is None or isinstance(factory, SearchStrategy):
+        return factory
+    out = factory(obj) if takes_object(factory) else factory()
+    if out is not None and not isinstance(out, SearchStrategy):
+        raise TypeError(f"strategy factory {getattr(factory, '__name__', factory)!r} returned "
+                        f"{type(out).__name__}, not a hypothesis strategy (or None)")
+    return out
+
+
+def _as_value(x: Any) -> Value:
+    """A drawn override value as a :class:`Value` (see :func:`strategy` for the accepted forms)."""
+    if isinstance(x, Value):
+        return x
+    if isinstance(x, str):
+        return Value(x)
+    if x is None or isinstance(x, (bool, int)):
+        return Value(repr(x))
+    if isinstance(x, float):
+        if math.isnan(x):
+            return Value("math.nan")
+        if math.isinf(x):
+            return Value("math.inf" if x > 0 else "-math.inf")
+        return Value(repr(x))
+    raise TypeError(f"a strategy override drew {type(x).__name__} {x!r}; draw Python source (str) or a "
+                    "conformance.values.Value so the reproducer can print it")
+
+
+def _as_argument_set(x: Any) -> ArgumentSet:
+    """A drawn whole-call override as an :class:`ArgumentSet`."""
+    if isinstance(x, ArgumentSet):
+        return x
+    if isinstance(x, dict):
+        return ArgumentSet((), tuple((k, _as_value(v)) for k, v in x.items()))
+    if isinstance(x, (list, tuple)):
+        return ArgumentSet(tuple(_as_value(v) for v in x))
+    if isinstance(x, str):
+        try:
+            call = ast.parse(f"f({x})", mode="eval").body
+        except SyntaxError as exc:
+            raise ValueError(f"a whole-method strategy override drew {x!r}, not an argument list") from exc
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            raise ValueError(f"a whole-method strategy override drew {x!r}: no *args / **kwargs, please")
+        return ArgumentSet(tuple(Value(ast.unparse(a)) for a in call.args),
+                           tuple((k.arg, Value(ast.unparse(k.value))) for k in call.keywords))
+    raise TypeError(f"a whole-method strategy override drew {type(x).__name__} {x!r}; draw source text, a "
+                    "list, a dict or an ArgumentSet")
+
+
+# ----- strategies derived from schema types ----------------------------------------------------------------
+
+_DTYPES = ("float32", "float64", "int64", "bool")
+_LAYOUTS = ("contiguous", "transposed", "sliced")
+
+
+def _tensor_code(spec: tuple[tuple[int, ...], str, str]) -> str:
+    """Python source for a tensor of ``shape`` / ``dtype`` / layout, with deterministic values."""
+    shape, dtype, layout = spec
+    if not shape:
+        literal = {"float32": "1.5", "float64": "1.5, dtype=torch.float64", "int64": "3", "bool": "True"}[dtype]
+        return f"torch.tensor({literal})"
+    if layout == "transposed" and len(shape) < 2:
+        layout = "contiguous"
+    made = list(shape)
+    if layout == "transposed":
+        made[-2], made[-1] = made[-1], made[-2]
+    elif layout == "sliced":
+        made[-1] *= 2
+    n = math.prod(made)
+    if dtype == "bool":
+        base = f"(torch.arange({n}) % 2 == 0)"
+    elif dtype == "int64":
+        base = f"torch.arange({n})"
+    else:
+        base = f"torch.arange({n}, dtype=torch.{dtype})"
+    if len(made) > 1:
+        base += f".reshape({', '.join(map(str, made))})"
+    if layout == "transposed":
+        base += ".t()" if len(made) == 2 else ".transpose(-2, -1)"
+    elif layout == "sliced":
+        base += "[::2]" if len(made) == 1 else "[..., ::2]"
+    return base
+
+
+def tensor_strategy() -> SearchStrategy[Value]:
+    """Tensors as :class:`Value` source: rank 0–3 with sizes 0–3 (so 0-dim and 0-size tensors occur), dtype
+    float32 / float64 / int64 / bool, layout contiguous / transposed / strided slice. Shrinks towards a 0-dim
+    float32 tensor.
+
+    No tensor requires grad: ``call_torchbind`` runs a fake method below autograd, so a tensor a fake computes and
+    stores never requires grad while the C++ object's does — every fake would differ. Add
+    ``.requires_grad_()`` in a :func:`strategy` override to test it anyway.
+    """
+    spec = st.tuples(st.lists(st.integers(0, 3), max_size=3).map(tuple), st.sampled_from(_DTYPES),
+                     st.sampled_from(_LAYOUTS))
+    return spec.map(lambda s: Value(_tensor_code(s)))
+
+
+def _join(template: str, parts) -> Value:
+    extra = tuple(e for p in parts for e in p.extra)
+    return Value(template.format(", ".join(p.code for p in parts)), extra)
+
+
+def value_strategy(jit_type: torch._C.Type, resolver=None) -> SearchStrategy[Value]:
+    """A hypothesis strategy of :class:`Value` (Python source) for a TorchScript type from a schema.
+
+    ``jit_type`` is a ``torch._C.Type`` (``schema.arguments[i].type``): Tensor (:func:`tensor_strategy`), int
+    (-2..8), float (finite, -4..4), bool, str (short, including ``''``), lists (0–3 elements), Optional (``None``
+    or a value), tuples, dicts, a TorchBind class (the values ``resolver(qualified_name)`` gives, as in
+    :func:`conformance.values.candidates`), and the enum-like scalar types ``candidates`` knows (ScalarType,
+    Device, ...). Raises :class:`conformance.values.UnsupportedType` for anything else.
+    """
+    kind = jit_type.kind()
+    if kind == "TensorType":
+        return tensor_strategy()
+    if kind == "OptionalType":
+        return st.one_of(st.just(Value("None")), value_strategy(jit_type.getElementType(), resolver))
+    if kind == "ListType":
+        inner = value_strategy(jit_type.getElementType(), resolver)
+        return st.lists(inner, max_size=3).map(lambda vs: _join("[{}]", vs))
+    if kind == "TupleType":
+        elems = [value_strategy(t, resolver) for t in jit_type.elements()]
+        return st.tuples(*elems).map(lambda vs: _join("({},)" if len(vs) == 1 else "({})", vs))
+    if kind == "DictType":
+        keys, vals = value_strategy(jit_type.getKeyType(), resolver), value_strategy(jit_type.getValueType(), resolver)
+        return st.lists(st.tuples(keys, vals), max_size=2).map(
+            lambda kvs: Value("{" + ", ".join(f"{k.code}: {v.code}" for k, v in kvs) + "}",
+                              tuple(e for k, v in kvs for e in (*k.extra, *v.extra))))
+    text = str(jit_type)
+    if kind == "IntType" or text in ("int", "SymInt"):
+        return st.integers(-2, 8).map(lambda i: Value(repr(i)))
+    if kind == "FloatType" or text == "float":
+        return st.floats(-4, 4, allow_nan=False, allow_infinity=False).map(lambda f: Value(repr(f)))
+    if kind == "BoolType" or text == "bool":
+        return st.sampled_from((Value("False"), Value("True")))
+    if kind == "StringType" or text == "str":
+        return st.text(alphabet=string.ascii_lowercase[:3] + ":_ ", max_size=4).map(lambda s: Value(repr(s)))
+    return st.sampled_from(candidates(jit_type, resolver))  # ClassType, ScalarType, Device, ...; may raise
+
+
+# ----- whole argument lists --------------------------------------------------------------------------------
+
+#: The argument list of a call without arguments.
+EMPTY = ArgumentSet(())
+
+
+class Excluded(NotApplicable):
+    """The adopter excluded a method or op (``conformance.strategy(qualname, name)(lambda: None)``): nothing calls
+    it. Raised by :class:`ArgumentSource` to callers, whose items skip with the message."""
+
+
+def draw_fixed(strat: SearchStrategy, count: int, digest: str) -> list[Any]:
+    """Up to ``count`` distinct values drawn from ``strat``, the same on every run: hypothesis's generate phase
+    under ``derandomize=True`` (its seed is a digest of the test function, to which ``digest`` is added), no
+    example database. Distinct by their ``code()`` (an :class:`ArgumentSet`) or ``repr``. Empty when the
+    strategy draws nothing (``st.nothing()``, or every draw filtered out). Raises what drawing raises (a user
+    strategy's errors)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis.errors import Unsatisfiable
+
+    out: dict[str, Any] = {}
+
+    def collect(value):
+        key = value.code() if isinstance(value, ArgumentSet) else repr(value)
+        if len(out) < count:
+            out.setdefault(key, value)
+
+    collect._hypothesis_internal_add_digest = f"torchbind-arguments:{digest}".encode()
+    test = settings(database=None, derandomize=True, max_examples=max(4 * count, 10), deadline=None,
+                    phases=[Phase.generate], suppress_health_check=list(HealthCheck), print_blob=False)(collect)
+    try:
+        given(strat)(test)()
+    except Unsatisfiable:
+        pass
+    return list(out.values())
+
+
+class ArgumentSource:
+    """Where every caller gets the arguments of one class's methods and ops (see the module docstring).
+
+    ``qualname``: ``ns::Cls``; ``session``: the session whose registry holds the overrides; ``resolver``: values
+    for arguments typed as a TorchBind class (:data:`conformance.values.ClassResolver`). A callee is named by
+    ``key``: a method name or an op's ``ns::op`` name, as in :func:`strategy`.
+    """
+
+    def __init__(self, qualname: str, session: Session, resolver=None):
+        self.qualname, self.session, self.resolver = qualname, session, resolver
+        self._fixed: dict[tuple[str, str, int], list[ArgumentSet]] = {}
+
+    @property
+    def overrides(self) -> dict[tuple[str, str | int | None], Any]:
+        return registered_strategies(self.qualname, self.session)
+
+    def overridden(self, key: str) -> bool:
+        """Whether the adopter registered any override for ``key``."""
+        return any(m == key for m, _a in self.overrides)
+
+    def depends_on_object(self, key: str) -> bool:
+        """Whether some override of ``key`` is a factory that takes the object."""
+        return any(m == key and takes_object(f) for (m, _a), f in self.overrides.items())
+
+    def excluded(self, key: str) -> bool:
+        """Whether the adopter excluded ``key`` (a whole-method factory returning ``None``)."""
+        factory = self.overrides.get((key, None), ...)
+        if factory is ...:
+            return False
+        if factory is None:
+            return True
+        if takes_object(factory):
+            return False  # decided per object: st.nothing() there
+        return _resolve_override(factory) is None
+
+    def exclusion(self, key: str) -> Excluded:
+        return Excluded(f"{key} is excluded by conformance.strategy({self.qualname!r}, {key!r}) returning None: "
+                        "nothing calls it")
+
+    def strategy(self, key: str, schema: torch.FunctionSchema, skip: int, obj: Any = None
+                 ) -> SearchStrategy | None:
+        """The :class:`ArgumentSet` strategy for ``key``'s ``schema`` (``skip``: the position of the object, 0
+        for a method's ``self``), honouring overrides; ``obj`` is handed to factories that take the object.
+        ``None`` when the adopter excluded it. Raises :class:`~conformance.values.UnsupportedType` for an
+        argument type without a generator, ``ValueError`` for an override naming an argument the schema lacks."""
+        overrides = self.overrides
+        if (key, None) in overrides:
+            whole = _resolve_override(overrides[(key, None)], obj)
+            return None if whole is None else whole.map(_as_argument_set)
+        arguments = [a for i, a in enumerate(schema.arguments) if i != skip]
+        known = {a.name for a in arguments} | set(range(len(arguments)))
+        for (m, a) in overrides:
+            if m == key and a is not None and a not in known:
+                raise ValueError(f"conformance.strategy({self.qualname!r}, {key!r}, arg={a!r}): no such argument "
+                                 f"in {schema}")
+        parts, names = [], []
+        for i, a in enumerate(arguments):
+            factory = overrides.get((key, a.name), overrides.get((key, i)))
+            if factory is not None:
+                custom = _resolve_override(factory, obj)
+                if custom is None:
+                    raise ValueError(f"conformance.strategy({self.qualname!r}, {key!r}, arg={a.name!r}) returned "
+                                     "None; exclude a whole method with arg=None")
+                parts.append(custom.map(_as_value))
+            else:
+                parts.append(value_strategy(a.type, self.resolver))
+            names.append((a.name, a.kwarg_only))
+
+        def build(values) -> ArgumentSet:
+            pos = tuple(v for v, (_, kw) in zip(values, names) if not kw)
+            kw = tuple((n, v) for v, (n, k) in zip(values, names) if k)
+            return ArgumentSet(pos, kw)
+
+        if not parts:
+            return st.just(EMPTY)
+        return st.tuples(*parts).map(build)
+
+    def fixed(self, key: str, schema: torch.FunctionSchema, skip: int, limit: int = 3,
+              obj: Any = None, state: str = "") -> list[ArgumentSet]:
+        """The argument sets deterministic callers use for ``key``: without an override, the plugin's generated
+        sets (:func:`conformance.values.argument_sets`, the most ordinary first); with one, up to ``limit`` sets
+        drawn from :meth:`strategy` by :func:`draw_fixed`, the same on every run. ``obj`` is the object the calls
+        are for (needed by factories that take it; ``state`` names its state, for the seed and the cache).
+
+        Raises :class:`Excluded` for an excluded callee, :class:`~conformance.results.NotApplicable` for an
+        argument type without a generator (pointing at :func:`strategy`)."""
+        if self.excluded(key):
+            raise self.exclusion(key)
+        try:
+            if not self.overridden(key):
+                return argument_sets(schema, skip=(skip,), limit=limit, resolver=self.resolver)
+            cache_key = (key, state if self.depends_on_object(key) else "", limit)
+            if cache_key not in self._fixed:
+                strat = self.strategy(key, schema, skip, obj)
+                if strat is None:
+                    raise self.exclusion(key)
+                self._fixed[cache_key] = draw_fixed(strat, limit, f"{self.qualname}:{key}:{cache_key[1]}")
+            return self._fixed[cache_key]
+        except UnsupportedType as exc:
+            raise NotApplicable(f"cannot generate arguments for {schema}: {exc}; give them with "
+                                f"conformance.strategy({self.qualname!r}, {key!r}, ...)") from exc
