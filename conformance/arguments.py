@@ -337,6 +337,11 @@ class ArgumentSource:
             return False  # decided per object: st.nothing() there
         return _resolve_override(factory) is None
 
+    def hint(self, key: str) -> str:
+        """What the adopter can give when no call of ``key`` was compared (C++ rejected every argument set)."""
+        return (f"Give arguments the class accepts with @conformance.strategy({self.qualname!r}, {key!r}, ...) (or "
+                "example objects in the states it needs with @conformance.examples)")
+
     def exclusion(self, key: str) -> Excluded:
         return Excluded(f"{key} is excluded by conformance.strategy({self.qualname!r}, {key!r}) returning None: "
                         "nothing calls it")

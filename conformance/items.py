@@ -24,7 +24,7 @@ __all__ = ["CheckFailed", "TorchbindClass", "TorchbindCheckItem", "STATUS", "CEL
 
 #: ``user_properties`` names the controller reads: the item's status, its one-line summary, and a matrix cell
 #: (JSON of :meth:`conformance.results.Cell.to_json`). They also reach ``--junitxml`` as properties.
-STATUS, SUMMARY, CELL = "torchbind_status", "torchbind_summary", "torchbind_cell"
+STATUS, SUMMARY, CELL, NOTES = "torchbind_status", "torchbind_summary", "torchbind_cell", "torchbind_notes"
 
 
 class CheckFailed(Exception):
@@ -64,6 +64,10 @@ class TorchbindCheckItem(pytest.Item):
     def runtest(self) -> None:
         outcome = self.run.run_item(self.nodeid, self.unit)
         self.user_properties += [(STATUS, outcome.status.value), (SUMMARY, outcome.summary)]
+        if outcome.notes:
+            # What the check found that does not change its status (shown by -rA / -rP and in the JSON report).
+            self.user_properties.append((NOTES, json.dumps(outcome.notes)))
+            self.add_report_section("call", "torchbind notes", "\n".join(outcome.notes))
         if outcome.cell is not None:
             cell = outcome.cell
             self.user_properties += [("torchbind_row", cell.row), ("torchbind_backend", cell.backend),

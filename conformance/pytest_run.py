@@ -35,7 +35,7 @@ from .discovery import SelectorError, expand_selector
 from .faults import watch_interrupts
 from .files import describe_os_error
 from .isolation import Supervisor, WorkerLost
-from .items import CELL, STATUS, SUMMARY, TorchbindCheckItem, TorchbindClass
+from .items import CELL, NOTES, STATUS, SUMMARY, TorchbindCheckItem, TorchbindClass
 from .loading import LoadError, apply_load_spec, repro_lines
 from .matrix.backend import all_backends
 from .options import RunOptions, read_options
@@ -269,7 +269,8 @@ class PluginRun:
                 "item": report.nodeid.partition("::")[2], "check": props.get("torchbind_check"),
                 "target": props.get("torchbind_target"), "status": status or Status.FAILED.value,
                 "summary": props.get(SUMMARY) or lost_reason(report), "baseline": hasattr(report, "wasxfail"),
-                "qualname": props.get("torchbind_class") or _qualname_of_id(report.nodeid)}
+                "qualname": props.get("torchbind_class") or _qualname_of_id(report.nodeid),
+                "notes": json.loads(props.get(NOTES, "[]"))}
             self._report = None
         # Verdicts for --torchbind-accept: only a check that failed, or passed, changes the baseline.
         if report.when == "???" or (report.when == "call" and status == Status.FAILED.value):

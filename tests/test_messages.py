@@ -45,7 +45,7 @@ samples::Counter.increment: the fake's result differs from the C++ result
   C++:   returned 4
   fake:  returned 5
   - result: C++ gave 4 (int), fake gave 5 (int)
-  - 15 of 15 calls (example objects x argument sets) disagree; the first is shown
+  - 15 of 15 compared calls (example objects x argument sets) disagree; the first is shown
   reproduce with this script:
     | import torch
     | import torch.utils._pytree as pytree

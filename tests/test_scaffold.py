@@ -117,9 +117,16 @@ def test_every_sample_class(samples):
         assert why in error and "\n" not in error, (qualname, entries[qualname])
     generated = {q for q, e in entries.items() if "module" in e}
     assert generated == SAMPLE_CLASSES - set(REFUSED)
+    unfakifiable = {q for q, _check in CPP_FAULTS}  # torch cannot fakify their objects: nothing can be verified
     for qualname in generated:  # what the scaffold kept passed the plugin's differential check together
-        assert entries[qualname]["differential"] == ("passed" if entries[qualname]["inferred"] else
-                                                     "nothing to verify"), entries[qualname]
+        entry = entries[qualname]
+        if not entry["inferred"]:
+            assert entry["differential"] == "nothing to verify", entry
+        elif qualname in unfakifiable:  # the entry and the header say so, never "passed"
+            assert entry["differential"].startswith("differential did not run: no example object of"), entry
+            assert "; differential: differential did not run: " in text_of(samples, qualname)
+        else:
+            assert entry["differential"] == "passed", entry
     for qualname in generated:
         compile(text_of(samples, qualname), qualname, "exec")
     assert_structural_checks_pass(entries, verdicts, CPP_FAULTS)
@@ -134,7 +141,9 @@ def test_inferred_bodies_pass_agreement_and_differential(samples, qualname):
     assert methods <= agreed, mine
     assert [v.status for v in mine if v.check == "differential"] == ["passed"], mine
     assert entries[qualname]["inferred"] == entries[qualname]["bodies"]
-    assert "# Verified: the " in text_of(samples, qualname)
+    header = text_of(samples, qualname)
+    assert "# Verified: agreement (custom_op for an op fake) passed for " in header
+    assert "; differential: passed (" in header and "# Not verified" not in header
     assert text_of(samples, qualname).count("@torch.library.register_fake(") >= ops
 
 

@@ -94,8 +94,10 @@ def get_check(name: str) -> Check:
     return _REGISTRY[name]
 
 
-# Registration order is the order of the items in a run.
-from . import (  # noqa: E402,F401
+# Registration order is the order of the items in a run: tracing_mode first (it decides whether torch uses a fake
+# at all), as conformance/names.py lists them.
+from . import (  # noqa: E402,F401  # isort: skip
+    tracing_mode,
     fake_class,
     examples,
     coverage,
@@ -105,7 +107,6 @@ from . import (  # noqa: E402,F401
     roundtrip,
     agreement,
     custom_op,
-    tracing_mode,
     deepcopy,
     differential,
     matrix,

@@ -18,12 +18,6 @@ from ..results import Failure
 from . import check
 
 
-def strategy_hint(ctx, key: str) -> str:
-    """What the adopter can give when no call of ``key`` (a method name or ``ns::op``) was compared."""
-    return (f"Give arguments the class accepts with @conformance.strategy({ctx.info.qualname!r}, {key!r}, ...) "
-            "(or example objects in the states it needs with @conformance.examples)")
-
-
 @check("agreement", scope="method")
 def agreement(ctx, method: str) -> list[Failure]:
     """On fresh objects in every example state, the fake method agrees with the C++ method where C++ returns."""
@@ -34,7 +28,7 @@ def agreement(ctx, method: str) -> list[Failure]:
         found = tally.judge(real, fake, call.code())
         if found is not None and first is None:
             first = (example, call, real, fake, found)
-    tally.require_compared(f"the C++ method {method}", strategy_hint(ctx, method))
+    tally.require_compared(f"the C++ method {method}", ctx.arguments.hint(method))
     if first is None:
         return tally.notes()
     example, call, real, fake, (summary, diffs) = first

@@ -16,7 +16,6 @@ from ..compare import Tally, side_text
 from ..discovery import runs_on_fakes
 from ..results import Failure
 from . import check
-from .agreement import strategy_hint
 
 
 @check("custom_op", scope="op")
@@ -36,7 +35,7 @@ def custom_op(ctx, op) -> list[Failure]:
         found = tally.judge(real, fake, call.code())
         if found is not None and first is None:
             first = (example, call, real, fake, found)
-    tally.require_compared("the C++ op", strategy_hint(ctx, op.qualname))
+    tally.require_compared("the C++ op", ctx.arguments.hint(op.qualname))
     if first is None:
         return tally.notes()
     example, call, real, fake, (summary, diffs) = first

@@ -22,7 +22,6 @@ from ..jit_types import return_type as schema_return_type
 from ..jit_types import value_mismatch
 from ..results import Failure, NotApplicable
 from . import check
-from .agreement import strategy_hint
 
 
 @check("return_type", scope="method")
@@ -55,7 +54,7 @@ def return_type(ctx, method: str) -> list[Failure]:
                 example="\n".join(example.code()),
                 call=call.code(), repro=ctx.call_repro(example, call),
             )]
-    tally.require_compared(f"the C++ method {method}", strategy_hint(ctx, method))
+    tally.require_compared(f"the C++ method {method}", ctx.arguments.hint(method))
     if not checked:
         raise NotApplicable(f"no call of {method} returned on both sides: the fake raised on every call C++ "
                             f"accepted (see {ctx.info.test_name}::agreement[{method}])")

@@ -106,35 +106,55 @@ def generate_verified(qualname: str, load_specs: list[str], output: str, *, time
             table[name] = Choice(None, f"the body inferred from observation ({old.template.description}) failed "
                                        f"the plugin's {why}", left_out=old.left_out)
 
-        def verify(check: str, targets: list[str] | None = None) -> list[tuple[str, str]]:
+        def verify(check: str, targets: list[str] | None = None
+                   ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
             found = observer.run("verify", abandon=False, module=render(only_inferred=True), check=check,
                                  examples=budget, targets=targets)
             if not isinstance(found, WorkerLost):
                 return found
             if targets and len(targets) > 1:  # which one crashed or hung: each in a worker of its own
-                return [f for t in targets for f in verify(check, [t])]
-            return [((targets or [""])[0], f"{check} check: " + lost_text(found).replace("observing it ", "it "))]
+                parts = [verify(check, [t]) for t in targets]
+                return [f for p in parts for f in p[0]], [u for p in parts for u in p[1]]
+            return [((targets or [""])[0], f"{check} check: " + lost_text(found).replace("observing it ", "it "))], []
 
         inferred = [n for n, c in [*methods.items(), *ops.items()] if c.template is not None]
-        for name, why in verify("agreement", inferred) if inferred else []:
+        failed, unverified = verify("agreement", inferred) if inferred else ([], [])
+        for name, why in failed:
             demote(name, why)
+        differential = "not run (no inferred body)"
         while any(c.template is not None for c in [*methods.values(), *ops.values()]):
-            failed = verify("differential")  # each round demotes one more body, or ends
+            failed, skipped = verify("differential")  # each round demotes one more body, or ends
+            differential = skipped[0][1] if skipped else f"passed ({budget} examples)"
             if not failed:
                 break
+            differential = "failed"
             name, why = failed[0]
             if not (name in methods or name in ops) or (methods.get(name) or ops[name]).template is None:
                 for other in [n for n, c in [*methods.items(), *ops.items()] if c.template is not None]:
                     demote(other, why)  # no inferred body to blame: none can be vouched for
                 break
             demote(name, why)
-        kept = sum(c.template is not None for c in [*methods.values(), *ops.values()])
-        summary: dict[str, int | str] = {"bodies": len(methods) + len(ops), "inferred": kept,
-                                         "differential": "passed" if kept else "nothing to verify"}
-        verified = (f"# Verified: the {kept} inferred method and op bodies pass the plugin's agreement check "
-                    f"(custom_op for an op fake) and, together, its differential check ({budget} examples)."
-                    if kept else "# No method or op body could be inferred and verified.")
+        kept = [n for n, c in [*methods.items(), *ops.items()] if c.template is not None]
+        vouched = [n for n in kept if n not in dict(unverified)]
+        summary: dict[str, int | str] = {"bodies": len(methods) + len(ops), "inferred": len(kept),
+                                         "differential": ("passed" if differential.startswith("passed") else
+                                                          differential) if kept else "nothing to verify"}
+        verified = _verified_header(vouched, [(n, why) for n, why in unverified if n in kept], differential,
+                                    bool(kept))
     return render().replace("\n# (import it after", f"\n{verified}\n# (import it after", 1), summary
+
+
+def _verified_header(vouched: list[str], unverified: list[tuple[str, str]], differential: str, kept: bool) -> str:
+    """The module header's lines on what the plugin's checks verified: exactly which checks ran on which bodies
+    and passed, which bodies a check skipped (nothing compared: not vouched for), and the differential's
+    outcome."""
+    if not kept:
+        return "# No method or op body could be inferred and verified."
+    lines = [f"# Verified: agreement (custom_op for an op fake) passed for {len(vouched)} inferred bod"
+             f"{'y' if len(vouched) == 1 else 'ies'}" + (f" ({', '.join(vouched)})" if vouched else "")
+             + f"; differential: {differential}."]
+    lines += [f"# Not verified: {name}: {why}" for name, why in unverified]
+    return "\n".join(lines)
 
 
 def add_parser(sub) -> None:
@@ -206,6 +226,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     from .check import check_module, format_table
 
-    verdicts = check_module(qualname, list(args.load), out, examples=args.examples)
+    verdicts, status = check_module(qualname, list(args.load), out, examples=args.examples)
     print(format_table(verdicts))
-    return 0 if verdicts and all(v.passed for v in verdicts if v.structural) else 1
+    # The check run's own exit status: a failed item, a crash that left no report, anything but a clean run is 1.
+    return 0 if status == 0 and verdicts and all(v.passed for v in verdicts) else 1

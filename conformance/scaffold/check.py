@@ -50,20 +50,27 @@ def absolute_spec(spec: str, cwd: Path) -> str:
 
 
 def check_module(qualname: str, load_specs: list[str], module: Path, timeout: float = 600,
-                 examples: int | None = None) -> list[Verdict]:
-    """Run the plugin on the generated ``module`` for ``qualname`` (see :func:`check_modules`)."""
-    return check_modules([qualname], load_specs, [module], timeout=timeout, examples=examples).get(qualname, [])
+                 examples: int | None = None) -> tuple[list[Verdict], int]:
+    """Run the plugin on the generated ``module`` for ``qualname`` (see :func:`check_modules`) with process
+    isolation where the plugin has it (Linux), as a user's run would: a crash in C++ fails one item instead of
+    the run. Returns the verdicts and the pytest run's exit status (0: every item passed or was skipped)."""
+    status: list[int] = []
+    isolation = "process" if sys.platform.startswith("linux") else "none"
+    verdicts = check_modules([qualname], load_specs, [module], timeout=timeout, examples=examples,
+                             isolation=isolation, exit_status=status).get(qualname, [])
+    return verdicts, status[0] if status else 1
 
 
 def check_modules(qualnames: list[str], load_specs: list[str], modules: list[Path], checks: tuple[str, ...] = CHECKS,
                   timeout: float = 600, examples: int | None = None, isolation: str = "none",
-                  options: tuple[str, ...] = ()) -> dict[str, list[Verdict]]:
+                  options: tuple[str, ...] = (), exit_status: list[int] | None = None) -> dict[str, list[Verdict]]:
     """Run ``python -m pytest --torchbind-load=<specs> --torchbind-load=<module>... --torchbind-class=<qualname>...``
     with ``checks`` (``--torchbind-isolation=isolation``; ``examples``: ``--torchbind-examples``; ``options``: more
     pytest options) in a scratch directory and return the
     verdicts per class, read from the run's JSON report (sorted by item id). Module specs are found through
     ``PYTHONPATH`` (the current directory prepended). A run that writes no report gives one ``pytest`` verdict
-    with ``error`` status and the run's last output line for each class."""
+    with ``error`` status and the run's last output line for each class. ``exit_status``, when given, receives the
+    pytest run's exit status."""
     import json
 
     cwd = Path.cwd()
@@ -77,6 +84,8 @@ def check_modules(qualnames: list[str], load_specs: list[str], modules: list[Pat
                f"--torchbind-checks={','.join(checks)}", f"--torchbind-report={report}",
                *([f"--torchbind-examples={examples}"] if examples else []), *options]
         proc = subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
+        if exit_status is not None:
+            exit_status.append(proc.returncode)
         data = json.loads(report.read_text()) if report.exists() else {"classes": []}
     out = {c["qualname"]: [Verdict(v["check"], v.get("target") or "", v["status"], v.get("summary") or "")
                            for v in c.get("verdicts", [])] for c in data["classes"]}

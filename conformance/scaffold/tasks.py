@@ -53,12 +53,14 @@ def task_op(ctx: ClassContext, name: str, inferred: list[str]) -> Choice:
 
 
 def task_verify(ctx: ClassContext, module: str, check: str, examples: int, targets: list[str] | None = None
-                ) -> list[tuple[str, str]]:
+                ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """Load ``module`` (the generated module holding only the inferred bodies) and run the plugin's ``check`` on
     it: ``agreement`` on each method of ``targets`` and ``custom_op`` on each op there (``ns::op``), or
-    ``differential`` (``examples`` hypothesis examples) over every inferred method and op. Returns
-    ``(name, why)`` per body that failed (for the differential at most one: the method or op of its last step,
-    or the observer that disagreed before any step) with the check's first line."""
+    ``differential`` (``examples`` hypothesis examples) over every inferred method and op. Returns ``(failed,
+    unverified)``: ``(name, why)`` per body that failed (for the differential at most one: the method or op of
+    its last step, or the observer that disagreed before any step) with the check's first line, and ``(name,
+    why)`` per body the check did not vouch for because it skipped (nothing compared) or could not run (the
+    differential's name is ``""``)."""
     from ..differential.driver import run_differential
     from ..runner import CheckTarget, run_target
     from ..session import Session, Settings
@@ -72,7 +74,7 @@ def task_verify(ctx: ClassContext, module: str, check: str, examples: int, targe
     session = Session(Settings(examples=examples), registry=ctx.session.registry)
     if check == "agreement":
         ops = {op.qualname: op for op in info.ops}
-        failed = []
+        failed, unverified = [], []
         for name in targets or []:
             unit = CheckTarget(get_check("custom_op"), info.qualname, ops[name]) if name in ops else \
                 CheckTarget(get_check("agreement"), info.qualname, name)
@@ -80,13 +82,15 @@ def task_verify(ctx: ClassContext, module: str, check: str, examples: int, targe
             if outcome.status is Status.FAILED:
                 first = outcome.failures[0].summary.splitlines()[0] if outcome.failures else "failed"
                 failed.append((name, f"{unit.check.name} check: {first}"))
-        return failed
+            elif outcome.status is not Status.PASSED:
+                unverified.append((name, f"{unit.check.name} skipped: {outcome.reason}"))
+        return failed, unverified
     try:
         run = run_differential(session.context(info.qualname))
-    except Exception:  # noqa: BLE001 - NotApplicable: nothing to drive
-        return []
+    except Exception as exc:  # noqa: BLE001 - NotApplicable: nothing to drive
+        return [], [("", f"differential did not run: {exc}".splitlines()[0])]
     drift = run.drift
     if drift is None:
-        return []
+        return ([], []) if run.compared else ([], [("", "differential skipped: no step C++ accepted")])
     culprit = drift.steps[-1][0].callee.name if drift.steps else drift.observer
-    return [(culprit or "", f"differential check: {drift.summary}".splitlines()[0])]
+    return [(culprit or "", f"differential check: {drift.summary}".splitlines()[0])], []
