@@ -104,6 +104,22 @@ def test_a_strategy_may_depend_on_the_object(adopter):
                         for ex in ctx.require_examples()}
 
 
+def test_fixed_draws_are_the_same_every_run():
+    from conformance.arguments import draw_fixed
+
+    drawn = draw_fixed(st.integers(0, 1000), 3, "some callee")
+    assert len(set(drawn)) == 3 and drawn == draw_fixed(st.integers(0, 1000), 3, "some callee")
+    assert draw_fixed(st.nothing(), 3, "some callee") == []
+    assert draw_fixed(st.integers(0, 1000).filter(lambda _: False), 3, "some callee") == []
+
+
+def test_the_constructor_takes_the_adopters_strategy_too(generated):
+    conformance.strategy(CACHE, "__init__")(lambda: st.sampled_from(["3", "4, capacity=1"]))
+    ctx = generated.context(CACHE)
+    assert {e.label for e in ctx.require_examples() if not e.steps} == {"PagedCache(3)",
+                                                                       "PagedCache(4, capacity=1)"}
+
+
 def test_the_differential_applies_only_steps_cpp_accepts(adopter):
     from conformance.differential import run_differential
 

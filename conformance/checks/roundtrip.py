@@ -42,7 +42,9 @@ def roundtrip(ctx, _target) -> list[Failure]:
         except Exception:  # noqa: BLE001 - the flatten check reports it
             continue
         try:
-            fake_obj = ctx.fakify(obj, new_fake_mode(), state=example.label)
+            # A fresh object: flattening may change the object (the flatten check reports that), so the fake is
+            # made from an object flattened once, like `flat`.
+            fake_obj = ctx.fakify(example.build(), new_fake_mode(), state=example.label)
         except Exception as exc:  # noqa: BLE001
             failures.append(Failure(
                 "fakifying the object failed (flatten -> fake tensors -> __obj_unflatten__)", target="__obj_unflatten__",
@@ -85,8 +87,10 @@ def roundtrip(ctx, _target) -> list[Failure]:
 
 
 def _pairs(flat) -> list[tuple[str, object]]:
+    """``(key, value)`` of a flattened state as ``dict(flattened)`` keeps them (a repeated key's last value: the
+    ``flatten`` check reports the repetition); none when it is malformed."""
     try:
-        return [(key, value) for key, value in flat if isinstance(key, str)]
+        return list(dict((key, value) for key, value in flat if isinstance(key, str)).items())
     except (TypeError, ValueError):
         return []
 

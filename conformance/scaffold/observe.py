@@ -125,22 +125,33 @@ def _run(call: Call, obj, label: str = "") -> tuple[list[Any], Any, BaseExceptio
             return made[0], None, exc
 
 
-def _trials(ctx: ClassContext, calls: list[Call], prefixes: list[tuple[Call, Any]],
+def _calls_per_example(ctx: ClassContext, callee: Callee, limit: int) -> dict[str, list[Call]]:
+    """The calls to observe on each example (by label), from the class's argument source: drawn for each example's
+    state when the adopter's strategy depends on the object (an index within a non-empty object's length), the
+    same calls everywhere otherwise. Raises what :meth:`ClassContext.calls_of` raises (excluded, no arguments)."""
+    examples = ctx.example_set.examples
+    if not ctx.arguments.depends_on_object(callee.name):
+        calls = ctx.calls_of(callee, limit=limit)
+        return {e.label: calls for e in examples}
+    return {e.label: ctx.calls_of(callee, limit=limit, example=e) for e in examples}
+
+
+def _trials(ctx: ClassContext, calls: dict[str, list[Call]], prefixes: list[tuple[Call, Any]],
             left_out: list[str] | None = None) -> list[_Trial]:
-    """Trials of ``calls`` on every example: each call alone, then each call twice in a row, then each call after
-    each ``(call, fn)`` in ``prefixes``: with ``fn`` (the template already chosen for that method) the stand-in
-    runs the prefix too; without, it starts from the real state after the prefix. At most ``_MAX_TRIALS``, the
-    single calls on every example first. A trial with a call that was abandoned for crashing or hanging the worker
-    process is left out (and named in ``left_out``)."""
+    """Trials of ``calls`` (per example label, see :func:`_calls_per_example`) on every example: each call alone,
+    then each call twice in a row, then each call after each ``(call, fn)`` in ``prefixes``: with ``fn`` (the
+    template already chosen for that method) the stand-in runs the prefix too; without, it starts from the real
+    state after the prefix. At most ``_MAX_TRIALS``, the single calls on every example first. A trial with a call
+    that was abandoned for crashing or hanging the worker process is left out (and named in ``left_out``)."""
     out: list[_Trial] = []
     examples = ctx.example_set.examples
-    plans = [(e, [(c, None)], None) for e in examples for c in calls]
-    plans += [(e, [(c, None), (c, None)], None) for e in examples for c in calls]
+    plans = [(e, [(c, None)], None) for e in examples for c in calls.get(e.label, ())]
+    plans += [(e, [(c, None), (c, None)], None) for e in examples for c in calls.get(e.label, ())]
     for p, fn in prefixes:
         if fn is not None:
-            plans += [(e, [(p, fn), (c, None)], None) for e in examples for c in calls]
+            plans += [(e, [(p, fn), (c, None)], None) for e in examples for c in calls.get(e.label, ())]
         else:
-            plans += [(e, [(c, None)], p) for e in examples for c in calls]
+            plans += [(e, [(c, None)], p) for e in examples for c in calls.get(e.label, ())]
     for example, seq, prefix in plans[:_MAX_TRIALS]:
         label = example.label
         try:
@@ -299,8 +310,8 @@ def choose_method(ctx: ClassContext, method: str, names: dict[str, str], attrs: 
     chosen = chosen or {}
     schema = ctx.info.methods[method]
     try:
-        calls = ctx.calls_of(Callee.method(method), limit=_ARGUMENT_SETS)
-    except Exception as exc:  # noqa: BLE001 - NotApplicable: no argument generator
+        calls = _calls_per_example(ctx, Callee.method(method), _ARGUMENT_SETS)
+    except Exception as exc:  # noqa: BLE001 - NotApplicable: no argument generator, or excluded
         return Choice(None, f"no calls could be generated: {exc}")
     prefixes = []
     for other in ctx.info.user_methods:
@@ -366,7 +377,7 @@ def choose_op(ctx: ClassContext, op: OpInfo, inferred: set[str] | None = None) -
     names = [a.name for a in op.schema.arguments]
     obj_name, others = names[pos], [n for i, n in enumerate(names) if i != pos]
     try:
-        calls = ctx.calls_of(Callee.of_op(op), limit=_ARGUMENT_SETS)
+        calls = _calls_per_example(ctx, Callee.of_op(op), _ARGUMENT_SETS)
     except Exception as exc:  # noqa: BLE001
         return Choice(None, f"no calls could be generated: {exc}")
     left_out: list[str] = []
@@ -398,7 +409,7 @@ def choose_op(ctx: ClassContext, op: OpInfo, inferred: set[str] | None = None) -
     tensor_args = [(others.index(a.name), a.name) for i, a in enumerate(op.schema.arguments)
                    if i != pos and a.type.kind() == "TensorType"]
     short = op.short_name.split(".")[0]
-    usable = [m for m in ctx.info.methods if inferred is None or m in inferred]
+    usable = [m for m in ctx.info.methods if (inferred is None or m in inferred) and not ctx.arguments.excluded(m)]
     named = [m for m in usable if (m == short or short.endswith(f"_{m}")) and not m.startswith("__")
              and len(ctx.info.methods[m].arguments) == len(others) + 1]
     for m in sorted(named, key=lambda m: m != short):
