@@ -7,7 +7,8 @@ nothing was compared. With it:
 
 * example objects in the states the checks need: empty, one block, full (an append evicted the oldest);
 * argument strategies that depend on the object they are for (a factory taking the object): blocks of its block
-  size, indices within its length, ``gather`` indices within its length;
+  size, indices within its length, ``gather`` indices within its length, and the whole argument list of
+  ``gather_backward``, whose precondition spans two arguments (a grad of shape [len(idx), block size]);
 * ``exec_rawptr(ptr, n)`` dereferences its int: no made-up int is safe, so it is excluded — nothing calls it, its
   call-based items skip, and ``coverage``/``signature`` still apply.
 
@@ -60,6 +61,17 @@ def gather_indices(cache):
     if not n:
         return st.nothing()
     return st.lists(st.integers(0, n - 1), min_size=1, max_size=3).map(lambda ks: f"torch.tensor({ks})")
+
+
+@conformance.strategy(CACHE, "samples_inputs::gather_backward")
+def gather_backward_arguments(cache):
+    """The whole argument list, because its precondition spans two arguments: indices within the cache's length
+    and a grad of shape [len(idx), block size]."""
+    n, size = cache.size(), cache.block_numel()
+    if not n:
+        return st.nothing()
+    return st.lists(st.integers(0, n - 1), min_size=1, max_size=3).map(
+        lambda ks: f"torch.ones({len(ks)}, {size}), torch.tensor({ks})")
 
 
 @conformance.strategy(CACHE, "scratch", arg=0)

@@ -90,8 +90,14 @@ def fake_gather(idx: torch.Tensor, cache) -> torch.Tensor:
     return torch.empty(idx.shape[0], cache.block_numel())
 
 
+def fake_gather_backward(grad: torch.Tensor, idx: torch.Tensor, cache) -> torch.Tensor:
+    if idx.dim() != 1 or grad.dim() != 2 or grad.shape[0] != idx.shape[0] or grad.shape[1] != cache.block_numel():
+        raise RuntimeError("gather_backward: expected grad of shape [len(idx), block_size]")
+    return torch.zeros(cache.size(), cache.block_numel())
+
+
 FAKE_CLASSES = {"samples_inputs::PagedCache": FakePagedCache, "samples_inputs::RealEngine": FakeRealEngine}
-OP_FAKES = {"samples_inputs::gather": fake_gather}
+OP_FAKES = {"samples_inputs::gather": fake_gather, "samples_inputs::gather_backward": fake_gather_backward}
 _lib = globals().get("_lib")
 
 
@@ -120,6 +126,10 @@ def _gather_transposed(idx, cache):  # the strides of empty_like on a transposed
     return torch.empty(cache.block_numel(), idx.shape[0]).t()
 
 
+def _gather_backward_per_index(grad, idx, cache):  # the shape of grad, not of the blocks it lands on
+    return torch.zeros(idx.shape[0], cache.block_numel())
+
+
 def _unflatten_swapped(cls, flattened):  # reads the fields by position, two of them swapped
     return cls(flattened[1][1], flattened[0][1], flattened[2][1])
 
@@ -145,6 +155,9 @@ BROKEN = {bf.name: bf for bf in (
     _cache("gather_transposed", "custom_op", "gather",
            "the gather fake returns a transposed result where C++ returns a contiguous one (inductor asserts "
            "on the strides)", gather=_gather_transposed),
+    _cache("gather_backward_per_index", "custom_op", "gather_backward",
+           "the gather_backward fake returns one row per index where C++ returns one per block",
+           gather_backward=_gather_backward_per_index),
     _cache("cache_unflatten_swapped", "roundtrip", "__obj_unflatten__",
            "__obj_unflatten__ reads block_size from the capacity slot and back",
            fake_class=_variant(FakePagedCache, "FakePagedCacheSwapped",

@@ -171,6 +171,20 @@ def test_op_fake_strides_are_compared_on_accepted_calls(adopter, inputs):
     assert any(d.startswith("result.stride: C++ [3, 1], fake [1,") for d in outcome.failures[0].details)
 
 
+def test_a_backward_op_whose_precondition_spans_two_arguments(adopter, generated, inputs):
+    c, idx = cache(1.0, 2.0), torch.tensor([1, 1])
+    with pytest.raises(RuntimeError, match=r"expected a float32 grad of shape \[2, 3\]"):
+        torch.ops.samples_inputs.gather_backward(torch.ones(2, 2), idx, c)  # plain torch: the precondition
+    assert torch.ops.samples_inputs.gather_backward(torch.ones(2, 3), idx, c).tolist()[1] == [2.0, 2.0, 2.0]
+    skipped = outcomes(generated, CACHE, only={"custom_op"})[("custom_op", "gather_backward")]
+    assert skipped.status == "skipped" and "nothing was compared" in skipped.reason
+    assert outcomes(adopter, CACHE, only={"custom_op"})[("custom_op", "gather_backward")].status == "passed"
+    with inputs.BROKEN["gather_backward_per_index"].installed():
+        outcome = outcomes(adopter, CACHE, only={"custom_op"})[("custom_op", "gather_backward")]
+    assert outcome.status == "failed"
+    assert any(d.startswith("result.shape: C++ [") for d in outcome.failures[0].details)
+
+
 def test_a_fake_accepting_what_cpp_rejects_is_noted_not_failed(inputs):
     with Session(registry=Registry()).activated() as session:
         conformance.strategy(CACHE, "exec_rawptr")(lambda: None)

@@ -15,7 +15,9 @@
 //     pointer API): any made-up int crashes the process;
 //   - __eq__ is bound with an untyped self (schema `__eq__(Any _0, Any _1)`);
 //   - op gather(Tensor idx, PagedCache c) accepts only a 1-d int64 idx of
-//     valid block indices and returns the blocks, contiguous.
+//     valid block indices and returns the blocks, contiguous; its backward op
+//     gather_backward(Tensor grad, Tensor idx, PagedCache c) accepts only a
+//     grad of shape [len(idx), block_size] (a precondition over two arguments).
 // * RealEngine: tracing_mode() returns "real", so torch traces with the real
 //   object and never uses a fake.
 //
@@ -125,6 +127,27 @@ at::Tensor gather_op(at::Tensor idx, c10::intrusive_ptr<PagedCache> cache) {
   return torch::stack(picked).contiguous();
 }
 
+// gather's backward: the gradient of gather's output, scattered back onto the
+// blocks it read (shape [size(), block_size]). Its precondition spans two
+// arguments: grad must be [len(idx), block_size] for a valid idx.
+at::Tensor gather_backward_op(at::Tensor grad, at::Tensor idx, c10::intrusive_ptr<PagedCache> cache) {
+  TORCH_CHECK(
+      idx.dim() == 1 && idx.scalar_type() == at::kLong,
+      "gather_backward: expected a 1-d int64 index, got ", idx.scalar_type(), " of shape ", idx.sizes());
+  TORCH_CHECK(
+      grad.dim() == 2 && grad.size(0) == idx.size(0) && grad.size(1) == cache->block_size_ &&
+          grad.scalar_type() == at::kFloat,
+      "gather_backward: expected a float32 grad of shape [", idx.size(0), ", ", cache->block_size_,
+      "], got ", grad.scalar_type(), " of shape ", grad.sizes());
+  auto out = torch::zeros({cache->size(), cache->block_size_});
+  auto accessor = idx.accessor<int64_t, 1>();
+  for (int64_t k = 0; k < idx.size(0); ++k) {
+    TORCH_CHECK(accessor[k] >= 0 && accessor[k] < cache->size(), "gather_backward: index out of range");
+    out[accessor[k]] += grad[k];
+  }
+  return out;
+}
+
 struct RealEngine : torch::CustomClassHolder {
   explicit RealEngine(int64_t scale) : scale_(scale) {}
 
@@ -206,8 +229,12 @@ TORCH_LIBRARY(samples_inputs, m) {
           });
 
   m.def("gather(Tensor idx, __torch__.torch.classes.samples_inputs.PagedCache cache) -> Tensor");
+  m.def(
+      "gather_backward(Tensor grad, Tensor idx, __torch__.torch.classes.samples_inputs.PagedCache cache) "
+      "-> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(samples_inputs, CPU, m) {
   m.impl("gather", torchbind_samples_inputs::gather_op);
+  m.impl("gather_backward", torchbind_samples_inputs::gather_backward_op);
 }
