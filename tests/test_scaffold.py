@@ -197,6 +197,33 @@ def test_check_prints_the_verdicts(tmp_path):
     assert "--torchbind-class=samples::Counter" in text
 
 
+def test_a_class_with_preconditions_is_observed_with_the_adopters_arguments(tmp_path):
+    """samples_inputs::PagedCache with sample_classes/adopter_inputs.py (examples, object-dependent strategies, the
+    raw-pointer method excluded): get(i) is observed on non-empty caches with valid indices and inferred as an
+    element read, the excluded method is never called, the untyped-self __eq__ is an instance method, and the
+    header names what the plugin's checks vouched for."""
+    path = tmp_path / "fake_cache.py"
+    proc = scaffold("samples_inputs::PagedCache", "--load", LIBRARY_ONLY, "--load", "sample_classes.adopter_inputs",
+                    "--output", str(path), "--examples", "10")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = path.read_text()
+    assert "        # observed: a clone of self.blocks[_1]\n        return self.blocks[_1].clone()" in text
+    assert "no calls could be generated: exec_rawptr is excluded by conformance.strategy(" in text
+    assert "    def __eq__(self, _1) -> bool:" in text and "@staticmethod\n    def __eq__" not in text
+    header = next(ln for ln in text.splitlines() if ln.startswith("# Verified: "))
+    assert "passed for 4 inferred bodies (get, evict_oldest, size, block_numel); differential: passed" in header
+
+
+def test_a_getter_reads_an_element_of_a_flattened_list_before_any_constant():
+    """An engine keeps its settings in one flattened list of strings; a getter of one of them reads it there, so
+    a constant (what it happened to be on every example) is the last resort."""
+    from conformance.scaffold.templates import method_templates
+
+    bodies = [t.lines for t in method_templates({"serialized_info": ["trt", "0", "-1"]}, [], constant=-1)]
+    read = bodies.index(("return int(self.serialized_info[2])",))
+    assert read < bodies.index(("return -1",)) == len(bodies) - 1
+
+
 def table(stdout: str) -> list[Verdict]:
     """The verdict rows ``--check`` printed."""
     rows = []

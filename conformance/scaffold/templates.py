@@ -111,11 +111,41 @@ def method_templates(attrs: dict[str, Any], params: list[tuple[str, torch._C.Typ
                                     (f"self.{a} += {p}", f"return self.{a}")))
                 out.append(Template(f"add {p} to self.{a}", (f"self.{a} += {p}",)))
     out += _arithmetic(numbers, ints, params)
+    out += _element_reads(attrs, params)
     for a, v in attrs.items():
         zero = {bool: "False", int: "0", float: "0.0", str: "''", list: "[]"}.get(type(v))
         if zero is not None:
             out.append(Template(f"reset self.{a} to {zero}", (f"self.{a} = {zero}",)))
     out += _constant(constant)
+    return out
+
+
+#: Constant positions tried when a getter may read one element of a flattened list.
+_MAX_INDEX = 6
+
+
+def _element_reads(attrs: dict[str, Any], params: list[tuple[str, torch._C.Type]]) -> list[Template]:
+    """Getters that read one element of a flattened list or dict attribute, before any constant: the element at
+    an int parameter (a tensor element cloned, as C++ hands out copies), the element at a fixed position (an
+    engine's ``serialized_info`` list: ``self.info[2]``, or ``int(self.info[2])`` for a number kept as a
+    string), the value under a fixed str key. The flattened state holds the value, so a getter reads it there
+    rather than returning what it happened to be on the examples."""
+    out: list[Template] = []
+    for a, v in attrs.items():
+        if isinstance(v, list):
+            for p, t in params:
+                if _kind(t) == "int":
+                    if any(isinstance(x, torch.Tensor) for x in v):
+                        out.append(Template(f"a clone of self.{a}[{p}]", (f"return self.{a}[{p}].clone()",)))
+                    out.append(Template(f"self.{a}[{p}]", (f"return self.{a}[{p}]",)))
+            for i, x in enumerate(v[:_MAX_INDEX]):
+                if isinstance(x, (bool, int, float, str)):
+                    out.append(Template(f"self.{a}[{i}]", (f"return self.{a}[{i}]",)))
+                if isinstance(x, str):
+                    out += [Template(f"self.{a}[{i}] as {conv}", (f"return {conv}(self.{a}[{i}])",))
+                            for conv in ("int", "float")]
+        elif isinstance(v, dict):
+            out += [Template(f"self.{a}[{k!r}]", (f"return self.{a}[{k!r}]",)) for k in v if isinstance(k, str)]
     return out
 
 
