@@ -31,11 +31,11 @@ class Rule:
 
     ``args`` draws :class:`ArgumentSet`s, or is ``None`` when the adopter's strategy depends on the object: then
     ``for_object(obj)`` gives the strategy for the C++ object in its current state, drawn before each such step
-    (:func:`conformance.differential.driver._execute`); ``observer`` is True for methods that never change the C++ object's
-    state on the examples; ``weight`` is how many times the rule is offered among the steps (see
-    :func:`_reshapes`); ``ordinary`` is the plugin's first ordinary argument set
-    (:meth:`ClassContext.argument_sets`) for the explicit sequences, ``None`` when the user overrides the
-    arguments or none can be generated.
+    (:func:`conformance.differential.driver._execute`); ``observer`` is True for methods that never change the
+    C++ object's state on the examples; ``weight`` is how many times the rule is offered among the steps (see
+    :func:`_reshapes`); ``ordinary`` is the first argument set of the class's argument source
+    (:meth:`ClassContext.calls_of`) for the explicit sequences, ``None`` when the adopter's strategy depends on
+    the object or no arguments can be made.
     """
 
     callee: Callee
@@ -139,8 +139,8 @@ RESHAPING_WEIGHT = 3
 
 def _reshapes(ctx: ClassContext, schema: torch.FunctionSchema, callee: Callee, examples: list[Example]) -> bool:
     """True when the call changes :func:`_meta_key` of ``read_state(obj)`` on some example with some of the
-    argument sets of the class's argument source (:meth:`ClassContext.calls_of`): a ``push`` or ``pop`` does, a method
-    that only rewrites tensor values (invisible to a fake) or reads the state does not. Such rules are offered
+    argument sets of the class's argument source (:meth:`ClassContext.calls_of`): a ``push`` or ``pop`` does, a
+    method that only rewrites tensor values (invisible to a fake) or reads the state does not. Such rules are offered
     :data:`RESHAPING_WEIGHT` times as often: a fake can only drift in what it represents, and drifts show after
     a few of these calls (push, pop, pop), which sequences of a handful of uniformly drawn steps rarely contain.
     """
