@@ -9,12 +9,16 @@ import contextlib
 import dataclasses
 import logging
 import os
+import sys
 import time
 
 import hypothesis
 import hypothesis.core
 from hypothesis import HealthCheck, Phase, given, settings as Settings, strategies as st
 from hypothesis.errors import Unsatisfiable
+
+if sys.version_info < (3, 11):  # pragma: no cover - the builtin is 3.11+; hypothesis depends on the backport there
+    from exceptiongroup import BaseExceptionGroup
 from hypothesis.reporting import with_reporter
 from hypothesis.strategies import SearchStrategy
 
