@@ -33,6 +33,7 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
+from .qualname import split_qualname
 from .results import NotApplicable
 from .session import Session, current
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets, candidates
@@ -96,7 +97,7 @@ def strategy(qualname: str, method: str, arg: str | int | None = None):
     The override goes into the registry of the current session (:func:`conformance.session.current`).
     Returns the factory unchanged. Raises ``ValueError`` when ``qualname`` is not ``ns::Cls``.
     """
-    if qualname.count("::") != 1 or not all(qualname.split("::")):
+    if split_qualname(qualname) is None:
         raise ValueError(f"conformance.strategy({qualname!r}, ...): expected 'namespace::Class'")
 
     def register(factory):

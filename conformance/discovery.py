@@ -20,6 +20,8 @@ import torch
 import torch._library.simple_registry as simple_registry
 from torch._library import fake_class_registry
 
+from .qualname import split_qualname
+
 __all__ = [
     "CLASS_PREFIX",
     "qualname_of",
@@ -168,9 +170,10 @@ def expand_selector(selector: str) -> list[str]:
     Raises :class:`SelectorError` when the selector is malformed or matches no loaded class; the message lists
     the classes that do exist in that namespace (or the namespaces that exist, when the namespace is unknown).
     """
-    if selector.count("::") != 1 or not all(selector.split("::")):
+    parsed = split_qualname(selector)
+    if parsed is None:
         raise SelectorError(f"--torchbind-class={selector!r}: expected NAMESPACE::CLASS or NAMESPACE::*")
-    ns, pattern = selector.split("::")
+    ns, pattern = parsed
     in_ns = registered_classes(ns)
     matches = [q for q in in_ns if fnmatch.fnmatchcase(q.split("::")[1], pattern)]
     if matches:

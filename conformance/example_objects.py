@@ -28,6 +28,7 @@ import torch
 from .calls import Call, Callee
 from .discovery import ClassInfo, qualname_of
 from .isolation import CallAbandoned, calling
+from .qualname import split_qualname
 from .results import NotApplicable, exception_line
 from .session import current
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
@@ -61,7 +62,7 @@ def examples(qualname: str, *, derive: bool = True) -> Callable[[Factory], Facto
     registry of the current session (:func:`conformance.session.current`). Returns the factory unchanged. Raises
     ``ValueError`` if ``qualname`` is not ``ns::Cls``.
     """
-    if qualname.count("::") != 1:
+    if split_qualname(qualname) is None:
         raise ValueError(f"conformance.examples({qualname!r}): expected 'namespace::Class'")
 
     def register(factory: Factory) -> Factory:

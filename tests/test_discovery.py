@@ -46,3 +46,17 @@ def test_discover_tensor_queue(torch_test_classes):
 def test_static_methods_are_not_methods(torch_test_classes):
     info = discover("_TorchScriptTesting::_StaticMethod")
     assert info.user_methods == []
+
+
+@pytest.mark.parametrize("text", ["ns::", "::Cls", "Cls", "a::b::c", ""])
+def test_every_entry_point_refuses_the_same_malformed_qualified_names(text):
+    """One parser (conformance.qualname): --torchbind-class, @conformance.examples and @conformance.strategy accept
+    and refuse the same text (examples('ns::') used to be accepted while strategy('ns::', ...) was refused)."""
+    import conformance
+
+    with pytest.raises(ValueError, match="expected 'namespace::Class'"):
+        conformance.examples(text)
+    with pytest.raises(ValueError, match="expected 'namespace::Class'"):
+        conformance.strategy(text, "m")
+    with pytest.raises(SelectorError, match="expected NAMESPACE::CLASS or NAMESPACE::\\*"):
+        expand_selector(text)

@@ -192,10 +192,13 @@ def _run(args: argparse.Namespace) -> int:
     from ..files import write_text_atomically
     from ..loading import LoadError, apply_load_spec
 
+    from ..qualname import split_qualname
+
     qualname = args.qualname
-    if qualname.count("::") != 1 or not all(qualname.split("::")):
+    parsed = split_qualname(qualname)
+    if parsed is None:
         raise ScaffoldError(f"{qualname!r}: expected NAMESPACE::CLASS")
-    ns, cls = qualname.split("::")
+    ns, cls = parsed
     out = Path(args.output or f"fake_{ns}_{cls}.py".lower())
     if out.exists() and not args.force:
         raise ScaffoldError(f"{out} exists; pass --force to overwrite it")
