@@ -52,6 +52,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .files import write_text_atomically
+from .results import ConformanceError
 from .versions import NEWEST_TESTED, TESTED, torch_release
 
 __all__ = ["SCHEMA", "BaselineError", "Entry", "load_baseline", "save_baseline", "merge_accepted", "stale_entries",
@@ -60,7 +61,7 @@ __all__ = ["SCHEMA", "BaselineError", "Entry", "load_baseline", "save_baseline",
 SCHEMA = "torchbind-baseline/1"
 
 
-class BaselineError(ValueError):
+class BaselineError(ConformanceError, ValueError):
     """The baseline file cannot be read or does not have the documented structure."""
 
 

@@ -21,6 +21,7 @@ import torch._library.simple_registry as simple_registry
 from torch._library import fake_class_registry
 
 from .qualname import split_qualname
+from .results import ConformanceError
 
 __all__ = [
     "CLASS_PREFIX",
@@ -50,7 +51,7 @@ def qualname_of(script_qualname: str) -> str:
 ProtocolMethods = frozenset({"__init__", "__obj_flatten__", "__getstate__", "__setstate__"})
 
 
-class SelectorError(ValueError):
+class SelectorError(ConformanceError, ValueError):
     """A ``--torchbind-class`` selector names no loaded class; the message lists what does exist."""
 
 

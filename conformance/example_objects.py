@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -30,7 +30,7 @@ from .discovery import ClassInfo, qualname_of
 from .isolation import CallAbandoned, calling
 from .qualname import split_qualname
 from .results import NotApplicable, exception_line
-from .session import current
+from .session import Factory, current
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
 
 __all__ = [
@@ -42,8 +42,6 @@ __all__ = [
     "state_key",
     "read_state",
 ]
-
-Factory = Callable[[], Iterable[torch.ScriptObject]]
 
 #: At most this many examples built from constructor arguments, and this many derived by method calls.
 MAX_BASE = 8

@@ -43,6 +43,8 @@ from pathlib import Path
 
 import torch
 
+from .results import ConformanceError
+
 __all__ = ["LoadError", "apply_load_spec", "repro_lines"]
 
 _LIB_SUFFIXES = (".so", ".dylib", ".dll")
@@ -51,7 +53,7 @@ PROBE_TIMEOUT = 120.0
 _PROBE_DONE = 86  # the child's exit status when loading returned or raised (anything else: the library ended it)
 
 
-class LoadError(Exception):
+class LoadError(ConformanceError):
     """A ``--torchbind-load`` spec failed; the message carries the spec and the underlying error."""
 
 

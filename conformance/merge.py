@@ -23,6 +23,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from .reports import MatrixReport, build_report
+from .results import ConformanceError
 from .reports.json_report import SCHEMA
 from .results import Cell, Status
 from .versions import torch_release
@@ -32,7 +33,7 @@ __all__ = ["MergeError", "RunReport", "MergedReport", "load_run", "merge_runs", 
 MERGED_SCHEMA = "torchbind-matrix-merged/1"
 
 
-class MergeError(ValueError):
+class MergeError(ConformanceError, ValueError):
     """A report cannot be read or merged (not a ``torchbind-matrix/2`` JSON report, shards that disagree)."""
 
 

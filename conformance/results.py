@@ -17,7 +17,7 @@ import enum
 import textwrap
 from typing import Any
 
-__all__ = ["Status", "Failure", "Note", "Outcome", "NotApplicable", "Cell", "exception_line"]
+__all__ = ["Status", "Failure", "Note", "Outcome", "NotApplicable", "Cell", "ConformanceError", "exception_line"]
 
 
 class Status(str, enum.Enum):
@@ -44,6 +44,14 @@ def exception_line(exc: BaseException, limit: int | None = None) -> str:
     if limit is not None and len(text) > limit:
         text = text[: limit - 3] + "..."
     return f"{type(exc).__name__}: {text}"
+
+
+class ConformanceError(Exception):
+    """The base of the errors a user sees about their own input — a class selector (``SelectorError``), a load
+    spec (``LoadError``), a baseline file (``BaselineError``), reports to merge (``MergeError``), a scaffold request
+    (``ScaffoldError``): the message says what is wrong and what to do, and the plugin turns it into a usage error
+    (exit status 4) or the command line into exit status 2. Findings about the class under test are
+    :class:`Failure` objects, not errors."""
 
 
 class NotApplicable(Exception):

@@ -60,3 +60,15 @@ def test_every_entry_point_refuses_the_same_malformed_qualified_names(text):
         conformance.strategy(text, "m")
     with pytest.raises(SelectorError, match="expected NAMESPACE::CLASS or NAMESPACE::\\*"):
         expand_selector(text)
+
+
+def test_errors_about_user_input_share_one_base():
+    """A caller (or a wrapper tool) can catch every error about its own input with one except clause."""
+    from conformance.baseline import BaselineError
+    from conformance.loading import LoadError
+    from conformance.merge import MergeError
+    from conformance.results import ConformanceError
+    from conformance.scaffold import ScaffoldError
+
+    for error in (SelectorError, LoadError, BaselineError, MergeError, ScaffoldError):
+        assert issubclass(error, ConformanceError), error

@@ -19,12 +19,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..results import ConformanceError
+
 __all__ = ["ScaffoldError", "generate", "generate_verified", "add_parser", "run"]
 
 PROG = "torchbind-conformance scaffold"
 
 
-class ScaffoldError(Exception):
+class ScaffoldError(ConformanceError):
     """Bad input for the scaffold; the message is one line, printed on stderr with exit status 2."""
 
 
