@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from ..names import CHECK_NAMES
 from ..results import Cell
 
 __all__ = ["Check", "check", "all_checks", "get_check"]
@@ -85,8 +86,11 @@ def check(name: str, scope: str = "class", targets: Callable[[Any], list[Any]] |
 
 
 def all_checks() -> list[Check]:
-    """Every registered check, in the order the plugin runs them."""
-    return list(_REGISTRY.values())
+    """Every registered check, in the order the plugin runs them: the order of
+    :data:`conformance.names.CHECK_NAMES` (the one ordered list, which ``--help`` reads without importing torch),
+    then any other registered check in registration order."""
+    order = {name: i for i, name in enumerate(CHECK_NAMES)}
+    return sorted(_REGISTRY.values(), key=lambda c: order.get(c.name, len(order)))
 
 
 def get_check(name: str) -> Check:
@@ -94,8 +98,8 @@ def get_check(name: str) -> Check:
     return _REGISTRY[name]
 
 
-# Registration order is the order of the items in a run: tracing_mode first (it decides whether torch uses a fake
-# at all), as conformance/names.py lists them.
+# Importing registers every check; all_checks() orders them as conformance/names.py lists them (tracing_mode first:
+# it decides whether torch uses a fake at all), whatever the import order.
 from . import (  # noqa: E402,F401  # isort: skip
     tracing_mode,
     fake_class,
