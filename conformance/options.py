@@ -19,7 +19,8 @@ from .isolation import DEFAULT_TIMEOUT, ITEM_LIMIT_FACTOR, isolation_available
 from .reports import FORMATS
 from .session import DEFAULT_EXAMPLES, Settings
 
-__all__ = ["add_options", "requested", "RunOptions", "read_options", "parse_size", "default_memory_limit"]
+__all__ = ["add_options", "check_ini_keys", "requested", "RunOptions", "read_options", "parse_size",
+           "default_memory_limit"]
 
 
 def add_options(parser: pytest.Parser, check_names: list[str], backend_names: list[str]) -> None:
@@ -41,8 +42,8 @@ def add_options(parser: pytest.Parser, check_names: list[str], backend_names: li
     group.addoption("--torchbind-report", default=None, metavar="PATH",
                     help="write the coverage-matrix report to PATH (.md, .json or .html). Ini: torchbind_report.")
     group.addoption("--torchbind-baseline", default=None, metavar="PATH",
-                    help="JSON file of known failures (test id -> reason): listed tests are strict xfails. "
-                         "Ini: torchbind_baseline.")
+                    help="JSON file of known failures (test id -> reason): listed tests are strict xfails; an "
+                         "empty value switches off the ini's baseline. Ini: torchbind_baseline.")
     group.addoption("--torchbind-accept", action="store_true", default=False,
                     help="rewrite the --torchbind-baseline file from this run's failures, keeping their reasons.")
     group.addoption("--torchbind-timeout", default=None, metavar="SECONDS",
@@ -82,6 +83,22 @@ def add_options(parser: pytest.Parser, check_names: list[str], backend_names: li
 INI_KEYS = ("torchbind_classes", "torchbind_load", "torchbind_backends", "torchbind_report", "torchbind_baseline",
             "torchbind_examples", "torchbind_timeout", "torchbind_isolation", "torchbind_memory_limit",
             "torchbind_device")
+
+
+def check_ini_keys(config: pytest.Config) -> None:
+    """Refuse an ini key that looks like one of the plugin's but is not (``torchbind_class`` for
+    ``torchbind_classes``): pytest would only warn about it and the gate would silently not run. Raises
+    ``pytest.UsageError`` naming the closest key. Costs nothing: asks pytest which keys of the ini file it
+    already parsed no plugin registered (``Config._get_unknown_ini_keys``, what its own ``--strict-config``
+    uses; pytest has no public way to list them)."""
+    import difflib
+
+    unknown = getattr(config, "_get_unknown_ini_keys", None)
+    for key in sorted(unknown() if unknown is not None else ()):
+        if key.startswith("torchbind"):
+            close = difflib.get_close_matches(key, INI_KEYS, n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]}?" if close else f"the plugin's keys are {', '.join(INI_KEYS)}"
+            raise pytest.UsageError(f"unknown ini key {key!r} in {config.inipath}: {hint}")
 
 
 def requested(config: pytest.Config) -> bool:
@@ -181,7 +198,9 @@ def read_options(config: pytest.Config, check_names: list[str], backend_names: l
     report = _opt(config, "torchbind_report", "torchbind_report")
     if report and controller:
         options.report = _writable_report(report)
-    baseline = _opt(config, "torchbind_baseline", "torchbind_baseline")
+    given = config.getoption("torchbind_baseline")
+    # An empty --torchbind-baseline= switches off the ini's baseline (a run that wants to see every failure).
+    baseline = config.getini("torchbind_baseline") if given is None else given
     if options.accept and not baseline:
         raise pytest.UsageError("--torchbind-accept needs --torchbind-baseline=PATH (the file to write)")
     if baseline:

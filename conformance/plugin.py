@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from .names import BACKEND_NAMES, CHECK_NAMES
-from .options import add_options, requested
+from .options import add_options, check_ini_keys, requested
 
 RUN_KEY = pytest.StashKey["PluginRun"]()
 
@@ -25,6 +25,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "torchbind: a generated TorchBind conformance check")
+    check_ini_keys(config)
     if requested(config):
         from .pytest_run import PluginRun
 

@@ -31,7 +31,7 @@ import torch
 from .baseline import applying, merge_accepted, save_baseline, stale_entries
 from .checks import all_checks
 from .context import import_lazily_imported_modules
-from .discovery import SelectorError, expand_selector
+from .discovery import SelectorError, expand_selector, registered_classes
 from .faults import watch_interrupts
 from .files import describe_os_error
 from .isolation import Supervisor, WorkerLost
@@ -140,11 +140,18 @@ class PluginRun:
         run = cls(config, options, session)
         config.add_cleanup(run.unconfigure)
         config.pluginmanager.register(run, "torchbind-run")
+        before = set(registered_classes())
         for spec in options.load:
             try:
                 apply_load_spec(spec, rootdir)
             except LoadError as exc:
                 raise pytest.UsageError(str(exc)) from None
+        if options.load and not options.selectors:
+            loaded = sorted(set(registered_classes()) - before) or registered_classes()
+            raise pytest.UsageError(
+                "--torchbind-load loaded libraries and fakes but no class is selected, so nothing would be checked: "
+                "add --torchbind-class=NS::CLS (or NS::*), or torchbind_classes in the ini. Classes registered: "
+                + (", ".join(loaded) or "(none)"))
         for selector in options.selectors:
             try:
                 for qualname in expand_selector(selector):

@@ -162,6 +162,14 @@ def test_baseline_usage_errors(pytester):
     assert "torchbind-baseline/1" in result.stderr.str()
 
 
+@needs_torch_testlib
+def test_an_empty_baseline_option_switches_off_the_ini_baseline(pytester):
+    (pytester.path / "b.json").write_text("[]")  # malformed: reading it is a usage error
+    pytester.makeini("[pytest]\ntorchbind_baseline = b.json\n")
+    assert run(pytester, "--collect-only").ret == pytest.ExitCode.USAGE_ERROR
+    assert run(pytester, "--torchbind-baseline=", "--collect-only").ret == pytest.ExitCode.OK
+
+
 # ----- entries for some torch versions only ---------------------------------------------------------------------
 
 

@@ -66,6 +66,24 @@ def test_xdist_gives_the_same_outcomes_as_a_serial_run(pytester):
     assert sorted(ln for ln in parallel.outlines if ln.startswith("FAILED ")) == failed
 
 
+def test_a_misspelt_ini_key_is_a_usage_error_naming_the_closest_key(pytester):
+    # pytest itself only warns about an unknown key, and the gate would silently not run.
+    pytester.makeini("[pytest]\ntorchbind_class = _TorchScriptTesting::_Foo\n")
+    result = run_inprocess(pytester, "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown ini key 'torchbind_class' in " in result.stderr.str()
+    assert "did you mean torchbind_classes?" in result.stderr.str()
+
+
+def test_loading_without_selecting_a_class_is_a_usage_error_listing_the_classes(pytester):
+    # Not "no tests ran" (exit status 5) with no hint.
+    result = run_inprocess(pytester, LOAD)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "--torchbind-load loaded libraries and fakes but no class is selected" in err
+    assert "add --torchbind-class=NS::CLS" in err and "_TorchScriptTesting::_Foo" in err
+
+
 def test_plugin_can_be_disabled(pytester):
     result = run_inprocess(pytester, "-p", "no:torchbind", FOO)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
