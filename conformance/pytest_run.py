@@ -117,6 +117,7 @@ class PluginRun:
         self._sigterm_installed = False
         self._unwatch_sigint = lambda: None  # puts back the SIGINT handler watch_interrupts replaced
         self._report = None
+        self._threads: int | None = None  # torch's intra-op threads for the plugin's items (set under xdist)
         self._deactivate = session.activate()
 
     # ----- configure --------------------------------------------------------------------------------------------
@@ -130,8 +131,8 @@ class PluginRun:
         load_code = [line for spec in options.load for line in repro_lines(spec, rootdir)]
         device = options.settings.device
         if device != "cpu":
-            # Every tensor the plugin makes (example objects, arguments, program inputs) and every reproducer's.
-            torch.set_default_device(device)
+            # Every tensor the plugin makes (example objects, arguments, program inputs) and every reproducer's;
+            # set only while the plugin loads and runs its items (PluginRun.torch_defaults).
             load_code.append(f"torch.set_default_device({device!r})")
         session = Session(options.settings, registry=current().registry, load_code=load_code)
         warning = untested_warning(torch.__version__)
@@ -141,11 +142,12 @@ class PluginRun:
         config.add_cleanup(run.unconfigure)
         config.pluginmanager.register(run, "torchbind-run")
         before = set(registered_classes())
-        for spec in options.load:
-            try:
-                apply_load_spec(spec, rootdir)
-            except LoadError as exc:
-                raise pytest.UsageError(str(exc)) from None
+        with run.torch_defaults():
+            for spec in options.load:
+                try:
+                    apply_load_spec(spec, rootdir)
+                except LoadError as exc:
+                    raise pytest.UsageError(str(exc)) from None
         if options.load and not options.selectors:
             loaded = sorted(set(registered_classes()) - before) or registered_classes()
             raise pytest.UsageError(
@@ -167,9 +169,28 @@ class PluginRun:
         workers = getattr(config, "workerinput", {}).get("workercount")
         if session.classes and workers:
             # Under xdist, N workers each running torch's intra-op thread pool oversubscribe the cores and make
-            # compile-bound matrix runs slower than serial ones.
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
+            # compile-bound matrix runs slower than serial ones (applied around the plugin's items only).
+            run._threads = max(1, (os.cpu_count() or 1) // int(workers))
         return run
+
+    @contextlib.contextmanager
+    def torch_defaults(self):
+        """torch's default device (``--torchbind-device``) and, under xdist, its intra-op thread count, as the
+        plugin's loading and items need them, put back as they were afterwards: the user's own tests in the same
+        run see torch as they left it. An isolation worker forked meanwhile keeps them."""
+        device, threads = self.session.settings.device, self._threads
+        old_device, old_threads = torch.get_default_device(), torch.get_num_threads()
+        if device != "cpu":
+            torch.set_default_device(device)
+        if threads:
+            torch.set_num_threads(threads)
+        try:
+            yield
+        finally:
+            if threads:
+                torch.set_num_threads(old_threads)
+            if device != "cpu":
+                torch.set_default_device(None if old_device == torch.device("cpu") else old_device)
 
     def _configure_isolation(self) -> None:
         if self.options.isolation != "process" or not self.session.classes:
@@ -201,8 +222,6 @@ class PluginRun:
         self._sigterm_installed = False
         self._unwatch_sigint()
         self._unwatch_sigint = lambda: None
-        if self.session.settings.device != "cpu":
-            torch.set_default_device(None)
         self._deactivate()
 
     # ----- collection and running ---------------------------------------------------------------------------------
@@ -226,14 +245,16 @@ class PluginRun:
             self.supervisor.register(nodeid)
 
     def run_item(self, nodeid: str, unit: CheckTarget) -> Outcome:
-        """Run one item: in the isolation worker (a crash or hang becomes a failed outcome), or here."""
-        if self.supervisor is None:
-            with _untraced():
-                return run_target(unit, self.session)
-        # One worker per class (group): a leak or a crash of one class never shows in another class's items.
-        self.supervisor.prepare_once(unit.qualname, group=unit.qualname)
-        result = self.supervisor.run(nodeid, group=unit.qualname)
-        return lost_outcome(unit, result, self.supervisor.timeout) if isinstance(result, WorkerLost) else result
+        """Run one item: in the isolation worker (a crash or hang becomes a failed outcome), or here; with the
+        plugin's torch defaults (:meth:`torch_defaults`) either way."""
+        with self.torch_defaults():
+            if self.supervisor is None:
+                with _untraced():
+                    return run_target(unit, self.session)
+            # One worker per class (group): a leak or a crash of one class never shows in another class's items.
+            self.supervisor.prepare_once(unit.qualname, group=unit.qualname)
+            result = self.supervisor.run(nodeid, group=unit.qualname)
+            return lost_outcome(unit, result, self.supervisor.timeout) if isinstance(result, WorkerLost) else result
 
     def _run_in_worker(self, key: str) -> Outcome:
         """What the isolation worker runs for a key: a collected item (by node id) or a class's preparation."""

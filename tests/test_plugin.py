@@ -56,6 +56,22 @@ def test_runs_beside_ordinary_tests_and_ini_twins(pytester):
     result.stdout.fnmatch_lines(["*collected*items*"])
 
 
+def test_the_users_own_tests_see_torch_as_they_left_it(pytester):
+    # Under xdist the plugin runs its items with fewer intra-op threads per worker; the user's tests in the same
+    # worker keep torch's own default (it used to be changed for the whole run and never restored).
+    fresh = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    pytester.makepyfile(test_user=f"""
+        import torch
+
+        def test_torch_defaults():
+            assert torch.get_num_threads() == {fresh}
+            assert torch.get_default_device() == torch.device("cpu")
+    """)
+    result = run(pytester, LOAD, FOO, "-k", "torch_defaults or fake_class or examples", "-n", "2", "-p", "xdist")
+    result.assert_outcomes(passed=3)
+
+
 def test_xdist_gives_the_same_outcomes_as_a_serial_run(pytester):
     serial = run(pytester, LOAD, FOO, "-k", "not matrix")
     parallel = run(pytester, LOAD, FOO, "-k", "not matrix", "-n", "2")
