@@ -17,10 +17,11 @@ def render(report: MatrixReport) -> str:
     """``{"schema", "torch", "run", "incomplete", "classes": [{"qualname", "rows", "backends", "cells": [...],
     "counts", "verdicts"}], "limitations"}`` (``run``: the run's labels — torch, device, platform, date — that
     :mod:`conformance.merge` tells runs apart by; ``verdicts``: every item of the class, ``{"item", "check",
-    "target", "status", "summary", "baseline", "notes"}``; ``notes``: what the check found that does not change its
-    status, e.g. a fake that returns where C++ raises) (``incomplete``: ``null``, or why cells are missing, e.g. ``"interrupted: 47 of 91 cells
-    ran"``); each cell: ``row``, ``backend``, ``status``, ``reason``, ``details``, ``limitation``,
-    ``footnote``, ``program``."""
+    "target", "status", "summary", "baseline", "notes"}``, ``notes`` being what the check found that does not change
+    its status, e.g. a fake that returns where C++ raises) (``incomplete``: ``null``, or why cells are missing,
+    e.g. ``"interrupted: 47 of 91 cells ran"``); each cell: ``row``, ``backend``, ``status``, ``reason``,
+    ``details`` (on a passing cell too, e.g. outputs compared by metadata only), ``limitation``, ``footnote``,
+    ``program``."""
     classes = []
     for m in report.classes:
         cells = [{"row": row, "backend": b["name"], "status": cell.status.value, "reason": cell.reason,
