@@ -187,6 +187,16 @@ class Tally:
         self.disagreed += found is not None
         return found
 
+    def first_disagreement(self, paired) -> tuple | None:
+        """Judge every ``(example, call, real, fake)`` of ``paired`` (:meth:`ClassContext.paired_calls`) and return
+        the first that disagrees, as ``(example, call, real, fake, (summary, differences))``, or ``None``."""
+        first = None
+        for example, call, real, fake in paired:
+            found = self.judge(real, fake, call.code())
+            if found is not None and first is None:
+                first = (example, call, real, fake, found)
+        return first
+
     def require_compared(self, what: str, hint: str) -> None:
         """Raise :class:`~conformance.results.NotApplicable` when no call was compared: ``what`` names the callee
         (``the C++ method pop``), ``hint`` what the adopter can give (a ``conformance.strategy`` line)."""

@@ -224,8 +224,6 @@ class ClassContext:
         :class:`NotApplicable` when no example object could be fakified.
         """
         examples = self.require_examples()
-        if self.arguments.excluded(callee.name):
-            raise self.arguments.exclusion(callee.name)
         fakified = drawn = 0
         for example in examples:
             for call in self.calls_of(callee, example=example):

@@ -141,14 +141,15 @@ class PluginRun:
         run = cls(config, options, session)
         config.add_cleanup(run.unconfigure)
         config.pluginmanager.register(run, "torchbind-run")
-        before = set(registered_classes())
+        unselected = bool(options.load) and not options.selectors  # a usage error below, naming what loaded
+        before = set(registered_classes()) if unselected else set()
         with run.torch_defaults():
             for spec in options.load:
                 try:
                     apply_load_spec(spec, rootdir)
                 except LoadError as exc:
                     raise pytest.UsageError(str(exc)) from None
-        if options.load and not options.selectors:
+        if unselected:
             loaded = sorted(set(registered_classes()) - before) or registered_classes()
             raise pytest.UsageError(
                 "--torchbind-load loaded libraries and fakes but no class is selected, so nothing would be checked: "

@@ -23,11 +23,7 @@ def agreement(ctx, method: str) -> list[Failure]:
     """On fresh objects in every example state, the fake method agrees with the C++ method where C++ returns."""
     ctx.require_fake_method(method)
     tally = Tally()
-    first = None
-    for example, call, real, fake in ctx.paired_calls(Callee.method(method)):
-        found = tally.judge(real, fake, call.code())
-        if found is not None and first is None:
-            first = (example, call, real, fake, found)
+    first = tally.first_disagreement(ctx.paired_calls(Callee.method(method)))
     tally.require_compared(f"the C++ method {method}", ctx.arguments.hint(method))
     if first is None:
         return tally.notes()

@@ -30,11 +30,7 @@ def custom_op(ctx, op) -> list[Failure]:
             details=(f"register one: @torch.library.register_fake({op.qualname.split('.')[0]!r}) in a module passed to "
                      "--torchbind-load (a C++ Meta kernel cannot take a FakeScriptObject)",))]
     tally = Tally()
-    first = None
-    for example, call, real, fake in ctx.paired_calls(Callee.of_op(op)):
-        found = tally.judge(real, fake, call.code())
-        if found is not None and first is None:
-            first = (example, call, real, fake, found)
+    first = tally.first_disagreement(ctx.paired_calls(Callee.of_op(op)))
     tally.require_compared("the C++ op", ctx.arguments.hint(op.qualname))
     if first is None:
         return tally.notes()
