@@ -3,18 +3,24 @@
 Annotations are converted with ``torch.jit.annotations.ann_to_type`` — the converter TorchScript itself uses —
 so ``list[torch.Tensor]``, ``Optional[int]`` and ``tuple[int, float]`` compare equal to the schema's
 ``Tensor[]``, ``int?`` and ``(int, float)``.
+
+:func:`walk` is the one place that tells TorchScript types apart by ``kind()``: each purpose that follows a type's
+structure (:func:`value_mismatch` here, ``values.candidates``, ``arguments.value_strategy``,
+``scaffold.annotations.type_annotation``) is a :class:`TypeHandler` walked over it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 import torch
 from torch.jit.annotations import ann_to_type
 
 from .compare import describe, script_class_name
 
-__all__ = ["annotation_type", "annotation_accepts", "return_type", "value_mismatch"]
+__all__ = ["annotation_type", "annotation_accepts", "return_type", "value_mismatch", "walk", "TypeHandler",
+           "LEAF_KINDS", "CONTAINER_KINDS"]
 
 
 def annotation_type(annotation: Any) -> torch._C.Type | None:
@@ -48,16 +54,135 @@ def return_type(schema: torch.FunctionSchema) -> torch._C.Type:
     return torch._C.TupleType([r.type for r in returns])
 
 
-_SCALAR_KINDS = {
-    "IntType": ((int, torch.SymInt), (bool,)),
-    "SymIntType": ((int, torch.SymInt), (bool,)),
-    "FloatType": ((float, torch.SymFloat), ()),
-    "BoolType": ((bool, torch.SymBool), ()),
-    "StringType": ((str,), ()),
-    "NoneType": ((type(None),), ()),
-    "NumberType": ((int, float, bool, torch.SymInt, torch.SymFloat), ()),
-    "DeviceObjType": ((torch.device,), ()),
+# ----- the one walk over TorchScript types -------------------------------------------------------------------
+
+R = TypeVar("R")
+
+#: ``kind()`` of each leaf type the walk tells apart -> the :class:`TypeHandler` method it calls with the type.
+#: The kind names are c10's ``TypeKind``s; the Python classes are the ``JitType`` subclasses declared in
+#: ``torch/_C/__init__.pyi`` (``TensorType``, ``IntType``, ``SymIntType``, ``FloatType``, ``BoolType``,
+#: ``SymBoolType``, ``StringType``, ``NoneType``, ``NumberType``, ``DeviceObjType``, ``ClassType``, ``AnyType``;
+#: ``SymFloatType`` has a kind but no Python class).
+LEAF_KINDS: dict[str, str] = {
+    "TensorType": "on_tensor",
+    "IntType": "on_int",
+    "SymIntType": "on_symint",
+    "FloatType": "on_float",
+    "SymFloatType": "on_symfloat",
+    "BoolType": "on_bool",
+    "SymBoolType": "on_symbool",
+    "StringType": "on_str",
+    "NoneType": "on_none",
+    "NumberType": "on_number",
+    "DeviceObjType": "on_device",
+    "ClassType": "on_class",
+    "AnyType": "on_any",
 }
+#: ``kind()`` of each container type -> the method the walk calls, and the component types it passes after the type.
+CONTAINER_KINDS: dict[str, tuple[str, Callable[[Any], tuple]]] = {
+    "OptionalType": ("on_optional", lambda t: (t.getElementType(),)),
+    "ListType": ("on_list", lambda t: (t.getElementType(),)),
+    "TupleType": ("on_tuple", lambda t: (t.elements(),)),
+    "DictType": ("on_dict", lambda t: (t.getKeyType(), t.getValueType())),
+}
+
+
+def walk(typ: torch._C.Type, handler: TypeHandler[R]) -> R:
+    """Dispatch one TorchScript type (a ``torch._C.JitType``, e.g. ``schema.arguments[i].type``) to ``handler``.
+
+    The only place that tells types apart by ``kind()``: a kind in :data:`LEAF_KINDS` calls its method with the
+    type; a container (:data:`CONTAINER_KINDS`) calls its method with the type and its component types
+    (``OptionalType.getElementType()``, ``ListType.getElementType()``, ``TupleType.elements()``,
+    ``DictType.getKeyType()``/``getValueType()``); every other kind calls ``handler.other(typ)``. Returns what
+    the method returns (and raises what it raises). Components are not walked here: a handler recurses by
+    walking them itself (``self.walk(elem)`` or ``walk(elem, another_handler)``), so it can skip them.
+    """
+    kind = typ.kind()
+    if kind in CONTAINER_KINDS:
+        method, components = CONTAINER_KINDS[kind]
+        return getattr(handler, method)(typ, *components(typ))
+    method = LEAF_KINDS.get(kind)
+    return handler.other(typ) if method is None else getattr(handler, method)(typ)
+
+
+class TypeHandler(Generic[R]):
+    """One purpose of :func:`walk`: a method per kind of TorchScript type, each returning the purpose's answer
+    ``R`` for that type (or raising). Every method defaults to :meth:`other`, so a subclass overrides the kinds it
+    models and :meth:`other` for the rest.
+
+    Leaf methods receive the type itself: ``on_tensor`` (``TensorType``), ``on_int`` (``IntType``, also what the
+    schema parser makes of ``ScalarType``, ``Layout``, ``MemoryFormat`` and ``SymInt``), ``on_symint``
+    (``SymIntType``), ``on_float``, ``on_symfloat``, ``on_bool``, ``on_symbool``, ``on_str`` (``StringType``),
+    ``on_none`` (``NoneType``), ``on_number`` (``NumberType``, the schema's ``Scalar``), ``on_device``
+    (``DeviceObjType``), ``on_class`` (``ClassType``; for a TorchBind class ``typ.qualified_name()`` is
+    ``__torch__.torch.classes.ns.Cls``) and ``on_any`` (``AnyType``). Container methods receive the type and its
+    component types, not yet walked: ``on_optional(typ, elem)``, ``on_list(typ, elem)``, ``on_tuple(typ, elems)``
+    (a list, possibly empty) and ``on_dict(typ, key, value)``.
+    """
+
+    def walk(self, typ: torch._C.Type) -> R:
+        """This handler's answer for ``typ`` (a component, typically): ``walk(typ, self)``."""
+        return walk(typ, self)
+
+    def other(self, typ: torch._C.Type) -> R:
+        """Any kind without a method of its own (``ScalarTypeType``, ``LayoutType``, ``MemoryFormatType``,
+        ``ComplexType``, ``GeneratorType``, ``StreamObjType``, ``UnionType``, ``FutureType``, ...), and every kind
+        whose method a subclass leaves alone. Raises ``NotImplementedError`` unless overridden."""
+        raise NotImplementedError(f"{type(self).__name__} has no answer for type {typ}")
+
+    def on_tensor(self, typ: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_int(self, typ: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_symint(self, typ: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_float(self, typ: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_symfloat(self, typ: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_bool(self, typ: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_symbool(self, typ: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_str(self, typ: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_none(self, typ: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_number(self, typ: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_device(self, typ: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_class(self, typ: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_any(self, typ: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_optional(self, typ: torch._C.Type, elem: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_list(self, typ: torch._C.Type, elem: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_tuple(self, typ: torch._C.Type, elems: list[torch._C.Type]) -> R:
+        return self.other(typ)
+
+    def on_dict(self, typ: torch._C.Type, key: torch._C.Type, value: torch._C.Type) -> R:
+        return self.other(typ)
+
+
+# ----- purposes ------------------------------------------------------------------------------------------------
 
 
 def value_mismatch(value: Any, jit_type: torch._C.Type, where: str = "result") -> str | None:
@@ -67,52 +192,93 @@ def value_mismatch(value: Any, jit_type: torch._C.Type, where: str = "result") -
     ``float``, ``List`` needs a ``list`` and ``Tuple`` a ``tuple`` of the right length; TorchBind objects may be
     real ``ScriptObject``s, ``FakeScriptObject``s or instances of the registered fake class.
     """
-    kind = jit_type.kind()
-    got = f"{type(value).__name__} {describe(value, limit=80)}"
-    if kind == "AnyType":
+    return walk(jit_type, _Mismatch(value, where))
+
+
+class _Mismatch(TypeHandler["str | None"]):
+    """:func:`value_mismatch` of one value at one place (``where``); containers recurse per element."""
+
+    def __init__(self, value: Any, where: str):
+        self.value, self.where = value, where
+        self.got = f"{type(value).__name__} {describe(value, limit=80)}"
+
+    def _scalar(self, typ, ok: tuple[type, ...], bad: tuple[type, ...] = ()) -> str | None:
+        if isinstance(self.value, ok) and not isinstance(self.value, bad):
+            return None
+        return f"{self.where}: expected {typ}, got {self.got}"
+
+    def on_int(self, typ):
+        return self._scalar(typ, (int, torch.SymInt), (bool,))
+
+    on_symint = on_int
+
+    def on_float(self, typ):
+        return self._scalar(typ, (float, torch.SymFloat))
+
+    def on_bool(self, typ):
+        return self._scalar(typ, (bool, torch.SymBool))
+
+    def on_str(self, typ):
+        return self._scalar(typ, (str,))
+
+    def on_none(self, typ):
+        return self._scalar(typ, (type(None),))
+
+    def on_number(self, typ):
+        return self._scalar(typ, (int, float, bool, torch.SymInt, torch.SymFloat))
+
+    def on_device(self, typ):
+        return self._scalar(typ, (torch.device,))
+
+    def on_any(self, typ):
         return None
-    if kind == "TensorType":
-        return None if isinstance(value, torch.Tensor) else f"{where}: expected Tensor, got {got}"
-    if kind == "OptionalType":
-        return None if value is None else value_mismatch(value, jit_type.getElementType(), where)
-    if kind == "ListType":
+
+    def on_tensor(self, typ):
+        return None if isinstance(self.value, torch.Tensor) else f"{self.where}: expected Tensor, got {self.got}"
+
+    def on_optional(self, typ, elem):
+        return None if self.value is None else value_mismatch(self.value, elem, self.where)
+
+    def on_list(self, typ, elem):
+        value, where = self.value, self.where
         if not isinstance(value, list):
-            return f"{where}: expected a list ({jit_type}), got {got}"
+            return f"{where}: expected a list ({typ}), got {self.got}"
         for i, v in enumerate(value):
-            why = value_mismatch(v, jit_type.getElementType(), f"{where}[{i}]")
+            why = value_mismatch(v, elem, f"{where}[{i}]")
             if why:
                 return why
         return None
-    if kind == "TupleType":
-        elems = jit_type.elements()
+
+    def on_tuple(self, typ, elems):
+        value, where = self.value, self.where
         if not isinstance(value, tuple):
-            return f"{where}: expected a tuple ({jit_type}), got {got}"
+            return f"{where}: expected a tuple ({typ}), got {self.got}"
         if len(value) != len(elems):
-            return f"{where}: expected a tuple of {len(elems)} ({jit_type}), got {len(value)} elements"
+            return f"{where}: expected a tuple of {len(elems)} ({typ}), got {len(value)} elements"
         for i, (v, t) in enumerate(zip(value, elems)):
             why = value_mismatch(v, t, f"{where}[{i}]")
             if why:
                 return why
         return None
-    if kind == "DictType":
+
+    def on_dict(self, typ, key, val):
+        value, where = self.value, self.where
         if not isinstance(value, dict):
-            return f"{where}: expected a dict ({jit_type}), got {got}"
+            return f"{where}: expected a dict ({typ}), got {self.got}"
         for k, v in value.items():
-            why = value_mismatch(k, jit_type.getKeyType(), f"{where} key") or value_mismatch(
-                v, jit_type.getValueType(), f"{where}[{k!r}]")
+            why = value_mismatch(k, key, f"{where} key") or value_mismatch(v, val, f"{where}[{k!r}]")
             if why:
                 return why
         return None
-    if kind == "ClassType":
-        name = script_class_name(value)
-        if name == jit_type.qualified_name():
+
+    def on_class(self, typ):
+        if script_class_name(self.value) == typ.qualified_name():
             return None
-        return f"{where}: expected a {jit_type.qualified_name()} object, got {got}"
-    if kind in _SCALAR_KINDS:
-        ok, bad = _SCALAR_KINDS[kind]
-        if isinstance(value, ok) and not isinstance(value, bad):
-            return None
-        return f"{where}: expected {jit_type}, got {got}"
-    if str(jit_type) == "ScalarType":
-        return None if isinstance(value, torch.dtype) else f"{where}: expected ScalarType (torch.dtype), got {got}"
-    return None  # a type this checker does not model: not reported
+        return f"{self.where}: expected a {typ.qualified_name()} object, got {self.got}"
+
+    def other(self, typ):
+        if str(typ) == "ScalarType":  # c10's ScalarTypeType (no Python class of its own)
+            if isinstance(self.value, torch.dtype):
+                return None
+            return f"{self.where}: expected ScalarType (torch.dtype), got {self.got}"
+        return None  # a type this checker does not model: not reported

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from .jit_types import TypeHandler, walk
+
 __all__ = [
     "Value",
     "UnsupportedType",
@@ -103,43 +105,59 @@ def candidates(jit_type: torch._C.Type, resolver: ClassResolver | None = None) -
 
     Raises :class:`UnsupportedType` for types with no generator.
     """
-    kind = jit_type.kind()
-    if kind == "TensorType":
+    return walk(jit_type, _Candidates(resolver))
+
+
+class _Candidates(TypeHandler[list[Value]]):
+    """:func:`candidates` through :func:`conformance.jit_types.walk`; scalar types by their name (``_SCALARS``)."""
+
+    def __init__(self, resolver: ClassResolver | None):
+        self.resolver = resolver
+
+    def on_tensor(self, typ):
         return [Value(c) for c in TENSOR_GALLERY]
-    if kind == "OptionalType":
-        inner = candidates(jit_type.getElementType(), resolver)
+
+    def on_optional(self, typ, elem):
+        inner = self.walk(elem)
         return [inner[0], Value("None"), *inner[1:]]
-    if kind == "ListType":
-        inner = candidates(jit_type.getElementType(), resolver)
+
+    def on_list(self, typ, elem):
+        inner = self.walk(elem)
         first, second = inner[0], inner[1 % len(inner)]
         return [_seq("[{}]", (first, second)), _seq("[{}]", ()), _seq("[{}]", (first,))]
-    if kind == "TupleType":
-        elems = [candidates(t, resolver) for t in jit_type.elements()]
-        width = max((len(e) for e in elems), default=1)
+
+    def on_tuple(self, typ, elems):
+        pools = [self.walk(t) for t in elems]
+        width = max((len(e) for e in pools), default=1)
         out = []
         for i in range(min(width, 3)):
-            parts = tuple(e[i % len(e)] for e in elems)
+            parts = tuple(e[i % len(e)] for e in pools)
             out.append(_seq("({},)" if len(parts) == 1 else "({})", parts))
         return out
-    if kind == "DictType":
-        keys = candidates(jit_type.getKeyType(), resolver)
-        vals = candidates(jit_type.getValueType(), resolver)
+
+    def on_dict(self, typ, key, value):
+        keys = self.walk(key)
+        vals = self.walk(value)
         return [
             _dict(((keys[0], vals[0]), (keys[1 % len(keys)], vals[1 % len(vals)]))),
             _dict(()),
         ]
-    if kind == "ClassType":
-        name = jit_type.qualified_name()
-        found = list(resolver(name)) if resolver is not None else []
+
+    def on_class(self, typ):
+        name = typ.qualified_name()
+        found = list(self.resolver(name)) if self.resolver is not None else []
         if not found:
             raise UnsupportedType(f"no example objects of {name} to pass as an argument")
         return found
-    text = str(jit_type)
-    if kind == "NumberType":
-        text = "number"
-    if text in _SCALARS:
-        return [Value(c) for c in _SCALARS[text]]
-    raise UnsupportedType(f"cannot generate values of type {jit_type}")
+
+    def on_number(self, typ):
+        return [Value(c) for c in _SCALARS["number"]]
+
+    def other(self, typ):
+        text = str(typ)
+        if text in _SCALARS:
+            return [Value(c) for c in _SCALARS[text]]
+        raise UnsupportedType(f"cannot generate values of type {typ}")
 
 
 def _seq(template: str, parts: Sequence[Value]) -> Value:

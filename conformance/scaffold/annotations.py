@@ -11,43 +11,67 @@ from typing import Any
 
 import torch
 
-__all__ = ["type_annotation", "return_annotation", "value_annotation"]
+from ..jit_types import TypeHandler, walk
 
-_SIMPLE = {
-    "TensorType": "torch.Tensor",
-    "IntType": "int",
-    "SymIntType": "int",
-    "FloatType": "float",
-    "SymFloatType": "float",
-    "BoolType": "bool",
-    "SymBoolType": "bool",
-    "StringType": "str",
-    "NoneType": "None",
-    "DeviceObjType": "torch.device",
-}
+__all__ = ["type_annotation", "return_annotation", "value_annotation"]
 
 
 def type_annotation(t: torch._C.Type) -> str | None:
     """The annotation source for the schema type ``t`` (``Tensor?[]`` -> ``list[Optional[torch.Tensor]]``), or
     ``None`` when it is left unannotated (``Any``, a TorchBind class, a type without a Python spelling)."""
-    kind = t.kind()
-    if kind in _SIMPLE:
-        return _SIMPLE[kind]
-    if kind == "OptionalType":
-        inner = type_annotation(t.getElementType())
+    return walk(t, _Annotation())
+
+
+class _Annotation(TypeHandler["str | None"]):
+    """:func:`type_annotation` through :func:`conformance.jit_types.walk`: ``None`` for every kind not named here."""
+
+    def other(self, typ):
+        return None
+
+    def on_tensor(self, typ):
+        return "torch.Tensor"
+
+    def on_int(self, typ):
+        return "int"
+
+    on_symint = on_int
+
+    def on_float(self, typ):
+        return "float"
+
+    on_symfloat = on_float
+
+    def on_bool(self, typ):
+        return "bool"
+
+    on_symbool = on_bool
+
+    def on_str(self, typ):
+        return "str"
+
+    def on_none(self, typ):
+        return "None"
+
+    def on_device(self, typ):
+        return "torch.device"
+
+    def on_optional(self, typ, elem):
+        inner = self.walk(elem)
         return None if inner is None else f"Optional[{inner}]"
-    if kind == "ListType":
-        inner = type_annotation(t.getElementType())
+
+    def on_list(self, typ, elem):
+        inner = self.walk(elem)
         return None if inner is None else f"list[{inner}]"
-    if kind == "TupleType":
-        parts = [type_annotation(e) for e in t.elements()]
+
+    def on_tuple(self, typ, elems):
+        parts = [self.walk(e) for e in elems]
         if any(p is None for p in parts):
             return None
         return f"tuple[{', '.join(parts)}]" if parts else "tuple[()]"
-    if kind == "DictType":
-        k, v = type_annotation(t.getKeyType()), type_annotation(t.getValueType())
+
+    def on_dict(self, typ, key, value):
+        k, v = self.walk(key), self.walk(value)
         return None if k is None or v is None else f"dict[{k}, {v}]"
-    return None
 
 
 def return_annotation(schema: torch.FunctionSchema) -> str | None:
