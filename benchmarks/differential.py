@@ -24,8 +24,8 @@ from hypothesis import settings
 
 import sample_classes  # noqa: F401 - builds (cached) and loads the library, registers the correct fakes
 from conformance import differential as engine
-from conformance.context import ClassContext, new_fake_mode
-from conformance.session import current
+from conformance.context import new_fake_mode
+from conformance.runner import Engine
 
 CLASS = "samples::TensorQueue"
 
@@ -46,7 +46,7 @@ def raw_fake(n: int) -> float:
     """Fake calls per second: the same three calls through ``call_torchbind`` under ``FakeTensorMode``."""
     call_torchbind = torch.ops.higher_order.call_torchbind
     mode = new_fake_mode()
-    fake = ClassContext.fakify(torch.classes.samples.TensorQueue(torch.zeros(2, 3)), mode)
+    fake = Engine().context(CLASS).fakify(torch.classes.samples.TensorQueue(torch.zeros(2, 3)), mode)
     x = mode.from_tensor(torch.ones(2, 3))
     with mode:
         start = time.perf_counter()
@@ -59,7 +59,7 @@ def raw_fake(n: int) -> float:
 
 def harness(examples: int) -> engine.Run:
     """One derandomized differential run (the CI profile) with ``examples`` sequences."""
-    return engine.run_differential(current().context(CLASS), examples=examples,
+    return engine.run_differential(Engine().context(CLASS), examples=examples,
                                    settings=settings.get_profile(engine.CI_PROFILE))
 
 

@@ -45,14 +45,15 @@ def floor_wall() -> tuple[float, int]:
     warnings.simplefilter("ignore")
 
     import sample_classes  # noqa: F401
-    from conformance.session import current
+    from conformance.runner import Engine
     from conformance.matrix.scenarios import row_names, scenario
     from conformance.results import NotApplicable
 
+    ctx = Engine().context(CLASS)
     programs = []
-    for row in row_names(current().context(CLASS)):
+    for row in row_names(ctx):
         try:
-            scn = scenario(current().context(CLASS), row)
+            scn = scenario(ctx, row)
             scn.module_class  # noqa: B018 - generate the source outside the timed part
         except NotApplicable:
             continue

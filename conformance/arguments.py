@@ -33,12 +33,13 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
+from .jit_types import TypeHandler, walk
 from .qualname import split_qualname
 from .results import NotApplicable
-from .session import Session, current
+from .registry import REGISTRY, Registry
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets, candidates
 
-__all__ = ["strategy", "registered_strategies", "value_strategy", "tensor_strategy", "ArgumentSource", "Excluded",
+__all__ = ["strategy", "value_strategy", "tensor_strategy", "ArgumentSource", "Excluded",
            "draw_fixed", "EMPTY"]
 
 # ----- user strategy overrides -------------------------------------------------------------------------------
@@ -94,23 +95,17 @@ def strategy(qualname: str, method: str, arg: str | int | None = None):
     The deterministic callers draw a small fixed set from the strategy (:func:`draw_fixed`: derandomized, the same
     on every run); the differential test draws from it freely.
 
-    The override goes into the registry of the current session (:func:`conformance.session.current`).
+    The override goes into the process's registry (:data:`conformance.registry.REGISTRY`).
     Returns the factory unchanged. Raises ``ValueError`` when ``qualname`` is not ``ns::Cls``.
     """
     if split_qualname(qualname) is None:
         raise ValueError(f"conformance.strategy({qualname!r}, ...): expected 'namespace::Class'")
 
     def register(factory):
-        current().registry.add_strategy(qualname, method, arg, factory)
+        REGISTRY.add_strategy(qualname, method, arg, factory)
         return factory
 
     return register
-
-
-def registered_strategies(qualname: str, session: Session | None = None) -> dict[tuple[str, str | int | None], Any]:
-    """``{(method, arg): factory}`` registered with :func:`strategy` for ``qualname`` in ``session``'s registry
-    (default: the current session's)."""
-    return (session or current()).registry.strategies(qualname)
 
 
 def takes_object(factory) -> bool:
@@ -238,32 +233,75 @@ def value_strategy(jit_type: torch._C.Type, resolver=None) -> SearchStrategy[Val
     :func:`conformance.values.candidates`), and the enum-like scalar types ``candidates`` knows (ScalarType,
     Device, ...). Raises :class:`conformance.values.UnsupportedType` for anything else.
     """
-    kind = jit_type.kind()
-    if kind == "TensorType":
+    return walk(jit_type, _Strategies(resolver))
+
+
+def _int_values() -> SearchStrategy[Value]:
+    return st.integers(-2, 8).map(lambda i: Value(repr(i)))
+
+
+def _float_values() -> SearchStrategy[Value]:
+    return st.floats(-4, 4, allow_nan=False, allow_infinity=False).map(lambda f: Value(repr(f)))
+
+
+def _bool_values() -> SearchStrategy[Value]:
+    return st.sampled_from((Value("False"), Value("True")))
+
+
+def _str_values() -> SearchStrategy[Value]:
+    return st.text(alphabet=string.ascii_lowercase[:3] + ":_ ", max_size=4).map(lambda s: Value(repr(s)))
+
+
+class _Strategies(TypeHandler[SearchStrategy[Value]]):
+    """:func:`value_strategy` through :func:`conformance.jit_types.walk`; what it does not model is sampled from
+    :func:`conformance.values.candidates`."""
+
+    def __init__(self, resolver):
+        self.resolver = resolver
+
+    def on_tensor(self, typ):
         return tensor_strategy()
-    if kind == "OptionalType":
-        return st.one_of(st.just(Value("None")), value_strategy(jit_type.getElementType(), resolver))
-    if kind == "ListType":
-        inner = value_strategy(jit_type.getElementType(), resolver)
+
+    def on_optional(self, typ, elem):
+        return st.one_of(st.just(Value("None")), self.walk(elem))
+
+    def on_list(self, typ, elem):
+        inner = self.walk(elem)
         return st.lists(inner, max_size=3).map(lambda vs: _join("[{}]", vs))
-    if kind == "TupleType":
-        elems = [value_strategy(t, resolver) for t in jit_type.elements()]
-        return st.tuples(*elems).map(lambda vs: _join("({},)" if len(vs) == 1 else "({})", vs))
-    if kind == "DictType":
-        keys, vals = value_strategy(jit_type.getKeyType(), resolver), value_strategy(jit_type.getValueType(), resolver)
+
+    def on_tuple(self, typ, elems):
+        parts = [self.walk(t) for t in elems]
+        return st.tuples(*parts).map(lambda vs: _join("({},)" if len(vs) == 1 else "({})", vs))
+
+    def on_dict(self, typ, key, value):
+        keys, vals = self.walk(key), self.walk(value)
         return st.lists(st.tuples(keys, vals), max_size=2).map(
             lambda kvs: Value("{" + ", ".join(f"{k.code}: {v.code}" for k, v in kvs) + "}",
                               tuple(e for k, v in kvs for e in (*k.extra, *v.extra))))
-    text = str(jit_type)
-    if kind == "IntType" or text in ("int", "SymInt"):
-        return st.integers(-2, 8).map(lambda i: Value(repr(i)))
-    if kind == "FloatType" or text == "float":
-        return st.floats(-4, 4, allow_nan=False, allow_infinity=False).map(lambda f: Value(repr(f)))
-    if kind == "BoolType" or text == "bool":
-        return st.sampled_from((Value("False"), Value("True")))
-    if kind == "StringType" or text == "str":
-        return st.text(alphabet=string.ascii_lowercase[:3] + ":_ ", max_size=4).map(lambda s: Value(repr(s)))
-    return st.sampled_from(candidates(jit_type, resolver))  # ClassType, ScalarType, Device, ...; may raise
+
+    def on_int(self, typ):
+        return _int_values()
+
+    def on_float(self, typ):
+        return _float_values()
+
+    def on_bool(self, typ):
+        return _bool_values()
+
+    def on_str(self, typ):
+        return _str_values()
+
+    def other(self, typ):
+        text = str(typ)  # other kinds spelled like a scalar (SymIntType prints as ``int``)
+        if text in ("int", "SymInt"):
+            return _int_values()
+        if text == "float":
+            return _float_values()
+        if text == "bool":
+            return _bool_values()
+        if text == "str":
+            return _str_values()
+        return st.sampled_from(candidates(typ, self.resolver))  # ClassType, ScalarType, Device, ...; may raise
 
 
 # ----- whole argument lists --------------------------------------------------------------------------------
@@ -310,18 +348,18 @@ def draw_fixed(strat: SearchStrategy, count: int, digest: str) -> list[Any]:
 class ArgumentSource:
     """Where every caller gets the arguments of one class's methods and ops (see the module docstring).
 
-    ``qualname``: ``ns::Cls``; ``session``: the session whose registry holds the overrides; ``resolver``: values
+    ``qualname``: ``ns::Cls``; ``registry``: the registry that holds the overrides; ``resolver``: values
     for arguments typed as a TorchBind class (:data:`conformance.values.ClassResolver`). A callee is named by
     ``key``: a method name or an op's ``ns::op`` name, as in :func:`strategy`.
     """
 
-    def __init__(self, qualname: str, session: Session, resolver=None):
-        self.qualname, self.session, self.resolver = qualname, session, resolver
+    def __init__(self, qualname: str, registry: Registry, resolver=None):
+        self.qualname, self.registry, self.resolver = qualname, registry, resolver
         self._fixed: dict[tuple[str, str, int], list[ArgumentSet]] = {}
 
     @property
     def overrides(self) -> dict[tuple[str, str | int | None], Any]:
-        return registered_strategies(self.qualname, self.session)
+        return self.registry.strategies(self.qualname)
 
     def overridden(self, key: str) -> bool:
         """Whether the adopter registered any override for ``key``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -18,9 +19,10 @@ from .calls import Call, Callee
 from .discovery import ClassInfo, qualname_of
 from .example_objects import Example, ExampleSet, build_examples, script_name
 from .faults import raise_fault
-from .isolation import calling
 from .results import NotApplicable, exception_line
-from .session import Session
+from .breadcrumbs import Tracer
+from .registry import Registry
+from .settings import Settings
 from .values import ArgumentSet, Value
 
 __all__ = [
@@ -41,17 +43,18 @@ def import_lazily_imported_modules() -> None:
     import torch._dynamo  # noqa: F401
 
 
-def to_fake(mode: FakeTensorMode, value: Any) -> Any:
+def to_fake(mode: FakeTensorMode, value: Any, tracer: Tracer | None = None) -> Any:
     """``value`` (a pytree of arguments) as a fake method or op receives it while tracing: every tensor a fake
     tensor with the same, static, metadata, and every TorchBind object fakified (a ``FakeScriptObject``, through
     ``maybe_to_fake_obj`` under ``mode``). An object that cannot be fakified is passed as it is (its own
-    ``fake_class`` / ``roundtrip`` items say why)."""
+    ``fake_class`` / ``roundtrip`` items say why). ``tracer``: where the fakification is reported (default:
+    nowhere)."""
 
     def convert(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
             return mode.from_tensor(x, static_shapes=True)
         try:
-            return ClassContext.fakify(x, mode)
+            return _fakify(x, mode, tracer or Tracer())
         except Exception:  # noqa: BLE001 - not fakifiable: see the docstring
             return x
 
@@ -86,24 +89,36 @@ class CallResult:
 
 
 class ClassContext:
-    """Everything the checks need about one class of a :class:`~conformance.session.Session`: its
-    :class:`~conformance.discovery.ClassInfo`, and its example objects (built lazily, cached)."""
+    """Everything the checks need about one class: its :class:`~conformance.discovery.ClassInfo`, and its example
+    objects (built lazily, cached), with what the engine (:class:`conformance.runner.Engine`) hands it:
+    ``settings`` (:class:`~conformance.settings.Settings`), ``registry`` (the adopter's factories and
+    strategies), ``tracer`` (where calls into the class are reported, :mod:`conformance.breadcrumbs`) and
+    ``lookup`` (``ns::Cls`` -> that class's context, for arguments typed as another TorchBind class; raises
+    ``KeyError`` for a class torch does not know). ``scenarios`` caches the class's coverage-matrix scenarios
+    (:func:`conformance.matrix.scenarios.scenario`)."""
 
-    def __init__(self, info: ClassInfo, session: Session):
+    def __init__(self, info: ClassInfo, settings: Settings, registry: Registry, tracer: Tracer,
+                 lookup: Callable[[str], ClassContext]):
         self.info = info
-        self.session = session
+        self.settings, self.registry, self.tracer, self.lookup = settings, registry, tracer, lookup
+        self.scenarios: dict[str, Any] = {}
         self._examples: ExampleSet | None = None
         self._building = False
         self._real: bool | None = None
         #: Where every caller gets arguments for this class's methods and ops (:mod:`conformance.arguments`).
-        self.arguments = ArgumentSource(info.qualname, session, self.class_values)
+        self.arguments = ArgumentSource(info.qualname, registry, self.class_values)
+
+    def calling(self, label: str | Callable[[], str], *, timed: bool = True, side: str | None = None):
+        """``with ctx.calling(label, timed=..., side=...):`` around a call into the class's code: the engine's
+        tracer's :meth:`~conformance.breadcrumbs.Tracer.calling` (a no-op outside a worker process)."""
+        return self.tracer.calling(label, timed=timed, side=side)
 
     def class_values(self, script_qualname: str) -> list[Value]:
         """Values that build an object of the TorchBind class ``__torch__.torch.classes.ns.Cls`` (its first
         example), for arguments typed as a class (a :data:`conformance.values.ClassResolver`); empty when that
         class has no examples or is unknown."""
         try:
-            ctx = self.session.context(qualname_of(script_qualname))
+            ctx = self.lookup(qualname_of(script_qualname))
         except Exception:  # noqa: BLE001 - unknown class: no values
             return []
         if ctx._building:
@@ -118,9 +133,10 @@ class ClassContext:
         if self._examples is None:
             self._building = True
             try:
-                registry, qualname = self.session.registry, self.info.qualname
+                registry, qualname = self.registry, self.info.qualname
                 self._examples = build_examples(self.info, registry.factories(qualname), resolver=self.class_values,
-                                                derive=registry.derives(qualname), arguments=self.arguments)
+                                                derive=registry.derives(qualname), arguments=self.arguments,
+                                                tracer=self.tracer)
             finally:
                 self._building = False
         return self._examples
@@ -143,7 +159,7 @@ class ClassContext:
             if "tracing_mode" in self.info.methods and self.example_set.examples:
                 try:
                     obj = self.example_set.examples[0].build()
-                    with calling(f"{self.info.qualname}.tracing_mode()"):
+                    with self.calling(f"{self.info.qualname}.tracing_mode()"):
                         self._real = obj.tracing_mode() == "real"
                 except Exception:  # noqa: BLE001 - the tracing_mode check reports it
                     self._real = False
@@ -170,34 +186,21 @@ class ClassContext:
         return getattr(fake, method)
 
     # ----- calls --------------------------------------------------------------------------------------------
-    @staticmethod
-    def fakify(obj: torch.ScriptObject, mode: FakeTensorMode, state: str | None = None):
+    def fakify(self, obj: torch.ScriptObject, mode: FakeTensorMode, state: str | None = None):
         """``maybe_to_fake_obj(mode, obj)``, as dynamo and AOTAutograd do before tracing. ``state`` (the example
         object's label) names the object in the breadcrumb a crash or hang is reported with. A ``BaseException``
         that is not an ``Exception`` (from the fake's ``__obj_unflatten__``) is raised on as a
         :class:`~conformance.faults.UserFault` of the fake."""
-        what = f"the example object {state}" if state else f"a {script_name(obj)} object"
-
-        def label() -> str:
-            return (f"fakifying {what} (maybe_to_fake_obj: copy.deepcopy through def_pickle's __getstate__ and "
-                    "__setstate__, __obj_flatten__, the fake's __obj_unflatten__)")
-
-        try:
-            with quiet_torch_logs(), calling(label, side="fake"):
-                return maybe_to_fake_obj(mode, obj)
-        except Exception:
-            raise
-        except BaseException as exc:  # SystemExit from __obj_unflatten__, ...
-            raise_fault(exc, label, "fake")
+        return _fakify(obj, mode, self.tracer, state)
 
     def call_real(self, obj: torch.ScriptObject, call: Call) -> CallResult:
         """Run ``call`` on the real object with fresh arguments; C++ errors are captured in the result."""
-        return _invoke(call, obj, None, label=lambda: call.code(script_name(obj)))
+        return _invoke(call, obj, None, self.tracer, label=lambda: call.code(script_name(obj)))
 
     def call_fake(self, fake_obj, mode: FakeTensorMode, call: Call) -> CallResult:
         """Run ``call`` on a fakified object under ``mode`` — the ``call_torchbind`` path used while tracing —
         with fresh arguments whose tensors were converted with ``mode.from_tensor``."""
-        return _invoke(call, fake_obj, mode, label=lambda: f"{call.code('fake_obj')} on the fake")
+        return _invoke(call, fake_obj, mode, self.tracer, label=lambda: f"{call.code('fake_obj')} on the fake")
 
     def calls_of(self, callee: Callee, limit: int = 3, example: Example | None = None) -> list[Call]:
         """:class:`Call` objects of a method or an op with arguments from the class's argument source
@@ -234,7 +237,7 @@ class ClassContext:
                     fake_obj = self.fakify(other, mode, state=example.label)
                 except Exception:  # noqa: BLE001 - reported by the examples / roundtrip checks
                     continue
-                with calling(f"on the example object {example.label}", timed=False):
+                with self.calling(f"on the example object {example.label}", timed=False):
                     real = self.call_real(real_obj, call)
                     fake = self.call_fake(fake_obj, mode, call)
                 fakified += 1
@@ -262,7 +265,7 @@ class ClassContext:
                  "from torch._subclasses.fake_tensor import FakeTensorMode",
                  "from torch.fx.experimental.symbolic_shapes import ShapeEnv",
                  "from torch._library.fake_class_registry import maybe_to_fake_obj", ""]
-        lines += self.session.load_code or ["# load your TorchBind library and fake classes here"]
+        lines += list(self.settings.load_code) or ["# load your TorchBind library and fake classes here"]
         lines.append("")
         lines.append("def make_obj():")
         lines += ["    " + ln for ln in example.code("obj")]
@@ -294,20 +297,37 @@ class ClassContext:
         return self.repro(example, body)
 
 
-def _invoke(call: Call, obj: Any, mode: FakeTensorMode | None, label=None) -> CallResult:
+def _fakify(obj: torch.ScriptObject, mode: FakeTensorMode, tracer: Tracer, state: str | None = None):
+    """:meth:`ClassContext.fakify`, reported to ``tracer``."""
+    what = f"the example object {state}" if state else f"a {script_name(obj)} object"
+
+    def label() -> str:
+        return (f"fakifying {what} (maybe_to_fake_obj: copy.deepcopy through def_pickle's __getstate__ and "
+                "__setstate__, __obj_flatten__, the fake's __obj_unflatten__)")
+
+    try:
+        with quiet_torch_logs(), tracer.calling(label, side="fake"):
+            return maybe_to_fake_obj(mode, obj)
+    except Exception:
+        raise
+    except BaseException as exc:  # SystemExit from __obj_unflatten__, ...
+        raise_fault(exc, label, "fake")
+
+
+def _invoke(call: Call, obj: Any, mode: FakeTensorMode | None, tracer: Tracer, label=None) -> CallResult:
     """Run ``call`` on ``obj`` with fresh arguments — fake ones, under ``mode``, when it is given (the call is then
     the fake's). Exceptions from looking up or running the callable are captured in the :class:`CallResult`.
-    ``label`` (text or a function returning it) names the call for :func:`conformance.isolation.calling`. A
+    ``label`` (text or a function returning it) names the call for ``tracer``. A
     ``BaseException`` that is not an ``Exception`` (``SystemExit``, a ``KeyboardInterrupt`` raised by user code)
     is raised on as a :class:`~conformance.faults.UserFault` that fails the item; a real interrupt as it is."""
     made = call.args.make()
     side = "fake" if mode is not None else "C++"
     if mode is not None:
-        made = to_fake(mode, made)
+        made = to_fake(mode, made, tracer)
     label = label or "a call into the class"
     try:
         with (mode if mode is not None else contextlib.nullcontext()), quiet_torch_logs(), \
-                calling(label, side=side):
+                tracer.calling(label, side=side):
             return CallResult(call.invoke(obj, made))
     except Exception as exc:  # noqa: BLE001 - user and C++ code may raise anything
         return CallResult(error=exc)

@@ -229,8 +229,8 @@ def runs_on_fakes(op: OpInfo) -> bool:
 
 def discover(qualname: str) -> ClassInfo:
     """Collect the :class:`ClassInfo` of ``ns::Cls``. Raises :class:`SelectorError` if it is not loaded."""
-    ns, _, name = qualname.partition("::")
-    schemas = class_schemas().get(f"{ns}.{name}")
+    ns, name = split_qualname(qualname) or ("", qualname)
+    schemas = class_schemas().get(f"{ns}.{name}") if ns else None
     if schemas is None:
         expand_selector(qualname)  # raises with the listing
         raise SelectorError(f"no TorchBind class {qualname} is registered")

@@ -27,10 +27,10 @@ import torch
 
 from .calls import Call, Callee
 from .discovery import ClassInfo, qualname_of
-from .isolation import CallAbandoned, calling
+from .breadcrumbs import CallAbandoned, Tracer
 from .qualname import split_qualname
 from .results import NotApplicable, exception_line
-from .session import Factory, current
+from .registry import REGISTRY, Factory
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
 
 __all__ = [
@@ -57,14 +57,14 @@ def examples(qualname: str, *, derive: bool = True) -> Callable[[Factory], Facto
     states each time. By default the plugin also derives further states from the first example by calling each
     state-changing method twice (e.g. two pushes); ``derive=False`` turns that off for the class, e.g. when such
     a state crashes and the states the factory builds should still be checked. The factory goes into the
-    registry of the current session (:func:`conformance.session.current`). Returns the factory unchanged. Raises
+    process's registry (:data:`conformance.registry.REGISTRY`). Returns the factory unchanged. Raises
     ``ValueError`` if ``qualname`` is not ``ns::Cls``.
     """
     if split_qualname(qualname) is None:
         raise ValueError(f"conformance.examples({qualname!r}): expected 'namespace::Class'")
 
     def register(factory: Factory) -> Factory:
-        current().registry.add_factory(qualname, factory, derive=derive)
+        REGISTRY.add_factory(qualname, factory, derive=derive)
         return factory
 
     return register
@@ -76,7 +76,8 @@ class Example:
 
     Exactly one of ``ctor`` (generated constructor arguments) and ``factory`` (a user factory, with the index of
     the object in its output) is set. ``steps`` (method :class:`~conformance.calls.Call` objects) are applied
-    after construction.
+    after construction. ``tracer``: where building it reports its calls (:mod:`conformance.breadcrumbs`; the
+    class context's tracer).
     """
 
     info: ClassInfo
@@ -84,6 +85,7 @@ class Example:
     factory: Factory | None = None
     factory_index: int = 0
     steps: tuple[Call, ...] = ()
+    tracer: Tracer = dataclasses.field(default_factory=Tracer, compare=False, repr=False)
 
     def build(self, record: list[tuple[str, Any]] | None = None) -> torch.ScriptObject:
         """A fresh object. Raises whatever the constructor, factory or steps raise.
@@ -91,7 +93,7 @@ class Example:
         ``record``, when given, receives ``(what, value)`` for every value the object was handed or handed out
         on the way: the constructor's arguments (``"argument 0 of the constructor"``), each step's arguments
         and results (``"the result of obj.push(...)"``) — for checks of what the object's state may share."""
-        with calling(lambda: f"building the example object {self.info.qualname}: {'; '.join(self.code())}"):
+        with self.tracer.calling(lambda: f"building the example object {self.info.qualname}: {'; '.join(self.code())}"):
             if self.factory is not None:
                 objs = list(self.factory())
                 obj = objs[self.factory_index]
@@ -149,7 +151,7 @@ def named_arguments(call: str, args: list[Any], kwargs: dict[str, Any]) -> list[
 @dataclasses.dataclass
 class ExampleSet:
     """The examples of one class and the attempts that failed (``rejected``: ``(call code, error text)``);
-    ``lost``: those among them that crashed or hung a worker process (see :mod:`conformance.isolation`)."""
+    ``lost``: those among them that crashed or hung a worker process (see :mod:`conformance.process`)."""
 
     examples: list[Example]
     rejected: list[tuple[str, str]]
@@ -157,17 +159,21 @@ class ExampleSet:
     lost: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
+_QUIET = Tracer()  # reports nowhere
+
+
 def script_name(obj: torch.ScriptObject) -> str:
     """``ns::Cls`` of a TorchBind object (its JIT type is ``__torch__.torch.classes.ns.Cls``)."""
     return qualname_of(obj._type().qualified_name())
 
 
-def read_state(obj: torch.ScriptObject) -> Any:
-    """The object's observable state: ``__obj_flatten__()`` if defined, else ``__getstate__()``, else ``None``."""
+def read_state(obj: torch.ScriptObject, tracer: Tracer | None = None) -> Any:
+    """The object's observable state: ``__obj_flatten__()`` if defined, else ``__getstate__()``, else ``None``;
+    the call is reported to ``tracer`` (default: nowhere)."""
     names = obj._method_names()
     for method in ("__obj_flatten__", "__getstate__"):
         if method in names:
-            with calling(lambda: f"{script_name(obj)}.{method}()"):
+            with (tracer or _QUIET).calling(lambda: f"{script_name(obj)}.{method}()"):
                 return getattr(obj, method)()
     return None
 
@@ -189,19 +195,20 @@ def state_key(value: Any) -> Any:
 
 
 def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None, derive: bool = True,
-                   arguments=None) -> ExampleSet:
+                   arguments=None, tracer: Tracer | None = None) -> ExampleSet:
     """Build the examples of ``info``: from ``factories`` (registered with :func:`examples`) if any, else from
     generated constructor calls, plus (unless ``derive`` is false) states reached by applying each
     state-changing method twice to the first example. ``resolver`` gives values for arguments typed as a
     TorchBind class (:data:`conformance.values.ClassResolver`). ``arguments`` (the class's
     :class:`~conformance.arguments.ArgumentSource`) gives the constructor's and the state-changing calls'
     arguments where the adopter registered strategies (``"__init__"`` for the constructor); methods it excludes are
-    never called.
+    never called. ``tracer``: where the calls are reported (each example keeps it for its own builds).
 
     Constructor argument sets the C++ constructor rejects are skipped (kept in ``rejected``). Examples whose
     state (:func:`read_state`) duplicates an earlier one are dropped. Never raises for user-code errors: those
     end up in ``rejected`` or ``problem``.
     """
+    tracer = tracer or Tracer()
     rejected: list[tuple[str, str]] = []
     lost: list[tuple[str, str]] = []
     bases: list[Example] = []
@@ -210,7 +217,7 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
     def admit(ex: Example) -> bool:
         try:
             obj = ex.build()
-            key = state_key(read_state(obj))
+            key = state_key(read_state(obj, tracer))
         except Exception as exc:  # noqa: BLE001 - user code may raise anything
             rejected.append(("\n".join(ex.code()), exception_line(exc)))
             if isinstance(exc, CallAbandoned):
@@ -228,7 +235,7 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
         for factory in factories:
             name = getattr(factory, "__name__", "factory")
             try:
-                with calling(f"the example factory {name}() of {info.qualname}"):
+                with tracer.calling(f"the example factory {name}() of {info.qualname}"):
                     objs = list(factory())
             except Exception as exc:  # noqa: BLE001
                 if isinstance(exc, CallAbandoned):
@@ -238,7 +245,7 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
                 if not isinstance(obj, torch.ScriptObject) or obj._type().qualified_name() != info.script_qualname:
                     return give_up(f"example factory {name}() returned {type(obj).__name__} at index {i}, "
                                    f"not a {info.qualname}")
-                ex = Example(info, factory=factory, factory_index=i)
+                ex = Example(info, factory=factory, factory_index=i, tracer=tracer)
                 if admit(ex):
                     bases.append(ex)
     elif not info.constructors:
@@ -254,7 +261,7 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
             for args in sets:
                 if len(bases) >= MAX_BASE:
                     break
-                ex = Example(info, ctor=args)
+                ex = Example(info, ctor=args, tracer=tracer)
                 if admit(ex):
                     bases.append(ex)
     if not bases:

@@ -14,12 +14,14 @@ torch compiles a fake, say) with :func:`fault_failure`.
 A real interrupt must still stop the run: :func:`real_interrupt` tells a ``KeyboardInterrupt`` from Ctrl-C (or
 from a signal handler that turns a signal into one) from a ``KeyboardInterrupt`` raised by user code. In the
 isolation worker SIGINT is ignored, so every ``KeyboardInterrupt`` there comes from user code; in the pytest
-process the plugin's run installs :func:`watch_interrupts`, a SIGINT handler that records a real interrupt on the
-session before raising ``KeyboardInterrupt``.
+process the plugin's run installs :func:`watch_interrupts`, a SIGINT handler that records a real interrupt in
+:data:`SIGINT` before raising ``KeyboardInterrupt``. (Signal handlers belong to the process, so what they saw is
+kept per process, in :data:`SIGINT`, not handed around.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -28,11 +30,25 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from .results import Failure
-from .session import Session, current
 
-__all__ = ["UserFault", "real_interrupt", "raise_fault", "fault_failure", "watch_interrupts"]
+__all__ = ["UserFault", "real_interrupt", "raise_fault", "fault_failure", "watch_interrupts", "SIGINT"]
 
 _FRAMES = 5  # frames of the traceback shown (the innermost ones)
+
+
+class _Watch:
+    """What this process knows about SIGINT: ``seen`` is ``None`` while nobody watches it (every
+    ``KeyboardInterrupt`` counts as real), ``False`` while :func:`watch_interrupts` watches and none came, ``True``
+    once one came."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen: bool | None = None
+
+
+#: The process's SIGINT watch (see :func:`watch_interrupts`).
+SIGINT = _Watch()
 
 
 def _what(exc: BaseException) -> str:
@@ -72,7 +88,7 @@ class UserFault(BaseException):
         return Failure(summary, cpp=text, details=details)
 
 
-def real_interrupt(exc: BaseException, session: Session | None = None) -> bool:
+def real_interrupt(exc: BaseException) -> bool:
     """Whether ``exc`` is a real interrupt that must stop the run (re-raise it) rather than a ``KeyboardInterrupt``
     raised by user code: a ``KeyboardInterrupt`` after :func:`watch_interrupts` saw SIGINT, one raised by a Python
     signal handler (e.g. SIGTERM turned into one), or any ``KeyboardInterrupt`` where nobody watches SIGINT (a
@@ -80,8 +96,12 @@ def real_interrupt(exc: BaseException, session: Session | None = None) -> bool:
     user code is not one."""
     if not isinstance(exc, KeyboardInterrupt):
         return False
-    watched = (session or current()).sigint
-    return watched is None or watched or _raised_by_signal_handler(exc)
+    if _raised_by_signal_handler(exc):
+        return True
+    with contextlib.suppress(ValueError, OSError):
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            return False  # nothing can interrupt: it came from user code (as in an isolation worker)
+    return SIGINT.seen is None or SIGINT.seen
 
 
 def _raised_by_signal_handler(exc: BaseException) -> bool:
@@ -104,12 +124,11 @@ def _raised_by_signal_handler(exc: BaseException) -> bool:
     return False
 
 
-def raise_fault(exc: BaseException, label: str | Callable[[], str] | None, side: str,
-                session: Session | None = None) -> NoReturn:
+def raise_fault(exc: BaseException, label: str | Callable[[], str] | None, side: str) -> NoReturn:
     """For an ``except BaseException`` around a call into user code, with ``exc`` not an ``Exception``: re-raise a
     real interrupt (:func:`real_interrupt`) or a :class:`UserFault` from a nested call as they are, else raise a
     :class:`UserFault` for ``exc`` in the call ``label`` (text, or a function returning it) on ``side``."""
-    if isinstance(exc, UserFault) or real_interrupt(exc, session):
+    if isinstance(exc, UserFault) or real_interrupt(exc):
         raise exc
     try:
         text = label() if callable(label) else label
@@ -145,11 +164,11 @@ def _innermost_user_frame(exc: BaseException) -> str | None:
     return found
 
 
-def watch_interrupts(session: Session) -> Callable[[], None]:
-    """Install a SIGINT handler that records a real interrupt (``session.sigint = True``) before raising
+def watch_interrupts() -> Callable[[], None]:
+    """Install a SIGINT handler that records a real interrupt (``SIGINT.seen = True``) before raising
     ``KeyboardInterrupt`` (or calling the handler it replaces), so :func:`real_interrupt` tells Ctrl-C from a
     ``KeyboardInterrupt`` raised by user code. Returns the function that puts the previous handler back. Installs
-    nothing (``session.sigint`` stays ``None``: every ``KeyboardInterrupt`` counts as real) outside the main
+    nothing (``SIGINT.seen`` stays ``None``: every ``KeyboardInterrupt`` counts as real) outside the main
     thread or where SIGINT has no Python handler; where SIGINT is ignored, nothing can interrupt, so every
     ``KeyboardInterrupt`` comes from user code."""
     try:
@@ -157,13 +176,12 @@ def watch_interrupts(session: Session) -> Callable[[], None]:
     except (ValueError, OSError):
         return lambda: None
     if previous is signal.SIG_IGN:
-        session.sigint = False
         return lambda: None
     if not callable(previous):  # SIG_DFL, or a handler installed from C: leave it alone
         return lambda: None
 
     def on_sigint(signum, frame):
-        session.sigint = True
+        SIGINT.seen = True
         if previous is signal.default_int_handler:
             raise KeyboardInterrupt
         return previous(signum, frame)
@@ -172,10 +190,10 @@ def watch_interrupts(session: Session) -> Callable[[], None]:
         signal.signal(signal.SIGINT, on_sigint)
     except (ValueError, OSError):  # not the main thread
         return lambda: None
-    before, session.sigint = session.sigint, False
+    before, SIGINT.seen = SIGINT.seen, False
 
     def restore() -> None:
-        session.sigint = before
+        SIGINT.seen = before
         try:
             if signal.getsignal(signal.SIGINT) is on_sigint:
                 signal.signal(signal.SIGINT, previous)

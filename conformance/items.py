@@ -1,30 +1,72 @@
-"""pytest collector and item classes: one collector per TorchBind class, one item per check and target.
+"""The collection role: :class:`Collection` (what a run collects, and the table of collected items), and the pytest
+collector and item classes: one collector per TorchBind class, one item per check and target.
 
 Test ids: ``torchbind[ns.Cls]::<check>`` or ``torchbind[ns.Cls]::<check>[<method, op or cell>]``. An item runs its
-check (in the isolation worker when there is one), puts what the controller needs on ``user_properties``, and
-fails with the check's rendered failures (:class:`CheckFailed`, unwrapped in :meth:`TorchbindCheckItem.repr_failure`).
+check (in the isolation worker when there is one) and fails with the check's rendered failures
+(:class:`CheckFailed`, unwrapped in :meth:`TorchbindCheckItem.repr_failure`). Its ``user_properties`` (which also
+reach ``--junitxml``) say only class, check, target and status; what the controller's recorder needs (summary,
+notes, matrix cell) travels on the call report's ``torchbind`` attribute (:data:`ITEM_DATA`, attached by
+:func:`conformance.plugin.pytest_runtest_makereport`).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
+from .baseline import Entry, applying
 from .results import Outcome
-from .runner import CheckTarget, plan
+from .runner import CheckTarget, Engine, plan
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .pytest_run import PluginRun
+__all__ = ["Collection", "CheckFailed", "TorchbindClass", "TorchbindCheckItem", "STATUS", "ITEM_DATA"]
 
-__all__ = ["CheckFailed", "TorchbindClass", "TorchbindCheckItem", "STATUS", "CELL", "SUMMARY"]
+#: The ``user_properties`` name of an item's status (beside ``torchbind_class``, ``torchbind_check`` and
+#: ``torchbind_target``).
+STATUS = "torchbind_status"
+#: The item attribute holding what its call report carries to the recorder (see :data:`conformance.recorder.REPORT_ATTR`).
+ITEM_DATA = "torchbind_data"
 
-#: ``user_properties`` names the controller reads: the item's status, its one-line summary, and a matrix cell
-#: (JSON of :meth:`conformance.results.Cell.to_json`). They also reach ``--junitxml`` as properties.
-STATUS, SUMMARY, CELL, NOTES = "torchbind_status", "torchbind_summary", "torchbind_cell", "torchbind_notes"
+
+class Collection:
+    """What one run collects: the items of each selected class (``classes``) of ``engine``, planned with the run's
+    filters (``engine.settings.checks`` and ``.backends``), the baseline's ``known`` failures of this ``torch_version``
+    marked as strict xfails, and the table of collected items (node id -> :class:`~conformance.runner.CheckTarget`)
+    an isolation worker forked later runs by node id. ``run_item(nodeid, unit)`` runs one item (the setup role's
+    :meth:`conformance.pytest_run.PluginRun.run_item`); ``on_register(nodeid)`` is told of every collected item."""
+
+    def __init__(self, engine: Engine, classes: list[str], known: dict[str, Entry], torch_version: str,
+                 run_item: Callable[[str, CheckTarget], Outcome], on_register: Callable[[str], None] | None = None):
+        self.engine, self.classes, self.known, self.torch_version = engine, classes, known, torch_version
+        self.run_item, self.on_register = run_item, on_register
+        self.items: dict[str, CheckTarget] = {}
+
+    def plan(self, qualname: str) -> list[CheckTarget]:
+        """The class's units, with the run's check and backend filters."""
+        settings = self.engine.settings
+        return plan(qualname, self.engine, only=settings.checks, backends=settings.backends)
+
+    def collect(self, session: pytest.Session, items: list) -> None:
+        """Add the torchbind items of every selected class, and mark the baseline's known failures as strict
+        xfails."""
+        for qualname in self.classes:
+            info = self.engine.context(qualname).info
+            collector = TorchbindClass.from_parent(session, name=info.test_name, nodeid=info.test_name,
+                                                   qualname=qualname, collection=self)
+            items.extend(session.genitems(collector))
+        known = applying(self.known, self.torch_version)  # entries for another torch do not apply here
+        for item in items:
+            if isinstance(item, TorchbindCheckItem) and item.nodeid in known:
+                item.add_marker(pytest.mark.xfail(reason=f"baseline: {known[item.nodeid]}", strict=True))
+
+    def register(self, nodeid: str, unit: CheckTarget) -> None:
+        """Remember a collected item, so a worker process forked later can run it by node id."""
+        self.items[nodeid] = unit
+        if self.on_register is not None:
+            self.on_register(nodeid)
 
 
 class CheckFailed(Exception):
@@ -38,41 +80,41 @@ class CheckFailed(Exception):
 class TorchbindClass(pytest.Collector):
     """Collector for one TorchBind class: ``torchbind[ns.Cls]``."""
 
-    def __init__(self, *, qualname: str, run: PluginRun, **kwargs):
+    def __init__(self, *, qualname: str, collection: Collection, **kwargs):
         super().__init__(**kwargs)
         self.qualname = qualname
-        self.run = run
+        self.collection = collection
 
     def collect(self):
-        for unit in plan(self.qualname, self.run.session):
-            yield TorchbindCheckItem.from_parent(self, name=unit.name, unit=unit, run=self.run)
+        for unit in self.collection.plan(self.qualname):
+            yield TorchbindCheckItem.from_parent(self, name=unit.name, unit=unit, collection=self.collection)
 
 
 class TorchbindCheckItem(pytest.Item):
     """One check applied to one target; fails with the check's rendered failures."""
 
-    def __init__(self, *, unit: CheckTarget, run: PluginRun, **kwargs):
+    def __init__(self, *, unit: CheckTarget, collection: Collection, **kwargs):
         super().__init__(**kwargs)
         self.unit = unit
-        self.run = run
-        run.register_item(self.nodeid, unit)
+        self.collection = collection
+        collection.register(self.nodeid, unit)
         self.add_marker("torchbind")
         self.user_properties += [("torchbind_class", unit.qualname), ("torchbind_check", unit.check.name)]
         if unit.target_name:
             self.user_properties.append(("torchbind_target", unit.target_name))
 
     def runtest(self) -> None:
-        outcome = self.run.run_item(self.nodeid, self.unit)
-        self.user_properties += [(STATUS, outcome.status.value), (SUMMARY, outcome.summary)]
+        outcome = self.collection.run_item(self.nodeid, self.unit)
+        self.user_properties.append((STATUS, outcome.status.value))
+        data = {"status": outcome.status.value, "summary": outcome.summary, "notes": list(outcome.notes),
+                "qualname": self.unit.qualname, "check": self.unit.check.name, "target": self.unit.target_name}
         if outcome.notes:
             # What the check found that does not change its status (shown by -rA / -rP and in the JSON report).
-            self.user_properties.append((NOTES, json.dumps(outcome.notes)))
             self.add_report_section("call", "torchbind notes", "\n".join(outcome.notes))
         if outcome.cell is not None:
-            cell = outcome.cell
-            self.user_properties += [("torchbind_row", cell.row), ("torchbind_backend", cell.backend),
-                                     ("torchbind_cell_status", cell.status.value),
-                                     (CELL, json.dumps(cell.to_json(), sort_keys=True))]
+            # Through JSON, so a serial run's recorder reads exactly what pytest-xdist carries from a worker.
+            data["cell"] = json.loads(json.dumps(outcome.cell.to_json()))
+        setattr(self, ITEM_DATA, data)
         if outcome.reason is not None:
             # Reported at the item (its fake class), not at this line: what `pytest -rs` shows as the location.
             raise pytest.skip.Exception(outcome.reason, _use_item_location=True)
@@ -88,7 +130,7 @@ class TorchbindCheckItem(pytest.Item):
     def reportinfo(self):
         """Where the item points: the fake class's source when there is one (a skip or failure is about it),
         else the rootdir; line 0 when no line is known (pytest needs one for a skip reported at the item)."""
-        fake = self.run.session.context(self.unit.qualname).info.fake_class
+        fake = self.collection.engine.context(self.unit.qualname).info.fake_class
         path, line = self.path, 0
         if fake is not None:
             try:

@@ -29,15 +29,11 @@ any directory.
 
 from __future__ import annotations
 
-import contextlib
-import faulthandler
 import importlib
 import importlib.machinery
 import importlib.util
 import os
-import signal
 import sys
-import time
 import traceback
 from pathlib import Path
 
@@ -50,7 +46,6 @@ __all__ = ["LoadError", "apply_load_spec", "repro_lines"]
 _LIB_SUFFIXES = (".so", ".dylib", ".dll")
 #: Seconds the forked child that tries a library first may take to load it.
 PROBE_TIMEOUT = 120.0
-_PROBE_DONE = 86  # the child's exit status when loading returned or raised (anything else: the library ended it)
 
 
 class LoadError(ConformanceError):
@@ -303,54 +298,43 @@ def _named_directory(kind: str, target: str, rootdir: Path | None) -> Path | Non
 
 
 def _probe_library(spec: str, path: Path) -> None:
-    """Load the library once in a forked child (Linux only) and raise :class:`LoadError` when the child dies by a
-    signal (its static initializers crashed), exits the process from an initializer, or does not finish within
-    :data:`PROBE_TIMEOUT` seconds. A Python error in the child says nothing (loading the library here reports
-    it). The child leaves with ``os._exit``, running no clean-up of the pytest process it was forked from."""
-    if not (hasattr(os, "fork") and sys.platform.startswith("linux")):
+    """Load the library once in a supervised worker process (:mod:`conformance.process`; Linux only) and raise
+    :class:`LoadError` when the worker dies by a signal (its static initializers crashed), exits the process from
+    an initializer, or does not finish within :data:`PROBE_TIMEOUT` seconds. A Python error in the worker says
+    nothing (loading the library here reports it)."""
+    from .breadcrumbs import Tracer
+    from .process import Supervisor, WorkerLost, isolation_available
+
+    if not isolation_available():
         return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child; what it does is seen through its exit status
+    tracer = Tracer()
+
+    def load(_key: str) -> bool:
         try:
-            faulthandler.disable()  # the parent's message says what happened; no Python stack on stderr
-            signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once
-            torch.ops.load_library(str(path))
-        except BaseException:  # noqa: BLE001 - the real load in the parent reports it
+            with tracer.calling(f"loading {path}"):
+                torch.ops.load_library(str(path))
+        except Exception:  # noqa: BLE001 - the real load in the pytest process reports it
             pass
-        finally:
-            os._exit(_PROBE_DONE)
+        return True
+
+    supervisor = Supervisor(load, timeout=PROBE_TIMEOUT, tracer=tracer, timeout_option="the load probe's limit")
+    supervisor.register("load")
     try:
-        deadline = time.monotonic() + PROBE_TIMEOUT
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                raise LoadError(f"--torchbind-load={spec!r}: loading {path} did not finish within "
-                                f"{PROBE_TIMEOUT:g} s (tried in a child process first): the library's static "
-                                "initializers (TORCH_LIBRARY blocks, globals) hang")
-            time.sleep(0.005)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        raise
+        lost = supervisor.run("load")
+    finally:
+        supervisor.close()
+    if not isinstance(lost, WorkerLost):
+        return
     tried = "Tried in a child process first, so that pytest could report it"
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        raise LoadError(f"--torchbind-load={spec!r}: loading {path} crashed the process: killed by {name} "
-                        f"({signal.strsignal(sig)}); the library's static initializers (TORCH_LIBRARY blocks, "
-                        f"globals) crashed. {tried}")
-    code = os.waitstatus_to_exitcode(status)
-    if code != _PROBE_DONE:
-        raise LoadError(f"--torchbind-load={spec!r}: loading {path} exited the process with status {code}; the "
-                        f"library's static initializers (TORCH_LIBRARY blocks, globals) called exit(). {tried}")
+    if lost.kind == "hang":
+        raise LoadError(f"--torchbind-load={spec!r}: loading {path} did not finish within {PROBE_TIMEOUT:g} s "
+                        "(tried in a child process first): the library's static initializers (TORCH_LIBRARY blocks, "
+                        "globals) hang")
+    if lost.status is not None:
+        raise LoadError(f"--torchbind-load={spec!r}: loading {path} exited the process with status {lost.status}; "
+                        f"the library's static initializers (TORCH_LIBRARY blocks, globals) called exit(). {tried}")
+    raise LoadError(f"--torchbind-load={spec!r}: loading {path} crashed the process: {lost.cause}; the library's "
+                    f"static initializers (TORCH_LIBRARY blocks, globals) crashed. {tried}")
 
 
 def _existing_path(spec: str, rootdir: Path | None) -> Path | None:

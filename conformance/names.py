@@ -1,11 +1,31 @@
 """The names the command line offers, known without importing torch: the checks, in run order, and the
-coverage-matrix backends, in column order. ``tests/test_docs.py`` keeps them equal to the registries
-(:func:`conformance.checks.all_checks`, :func:`conformance.matrix.backend.all_backends`), which import torch."""
+coverage-matrix backends, in column order.
+
+:data:`CHECKS` is the one ordered list of checks: ``(name, module)`` pairs, the module under
+``conformance.checks`` that registers the check. :func:`conformance.checks.all_checks` imports those modules and
+returns the checks in this order (``tracing_mode`` first: it decides whether torch uses a fake at all), so the run
+order is written here, not made by imports. ``tests/test_docs.py`` keeps :data:`BACKEND_NAMES` equal to
+:func:`conformance.matrix.backend.all_backends`, which imports torch."""
 
 from __future__ import annotations
 
-__all__ = ["CHECK_NAMES", "BACKEND_NAMES"]
+__all__ = ["CHECKS", "CHECK_NAMES", "BACKEND_NAMES"]
 
-CHECK_NAMES = ("tracing_mode", "fake_class", "examples", "coverage", "extra_methods", "signature", "return_type",
-               "flatten", "roundtrip", "agreement", "custom_op", "deepcopy", "differential", "matrix")
+CHECKS = (
+    ("tracing_mode", "tracing_mode"),
+    ("fake_class", "fake_class"),
+    ("examples", "examples"),
+    ("coverage", "coverage"),
+    ("extra_methods", "coverage"),
+    ("signature", "signature"),
+    ("return_type", "return_type"),
+    ("flatten", "flatten"),
+    ("roundtrip", "roundtrip"),
+    ("agreement", "agreement"),
+    ("custom_op", "custom_op"),
+    ("deepcopy", "deepcopy"),
+    ("differential", "differential"),
+    ("matrix", "matrix"),
+)
+CHECK_NAMES = tuple(name for name, _module in CHECKS)
 BACKEND_NAMES = ("eager", "aot_eager", "inductor", "aoti", "export", "export_strict", "export_saveload")

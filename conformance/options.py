@@ -15,9 +15,9 @@ import pytest
 
 from .baseline import BaselineError, Entry, load_baseline
 from .files import check_writable
-from .isolation import DEFAULT_TIMEOUT, ITEM_LIMIT_FACTOR, isolation_available
+from .process import DEFAULT_TIMEOUT, ITEM_LIMIT_FACTOR, isolation_available
 from .reports import FORMATS
-from .session import DEFAULT_EXAMPLES, Settings
+from .settings import DEFAULT_EXAMPLES, Settings
 
 __all__ = ["add_options", "check_ini_keys", "requested", "RunOptions", "read_options", "parse_size",
            "default_memory_limit"]
@@ -114,7 +114,7 @@ def requested(config: pytest.Config) -> bool:
 @dataclasses.dataclass
 class RunOptions:
     """The validated options of a run: ``selectors`` (``--torchbind-class``), ``load`` specs, the engine's
-    :class:`~conformance.session.Settings`, ``report`` path, ``baseline`` path and its ``known`` failures
+    :class:`~conformance.settings.Settings`, ``report`` path, ``baseline`` path and its ``known`` failures
     (test id -> reason), ``accept``, ``timeout`` (seconds per call, 0: none), ``isolation``
     (``"process"``/``"none"``) and ``memory_limit`` (bytes of its own resident memory an isolation worker may
     hold, 0: none)."""
@@ -161,14 +161,14 @@ def read_options(config: pytest.Config, check_names: list[str], backend_names: l
     """Read and validate every option. Raises ``pytest.UsageError`` for an unknown check or backend, a bad
     number or size, an unsupported or unwritable report path, a malformed baseline, ``--torchbind-accept`` without
     a baseline, or process isolation where ``os.fork`` is unavailable."""
-    settings = Settings()
+    fields: dict = {}  # of the frozen Settings, built once everything is read
     only = config.getoption("torchbind_checks")
     if only:
         unknown = sorted(set(only.split(",")) - set(check_names))
         if unknown:
             raise pytest.UsageError(f"--torchbind-checks: unknown check(s) {', '.join(unknown)}; "
                                     f"available: {', '.join(sorted(check_names))}")
-        settings.checks = tuple(n for n in check_names if n in only.split(","))
+        fields["checks"] = tuple(n for n in check_names if n in only.split(","))
     backends = _opt(config, "torchbind_backends", "torchbind_backends")
     if backends:
         chosen = tuple(n.strip() for n in backends.split(",") if n.strip())
@@ -176,24 +176,24 @@ def read_options(config: pytest.Config, check_names: list[str], backend_names: l
         if unknown:
             raise pytest.UsageError(f"--torchbind-backends: unknown backend(s) {', '.join(unknown)}; "
                                     f"available: {', '.join(backend_names)}")
-        settings.backends = chosen
+        fields["backends"] = chosen
     # The command line wins even when it says 0 (a falsy value must not fall through to the ini key).
     examples = config.getoption("torchbind_examples")
     if examples is None:
         examples = config.getini("torchbind_examples") or None
     if examples is not None:
         try:
-            settings.examples = int(examples)
+            fields["examples"] = int(examples)
         except ValueError:
             raise pytest.UsageError(f"torchbind_examples: expected an integer, got {examples!r}") from None
-        if settings.examples < 1:
+        if fields["examples"] < 1:
             raise pytest.UsageError(f"--torchbind-examples / torchbind_examples must be at least 1, got {examples!r} "
                                     "(it counts the random call sequences of the differential test, run after its "
                                     "explicit two-call sequences; to leave the test out, use --torchbind-checks)")
     options = RunOptions(
         selectors=list(config.getoption("torchbind_class")) or list(config.getini("torchbind_classes")),
         load=list(config.getoption("torchbind_load")) or list(config.getini("torchbind_load")),
-        settings=settings, accept=config.getoption("torchbind_accept"))
+        settings=Settings(), accept=config.getoption("torchbind_accept"))
     controller = not hasattr(config, "workerinput")
     report = _opt(config, "torchbind_report", "torchbind_report")
     if report and controller:
@@ -230,7 +230,8 @@ def read_options(config: pytest.Config, check_names: list[str], backend_names: l
     except ValueError:
         raise pytest.UsageError(f"--torchbind-memory-limit: expected a size such as 12GiB, 512MiB or a number of "
                                 f"bytes (0: no limit), got {raw!r}") from None
-    options.settings.device = _device(_opt(config, "torchbind_device", "torchbind_device") or "cpu")
+    fields["device"] = _device(_opt(config, "torchbind_device", "torchbind_device") or "cpu")
+    options.settings = Settings(**fields)
     return options
 
 

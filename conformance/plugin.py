@@ -1,11 +1,14 @@
 """pytest wiring (entry point ``torchbind``): every hook is a one-line call into the run's
-:class:`~conformance.pytest_run.PluginRun` (kept in ``config.stash``; it is also registered as a plugin for the
-one hook without a ``config`` argument, ``pytest_runtest_logreport``).
+:class:`~conformance.pytest_run.PluginRun` (kept in ``config.stash``) or one of its roles: the
+:class:`~conformance.items.Collection` and, on the controller only, the :class:`~conformance.recorder.Recorder`
+(registered as a plugin there for the hooks without a ``config`` argument, ``pytest_runtest_logreport`` and
+xdist's ``pytest_handlecrashitem``).
 
 Lazy, as hypothesis's own pytest plugin is: importing this module, and a pytest run that sets no ``--torchbind-*``
 option and no ``torchbind_*`` ini key, import neither torch nor the plugin's engine; ``pytest_configure`` imports
 :mod:`conformance.pytest_run` only when the run asks for the plugin. Options are :mod:`conformance.options`,
-items :mod:`conformance.items`, the run's state and its reports :mod:`conformance.pytest_run`; the checks live in
+items :mod:`conformance.items`, the run's setup :mod:`conformance.pytest_run`, its reports
+:mod:`conformance.recorder`; the checks live in
 :mod:`conformance.checks` and run through :mod:`conformance.runner`.
 """
 
@@ -36,18 +39,31 @@ def _run(config: pytest.Config):
     return config.stash.get(RUN_KEY, None)
 
 
+def _recorder(config: pytest.Config):
+    return _run(config) and _run(config).recorder
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     return _run(config).report_header() if _run(config) else []
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
-    _run(config) and _run(config).collect(session, items)
+    _run(config) and _run(config).collection.collect(session, items)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    # A torchbind item's data for the controller's recorder rides on its call report (as hypothesis's statistics
+    # do), so pytest-xdist carries it from the workers and --junitxml never sees it.
+    outcome = yield
+    if call.when == "call" and getattr(item, "torchbind_data", None) is not None:
+        outcome.get_result().torchbind = item.torchbind_data
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
-    _run(config) and _run(config).terminal_summary(terminalreporter)
+    _recorder(config) and _recorder(config).terminal_summary(terminalreporter)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    _run(session.config) and _run(session.config).finish(session, exitstatus)
+    _recorder(session.config) and _recorder(session.config).finish(session, exitstatus)

@@ -5,9 +5,10 @@ raised, one at a time — without naming itself or its class: the runner knows w
 builds the :class:`Outcome`. :class:`NotApplicable` skips the item. A coverage-matrix check returns its
 :class:`Cell`. Every item and every cell has one :class:`Status`.
 
-Path of a result: check -> :class:`Outcome` (``conformance.runner``) -> the pytest item (``torchbind_status`` and,
-for cells, ``torchbind_cell`` as JSON in ``user_properties``; under pytest-xdist these travel to the controller
-with the test report) -> the session's recorder (terminal summary, report files, baseline).
+Path of a result: check -> :class:`Outcome` (``conformance.runner``) -> the pytest item (``torchbind_status`` in
+``user_properties``; summary, notes and, for cells, the cell as JSON on the call report's ``torchbind``
+attribute, which pytest-xdist carries to the controller) -> the controller's recorder
+(:mod:`conformance.recorder`: terminal summary, report files, baseline).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class NotApplicable(Exception):
 @dataclasses.dataclass(frozen=True)
 class Note:
     """Something a check found that does not fail its item but that the reports show (the item's captured
-    output, ``torchbind_notes`` in ``user_properties``, the JSON report's verdicts): e.g. a fake that returns
+    output's "torchbind notes" section, the JSON report's verdicts): e.g. a fake that returns
     where C++ rejects the arguments (torch raises at run time then, so no compiled program goes wrong). A check
     returns notes among its failures."""
 

@@ -1,23 +1,60 @@
-"""Run checks without pytest: the core the plugin wraps, also usable from scripts and the project's tests.
+"""Run checks without pytest: the engine the plugin wraps, also usable from scripts and the project's tests.
 
-Every function takes the :class:`~conformance.session.Session` whose classes, settings and caches it uses
-(default: :func:`conformance.session.current`).
+An :class:`Engine` holds what a run of checks is given (frozen :class:`~conformance.settings.Settings`, the
+:class:`~conformance.registry.Registry` of the adopter's factories and strategies, the
+:class:`~conformance.breadcrumbs.Tracer` calls are reported to) and what it caches (one
+:class:`~conformance.context.ClassContext` per class, with its example objects and matrix scenarios). The functions
+below take the engine they use; ``None`` means a new one with the defaults (its caches last for that call only).
+Nothing here knows about pytest or about processes: process isolation (:mod:`conformance.process`) runs these
+functions in a worker and attaches a sink to the engine's tracer there.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import traceback
+from collections.abc import Iterable
 from typing import Any
 
+from .breadcrumbs import Tracer
 from .checks import Check, all_checks
+from .context import ClassContext
+from .discovery import discover
 from .faults import UserFault, fault_failure, real_interrupt
-from .isolation import WorkerLost, calling
 from .matrix.cell import cell_failure, cell_skip_reason
+from .registry import REGISTRY, Registry
 from .results import Cell, Failure, NotApplicable, Outcome, Status
-from .session import Session, current
+from .settings import Settings
 
-__all__ = ["CheckTarget", "plan", "run_target", "run_class", "prepare_class", "lost_outcome", "lost_cell"]
+__all__ = ["Engine", "CheckTarget", "plan", "run_target", "run_class", "prepare_class", "lost_outcome", "lost_cell",
+           "unsendable_outcome"]
+
+
+class Engine:
+    """The checks' run-time: ``settings`` (default ``Settings()``), ``registry`` (default: the process's
+    :data:`~conformance.registry.REGISTRY`), ``tracer`` (default: a new :class:`~conformance.breadcrumbs.Tracer`,
+    reporting nowhere until a worker process attaches a sink), and the cache of class contexts."""
+
+    def __init__(self, settings: Settings | None = None, registry: Registry | None = None,
+                 tracer: Tracer | None = None):
+        self.settings = settings if settings is not None else Settings()
+        self.registry = registry if registry is not None else REGISTRY
+        self.tracer = tracer if tracer is not None else Tracer()
+        self._contexts: dict[str, ClassContext] = {}
+
+    def context(self, qualname: str) -> ClassContext:
+        """The :class:`~conformance.context.ClassContext` of ``ns::Cls``, discovered on first use and cached.
+        Raises ``KeyError`` (from discovery) for a class torch does not know."""
+        ctx = self._contexts.get(qualname)
+        if ctx is None:
+            ctx = self._contexts[qualname] = ClassContext(discover(qualname), self.settings, self.registry,
+                                                          self.tracer, self.context)
+        return ctx
+
+    def clear(self) -> None:
+        """Forget every cached context (with its example objects and scenarios): needed after libraries, fakes or
+        factories change."""
+        self._contexts.clear()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,20 +75,23 @@ class CheckTarget:
         return self.check.target_id(self.target)
 
 
-def plan(qualname: str, session: Session | None = None, only: set[str] | None = None,
-         skip: set[str] | None = None) -> list[CheckTarget]:
-    """Every (check, target) pair for the class ``ns::Cls``, in registry order; ``only`` limits it to those check
-    names (default: the session's ``settings.checks``), ``skip`` leaves those out. Builds no objects, except
-    where a check's target list needs them."""
-    session = session or current()
-    ctx = session.context(qualname)
-    if only is None and session.settings.checks is not None:
-        only = set(session.settings.checks)
+def plan(qualname: str, engine: Engine | None = None, only: Iterable[str] | None = None,
+         skip: Iterable[str] | None = None, backends: Iterable[str] | None = None) -> list[CheckTarget]:
+    """Every (check, target) pair for the class ``ns::Cls``, in the checks' order
+    (:data:`conformance.names.CHECKS`); ``only`` limits it to those check names, ``skip`` leaves those out,
+    ``backends`` limits the coverage matrix's cells to those backends (``None``: no limit). Builds no objects,
+    except where a check's target list needs them."""
+    ctx = (engine or Engine()).context(qualname)
+    only = None if only is None else set(only)
+    skip = set(skip or ())
+    backends = None if backends is None else set(backends)
     out = []
     for chk in all_checks():
-        if (only is not None and chk.name not in only) or (skip and chk.name in skip):
+        if (only is not None and chk.name not in only) or chk.name in skip:
             continue
         for target in chk.targets(ctx):
+            if backends is not None and chk.scope == "cell" and target.backend not in backends:
+                continue
             out.append(CheckTarget(chk, qualname, target))
     return out
 
@@ -68,17 +108,17 @@ def _collect(unit: CheckTarget, result: Any) -> Outcome:
     return Outcome.of_failures(check, qualname, target, list(result or ()))
 
 
-def run_target(unit: CheckTarget, session: Session | None = None) -> Outcome:
+def run_target(unit: CheckTarget, engine: Engine | None = None) -> Outcome:
     """Run one check on one target. Never raises for errors in user code or checks: an exception escaping the
     check becomes a failure that shows it; :class:`NotApplicable` becomes a skip; a raised :class:`Failure` is
     the check's one failure. A ``BaseException`` that is not an ``Exception`` (``SystemExit``, a
     ``KeyboardInterrupt`` from user code) fails the item too (:mod:`conformance.faults`); only a real interrupt
     (Ctrl-C) is raised on."""
-    session = session or current()
+    engine = engine or Engine()
     check, qualname, target = unit.check.name, unit.qualname, unit.target_name
     try:
-        with calling(f"check {unit.name} of {qualname}", timed=False):
-            result = unit.check.func(session.context(qualname), unit.target)
+        with engine.tracer.calling(f"check {unit.name} of {qualname}", timed=False):
+            result = unit.check.func(engine.context(qualname), unit.target)
         return _collect(unit, result)
     except NotApplicable as exc:
         return Outcome.skip(check, qualname, target, str(exc))
@@ -91,52 +131,58 @@ def run_target(unit: CheckTarget, session: Session | None = None) -> Outcome:
             details=("traceback (most recent call last):", *[ln.rstrip() for ln in tb[-6:]]),
         )])
     except BaseException as exc:  # SystemExit, a KeyboardInterrupt raised by a fake, ...: this item's failure
-        if real_interrupt(exc, session):
+        if real_interrupt(exc):
             raise
         failure = exc.failure() if isinstance(exc, UserFault) else fault_failure(exc)
         cell = unit.check.lost(qualname, unit.target, failure.summary) if unit.check.lost else None
         return Outcome.of_failures(check, qualname, target, [failure], cell=cell)
 
 
-def prepare_class(qualname: str, session: Session | None = None) -> Outcome:
+def prepare_class(qualname: str, engine: Engine) -> Outcome:
     """Build what every check of the class shares (its example objects), so that a worker process can do it
-    once under supervision (:meth:`conformance.isolation.Supervisor.prepare`); errors are left for the checks
+    once under supervision (:meth:`conformance.process.Supervisor.prepare`); errors are left for the checks
     to report."""
-    session = session or current()
     try:
-        session.context(qualname).example_set
+        engine.context(qualname).example_set
     except BaseException as exc:  # noqa: BLE001 - the examples check reports it
-        if real_interrupt(exc, session):
+        if real_interrupt(exc):
             raise
     return Outcome("prepare", qualname, None)
 
 
-def lost_outcome(unit: CheckTarget, lost: WorkerLost, timeout: float) -> Outcome:
-    """The failed :class:`Outcome` of a unit whose worker process crashed or was killed for hanging (see
-    :mod:`conformance.isolation`), with the check's cell for such a case when it has one."""
-    failure = lost.failure(timeout)
+def lost_outcome(unit: CheckTarget, failure: Failure) -> Outcome:
+    """The failed :class:`Outcome` of a unit whose worker process crashed or was killed for hanging (``failure``:
+    what the process layer made of it, :meth:`conformance.process.WorkerLost.failure`), with the check's cell for
+    such a case when it has one."""
     cell = unit.check.lost(unit.qualname, unit.target, failure.summary) if unit.check.lost else None
     return Outcome.of_failures(unit.check.name, unit.qualname, unit.target_name, [failure], cell=cell)
 
 
-def lost_cell(session: Session, test_id: str, reason: str) -> Cell | None:
-    """The :class:`Cell` of the item ``test_id`` (``torchbind[ns.Cls]::check[target]``) of one of the session's
-    classes when it produced no result because its process died (e.g. a pytest-xdist worker lost to a crash
-    without process isolation): what its check's ``lost`` hook makes of ``reason``, or ``None`` for an item
-    that is not a cell. Plans without building objects."""
-    for qualname in session.classes:
-        prefix = session.context(qualname).info.test_name + "::"
+def unsendable_outcome(outcome: Outcome, exc: Exception) -> Outcome:
+    """The failed outcome a worker process sends in place of ``outcome`` when that cannot be sent back (``exc``:
+    e.g. an unpicklable value in its data)."""
+    return Outcome.of_failures(outcome.check, outcome.qualname, outcome.target, [Failure(
+        f"the check's result could not be sent back from the worker process: {exc!r}")])
+
+
+def lost_cell(engine: Engine, classes: Iterable[str], test_id: str, reason: str) -> Cell | None:
+    """The :class:`Cell` of the item ``test_id`` (``torchbind[ns.Cls]::check[target]``) of one of ``classes``
+    when it produced no result because its process died (e.g. a pytest-xdist worker lost to a crash without
+    process isolation): what its check's ``lost`` hook makes of ``reason``, or ``None`` for an item that is not a
+    cell. Plans without building objects."""
+    for qualname in classes:
+        prefix = engine.context(qualname).info.test_name + "::"
         if test_id.startswith(prefix):
             name = test_id[len(prefix):]
-            for unit in plan(qualname, session):
+            for unit in plan(qualname, engine):
                 if unit.name == name:
                     return unit.check.lost(qualname, unit.target, reason) if unit.check.lost else None
     return None
 
 
-def run_class(qualname: str, only: set[str] | None = None, skip: set[str] | None = None,
-              session: Session | None = None) -> list[Outcome]:
-    """Run every applicable check on ``ns::Cls`` (or those in ``only``, less those in ``skip``) and return the
-    outcomes in order."""
-    session = session or current()
-    return [run_target(u, session) for u in plan(qualname, session, only, skip)]
+def run_class(qualname: str, only: Iterable[str] | None = None, skip: Iterable[str] | None = None,
+              engine: Engine | None = None, backends: Iterable[str] | None = None) -> list[Outcome]:
+    """Run every applicable check on ``ns::Cls`` (or those in ``only``, less those in ``skip``; matrix cells of
+    ``backends`` only, when given) with ``engine`` and return the outcomes in order."""
+    engine = engine or Engine()
+    return [run_target(u, engine) for u in plan(qualname, engine, only, skip, backends)]

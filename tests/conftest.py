@@ -88,3 +88,17 @@ def undated_report(path) -> dict:
     doc = json.loads(path.read_text())
     doc["run"].pop("date")
     return doc
+
+
+def engine_of(register=None, settings=None):
+    """An engine with a registry of its own holding exactly what ``register()`` registers with
+    ``@conformance.examples`` / ``conformance.strategy`` (nothing when ``None``); the process's registry is left as
+    it was. ``settings``: the engine's :class:`~conformance.settings.Settings`."""
+    from conformance.registry import REGISTRY
+    from conformance.runner import Engine
+
+    with REGISTRY.scratch():
+        if register is not None:
+            register()
+        registry = REGISTRY.copy()
+    return Engine(settings, registry=registry)

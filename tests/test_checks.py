@@ -11,7 +11,8 @@ from torch._library.fake_class_registry import _full_qual_class_name, global_fak
 
 import conformance
 from conformance.runner import run_class
-from conformance.session import Registry, Session, current
+from conformance.registry import REGISTRY
+from conformance.runner import Engine
 from conftest import needs_torch_testlib
 
 pytestmark = needs_torch_testlib  # torch's own TorchBind test classes
@@ -36,9 +37,9 @@ def fake_registered(qualname, fake):
 
 @pytest.fixture
 def factories():
-    """A session of its own: @conformance.examples registers into its empty registry, its contexts start new."""
-    with Session(registry=Registry()).activated() as session:
-        yield session
+    """An empty registry for @conformance.examples, and an engine of its own (its contexts start new)."""
+    with REGISTRY.scratch():
+        yield Engine()
 
 
 def test_unflatten_must_be_a_classmethod(torch_test_classes):
@@ -87,7 +88,7 @@ def test_user_example_factory_is_called_for_every_fresh_object(torch_test_classe
         next(calls)
         return [torch.classes._TorchScriptTesting._Foo(10, 20), torch.classes._TorchScriptTesting._Foo(1, 1)]
 
-    examples = current().context("_TorchScriptTesting::_Foo").example_set.examples
+    examples = factories.context("_TorchScriptTesting::_Foo").example_set.examples
     assert [e.build().info() for e in examples[:2]] == [200, 1]
     first, second = examples[0].build(), examples[0].build()
     assert first is not second
@@ -117,7 +118,7 @@ def test_factory_returning_the_wrong_class(torch_test_classes, factories):
 
 
 def test_examples_reach_empty_and_non_empty_states(torch_test_classes):
-    examples = current().context("_TorchScriptTesting::_TensorQueue").example_set.examples
+    examples = Engine().context("_TorchScriptTesting::_TensorQueue").example_set.examples
     sizes = {e.build().size() for e in examples}
     assert 0 in sizes and max(sizes) >= 2
     assert any(e.steps and e.steps[0].label == "push" for e in examples)

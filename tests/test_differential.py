@@ -8,6 +8,7 @@ default budget, derandomized and with a random seed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -27,7 +28,9 @@ from conformance.checks import all_checks
 from conformance.checks.differential import differential as differential_check
 from conformance.loading import repro_lines
 from conformance.runner import run_class
-from conformance.session import DEFAULT_EXAMPLES, Registry, Session, Settings, current
+from conformance.registry import REGISTRY
+from conformance.runner import Engine
+from conformance.settings import DEFAULT_EXAMPLES, Settings
 from conformance.values import ArgumentSet, Value
 
 from conftest import TORCH_SPEC
@@ -44,22 +47,40 @@ def samples():
     return "samples"
 
 
+_ENGINES = [Engine()]  # the engine context_for() uses: the last one (fixtures push their own)
+
+
 def context_for(qualname):
-    return current().context(qualname)
+    return _ENGINES[-1].context(qualname)
+
+
+@contextlib.contextmanager
+def _using(engine: Engine):
+    _ENGINES.append(engine)
+    try:
+        yield engine
+    finally:
+        _ENGINES.remove(engine)
 
 
 @pytest.fixture
 def overrides():
-    """A session of its own: conformance.strategy registers into its empty registry."""
-    with Session(registry=Registry()).activated() as session:
-        yield session
+    """An empty registry for conformance.strategy, and an engine of its own."""
+    with REGISTRY.scratch(), _using(Engine()) as engine:
+        yield engine
 
 
 @pytest.fixture
 def load_code():
-    """A session whose reproducers load the given --torchbind-load specs."""
-    with Session(registry=current().registry).activated() as session:
-        yield lambda *specs: session.load_code.extend(line for spec in specs for line in repro_lines(spec))
+    """Makes context_for() use an engine whose reproducers load the given --torchbind-load specs."""
+    depth = len(_ENGINES)
+
+    def use(*specs):
+        lines = [line for spec in specs for line in repro_lines(spec)]
+        _ENGINES.append(Engine(Settings(load_code=tuple(lines))))
+
+    yield use
+    del _ENGINES[depth:]
 
 
 def _bug(name):
@@ -87,6 +108,7 @@ def test_sequence_bug_passes_every_single_call_check(samples, name):
     assert [(o.check, o.target, o.status) for o in outcomes if o.status != "passed"] == []
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("name", SEQUENCE_BUGS)
 def test_sequence_bug_is_caught_with_a_short_sequence_and_a_script_that_shows_it(samples, name, tmp_path,
                                                                                  load_code):
@@ -116,7 +138,7 @@ def test_the_check_reports_the_method_the_sequence_and_the_reproducer(samples, l
     bug = _bug("config_add_no_evict")
     load_code("sample_classes", "sample_classes.broken:install_config_add_no_evict")
     with bug.installed(), settings_loaded(engine.CI_PROFILE):
-        [outcome] = run_class("samples::Config", only={"differential"})
+        [outcome] = run_class("samples::Config", only={"differential"}, engine=_ENGINES[-1])
     [failure] = outcome.failures
     assert outcome.check == "differential" and failure.target == "add"
     assert failure.summary.startswith("after ") and "drifted" in failure.summary
@@ -170,7 +192,7 @@ def test_two_call_sequences_run_first_so_a_random_profile_catches_them_too(sampl
 
 
 def test_passing_item_says_what_it_drove_and_what_it_left_out(samples, capsys):
-    with _bug("queue_missing_top").installed(), Session(Settings(examples=10)).activated():
+    with _bug("queue_missing_top").installed(), _using(Engine(Settings(examples=10))):
         assert differential_check(context_for("samples::TensorQueue"), None) == []
     out = capsys.readouterr().out
     assert "samples::TensorQueue: " in out and "rules: push, pop" in out and "observers: size()" in out
@@ -252,7 +274,7 @@ def test_override_mistakes_are_reported(samples, overrides):
     with pytest.raises(ValueError, match="named 'incremnt'; methods: increment, value, reset, scale; "
                                          "ops .*: samples::counter_scale"):
         engine.plan_for(context_for("samples::Counter"))
-    overrides.registry = Registry()
+    REGISTRY.clear()
     overrides.clear()
     conformance.strategy("samples::Counter", "increment", arg="step")(lambda: st.just("1"))
     with pytest.raises(ValueError, match="arg='step'"):
@@ -307,6 +329,7 @@ def test_hypothesis_seed_option_seeds_the_run(samples, monkeypatch):
     assert first == second
 
 
+@pytest.mark.process
 def test_plugin_item_fails_with_the_reproducer(pytester, samples, monkeypatch):
     monkeypatch.setenv("CI", "1")
     result = pytester.runpytest_subprocess(
@@ -321,6 +344,7 @@ def test_plugin_item_fails_with_the_reproducer(pytester, samples, monkeypatch):
                                  "*| sample_classes.broken.install_queue_pop_empty_last()", "*| step(1, *"])
 
 
+@pytest.mark.process
 def test_an_op_taking_the_object_third_is_driven_and_reproduced(samples, tmp_path, load_code):
     bug = _bug("op_push_scaled_pushes_nothing")
     load_code("sample_classes", f"sample_classes.broken:install_{bug.name}")
@@ -339,6 +363,7 @@ def test_an_op_taking_the_object_third_is_driven_and_reproduced(samples, tmp_pat
 # ----- torch's own classes ----------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_finds_the_aliasing_drift_in_torchs_contains_tensor(torch_test_classes, tmp_path, load_code):
     load_code(TORCH_SPEC)
     ctx = context_for("_TorchScriptTesting::_ContainsTensor")

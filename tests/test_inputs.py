@@ -21,8 +21,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import conformance
 from conformance.matrix.cell import run_cell
-from conformance.runner import plan, run_target
-from conformance.session import Registry, Session
+from conformance.registry import REGISTRY
+from conformance.runner import Engine, plan, run_target
+from conftest import engine_of
 
 CACHE, ENGINE = "samples_inputs::PagedCache", "samples_inputs::RealEngine"
 
@@ -37,22 +38,21 @@ def inputs():
 
 @pytest.fixture
 def adopter(inputs):
-    """A session whose registry holds exactly what sample_classes/adopter_inputs.py registers."""
-    with Session(registry=Registry()).activated() as session:
-        importlib.reload(importlib.import_module("sample_classes.adopter_inputs"))
-        yield session
+    """An engine whose registry holds exactly what sample_classes/adopter_inputs.py registers."""
+    return engine_of(lambda: importlib.reload(importlib.import_module("sample_classes.adopter_inputs")))
 
 
 @pytest.fixture
 def generated(inputs):
-    """A session with the adopter's exclusion of the raw-pointer method only: every other argument generated."""
-    with Session(registry=Registry()).activated() as session:
+    """An engine with the adopter's exclusion of the raw-pointer method only: every other argument generated. It
+    reads the process's registry, emptied for the test: what the test registers reaches it."""
+    with REGISTRY.scratch():
         conformance.strategy(CACHE, "exec_rawptr")(lambda: None)
-        yield session
+        yield Engine()
 
 
-def outcomes(session, qualname, only=None):
-    return {(o.check, o.target): o for o in (run_target(u, session) for u in plan(qualname, session, only=only))}
+def outcomes(engine, qualname, only=None):
+    return {(o.check, o.target): o for o in (run_target(u, engine) for u in plan(qualname, engine, only=only))}
 
 
 def cache(*blocks: float, size: int = 3):
@@ -186,11 +186,12 @@ def test_a_backward_op_whose_precondition_spans_two_arguments(adopter, generated
 
 
 def test_a_fake_accepting_what_cpp_rejects_is_noted_not_failed(inputs):
-    with Session(registry=Registry()).activated() as session:
+    def register():
         conformance.strategy(CACHE, "exec_rawptr")(lambda: None)
         conformance.strategy(CACHE, "append", arg=0)(lambda: st.sampled_from(["torch.ones(3)", "torch.ones(5)"]))
-        with inputs.BROKEN["cache_append_accepts_anything"].installed():
-            outcome = outcomes(session, CACHE, only={"agreement"})[("agreement", "append")]
+
+    with inputs.BROKEN["cache_append_accepts_anything"].installed():
+        outcome = outcomes(engine_of(register), CACHE, only={"agreement"})[("agreement", "append")]
     assert outcome.status == "passed"
     [note] = outcome.notes
     assert note.startswith("the fake returns where C++ raises on")
@@ -243,19 +244,19 @@ def test_signature_accepts_any_anywhere_in_a_fake_annotation(adopter, inputs):
 
 
 def test_tracing_mode_real_skips_what_needs_a_fake_and_runs_the_rest(inputs):
-    engine = torch.classes.samples_inputs.RealEngine(2)
+    real = torch.classes.samples_inputs.RealEngine(2)
     # Plain torch: with tracing_mode() == "real" fakification hands back the real object; the fake is never used.
-    assert maybe_to_fake_obj(FakeTensorMode(), engine) is engine
-    with Session(registry=Registry()).activated() as session:
-        got = outcomes(session, ENGINE)
-        for key in [("roundtrip", None), ("coverage", "run"), ("signature", "scale"), ("agreement", "run"),
-                    ("return_type", "scale"), ("extra_methods", None), ("differential", None)]:
-            assert got[key].status == "skipped", key
-            assert got[key].reason.startswith(f'{ENGINE}.tracing_mode() returns "real": torch traces with the real')
-        for key in [("fake_class", None), ("flatten", None), ("tracing_mode", None), ("deepcopy", None)]:
-            assert got[key].status == "passed", key
-        # The matrix runs: a compiled program burns in what the real object returned while tracing.
-        cell = run_cell(session.context(ENGINE), "scale", "eager")
+    assert maybe_to_fake_obj(FakeTensorMode(), real) is real
+    engine = engine_of()  # an engine with an empty registry
+    got = outcomes(engine, ENGINE)
+    for key in [("roundtrip", None), ("coverage", "run"), ("signature", "scale"), ("agreement", "run"),
+                ("return_type", "scale"), ("extra_methods", None), ("differential", None)]:
+        assert got[key].status == "skipped", key
+        assert got[key].reason.startswith(f'{ENGINE}.tracing_mode() returns "real": torch traces with the real')
+    for key in [("fake_class", None), ("flatten", None), ("tracing_mode", None), ("deepcopy", None)]:
+        assert got[key].status == "passed", key
+    # The matrix runs: a compiled program burns in what the real object returned while tracing.
+    cell = run_cell(engine.context(ENGINE), "scale", "eager")
     assert cell.status == "failed" and cell.reason == "run 1 output[0]: expected 1 (int), got 2 (int)"
 
 

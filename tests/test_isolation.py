@@ -14,19 +14,20 @@ import time
 
 import pytest
 
-from conformance import faults, isolation
+from conformance import faults, process
+from conformance.breadcrumbs import CallAbandoned, Tracer
 from conformance.calls import Call, Callee
 from conformance.checks import Check
 from conformance.context import _invoke, new_fake_mode
-from conformance.isolation import CallAbandoned, Supervisor, WorkerLost, calling
+from conformance.process import Supervisor, WorkerLost
+from conformance.process import supervisor as supervisor_module
 from conformance.options import parse_size
 from conformance.results import Failure, Outcome
-from conformance.runner import CheckTarget, run_target
-from conformance.session import Session, current
+from conformance.runner import CheckTarget, Engine, run_target, unsendable_outcome
 from conformance.values import ArgumentSet
 from conftest import undated_report
 
-pytestmark = pytest.mark.skipif(not isolation.isolation_available(), reason="process isolation needs Linux fork")
+pytestmark = pytest.mark.skipif(not process.isolation_available(), reason="process isolation needs Linux fork")
 
 
 _WARMED: list[str] = []
@@ -39,6 +40,9 @@ def _allocate(mib: int) -> bytearray:
     block = bytearray(mib * MiB)
     block[::4096] = b"\1" * len(range(0, len(block), 4096))
     return block
+
+
+_TRACER = Tracer()  # the test items' tracer: the supervisors attach their page to it in the worker
 
 
 class _Fake:
@@ -59,17 +63,17 @@ def _fake_call(method: str):
     """A check (the ``agreement`` check's way of calling a fake: ``context._invoke`` under a FakeTensorMode)."""
 
     def func(ctx, target):
-        _invoke(Call(Callee.method(method), ArgumentSet(())), _Fake(), new_fake_mode(),
+        _invoke(Call(Callee.method(method), ArgumentSet(())), _Fake(), new_fake_mode(), _TRACER,
                 label=f"fake_obj.{method}() on the fake")
         raise AssertionError("not reached")
 
     return CheckTarget(Check("agreement", "method", func, lambda ctx: [method], ""), "ns::Cls", method)
 
 
-def _run_fake_call(method: str, session: Session) -> Outcome:
-    session.contexts["ns::Cls"] = object()  # no class to discover: the check does not use its context
-    with session.activated():
-        return run_target(_fake_call(method), session)
+def _run_fake_call(method: str) -> Outcome:
+    engine = Engine(tracer=_TRACER)
+    engine._contexts["ns::Cls"] = object()  # no class to discover: the check does not use its context
+    return run_target(_fake_call(method), engine)
 
 
 def _item(key: str) -> Outcome:
@@ -80,26 +84,26 @@ def _item(key: str) -> Outcome:
     if key in ("pid", "late"):
         return Outcome.skip("check", "ns::Cls", None, str(os.getpid()))
     if key == "segv":
-        with calling("check segv", timed=False), calling("ns::Cls.boom(3)"):
+        with _TRACER.calling("check segv", timed=False), _TRACER.calling("ns::Cls.boom(3)"):
             os.kill(os.getpid(), signal.SIGSEGV)
     if key == "abort":
-        with calling("ns::Cls.assert_invariant()"):
+        with _TRACER.calling("ns::Cls.assert_invariant()"):
             os.abort()
     if key == "exit":
         os._exit(3)
     if key == "spin":
-        with calling("compiling", timed=False), calling("ns::Cls.wait_for(2)"):
+        with _TRACER.calling("compiling", timed=False), _TRACER.calling("ns::Cls.wait_for(2)"):
             time.sleep(60)
     if key == "slow-untimed":
-        with calling("compiling", timed=False):
+        with _TRACER.calling("compiling", timed=False):
             time.sleep(1.0)
         return ok
     if key == "forever-untimed":
-        with calling("compiling", timed=False):
+        with _TRACER.calling("compiling", timed=False):
             time.sleep(60)
     if key == "prepare":
         try:
-            with calling("ns::Cls.derive(2)"):
+            with _TRACER.calling("ns::Cls.derive(2)"):
                 os.kill(os.getpid(), signal.SIGSEGV)
         except CallAbandoned as exc:
             return Outcome.skip("prepare", "ns::Cls", None, str(exc))
@@ -108,16 +112,16 @@ def _item(key: str) -> Outcome:
     if key == "unpicklable":
         return Outcome.of_failures("check", "ns::Cls", None, [Failure("unpicklable", details=(lambda: 1,))])
     if key in ("fake-systemexit", "fake-interrupt"):
-        return _run_fake_call("push" if key == "fake-systemexit" else "pop", current())
+        return _run_fake_call("push" if key == "fake-systemexit" else "pop")
     if key == "fake-exit":
-        with calling("check agreement[push] of ns::Cls", timed=False), calling("fake_obj.push(1) on the fake",
+        with _TRACER.calling("check agreement[push] of ns::Cls", timed=False), _TRACER.calling("fake_obj.push(1) on the fake",
                                                                                  side="fake"):
             os._exit(3)
     if key == "oom":
-        with calling("ns::Cls.grow(2)", side="C++"):
+        with _TRACER.calling("ns::Cls.grow(2)", side="C++"):
             os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's OOM killer would
     if key == "leak":
-        with calling("check leak of ns::Cls", timed=False), calling("ns::Cls.grow(200)", side="C++"):
+        with _TRACER.calling("check leak of ns::Cls", timed=False), _TRACER.calling("ns::Cls.grow(200)", side="C++"):
             _KEPT.append(_allocate(200))
             time.sleep(10)
     if key == "leak-fast":  # over the limit between two polls, and done before the next one
@@ -132,10 +136,11 @@ def _item(key: str) -> Outcome:
 @pytest.fixture
 def supervisor():
     made = []
-    session = Session()  # its own record of abandoned calls
+    abandoned = {}  # the supervisors' own record of abandoned calls
 
     def make(timeout=5.0, before_fork=None, memory_limit=0):
-        sup = Supervisor(_item, timeout, before_fork, session=session, memory_limit=memory_limit)
+        sup = Supervisor(_item, timeout, before_fork, tracer=_TRACER, memory_limit=memory_limit, abandoned=abandoned,
+                         unsendable=unsendable_outcome)
         for key in ("ok", "pid", "segv", "abort", "exit", "spin", "slow-untimed", "forever-untimed", "prepare",
                     "unpicklable", "warm", "fake-systemexit", "fake-interrupt", "fake-exit", "oom", "leak",
                     "leak-fast", "keep"):
@@ -156,6 +161,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.process
 def test_outcomes_come_back_from_one_persistent_worker(supervisor):
     sup = supervisor()
     assert sup.run("ok") == Outcome("check", "ns::Cls", "method")
@@ -164,6 +170,7 @@ def test_outcomes_come_back_from_one_persistent_worker(supervisor):
     assert sup.started == 1
 
 
+@pytest.mark.process
 def test_a_segfault_fails_the_item_names_the_call_and_a_new_worker_goes_on(supervisor):
     sup = supervisor()
     lost = sup.run("segv")
@@ -178,6 +185,7 @@ def test_a_segfault_fails_the_item_names_the_call_and_a_new_worker_goes_on(super
     assert sup.run("ok").check == "check" and sup.started == 2
 
 
+@pytest.mark.process
 def test_abort_and_exit_are_reported_too(supervisor):
     sup = supervisor()
     lost = sup.run("abort")
@@ -186,6 +194,7 @@ def test_abort_and_exit_are_reported_too(supervisor):
     assert (lost.kind, lost.cause, lost.call) == ("crash", "the worker process exited with status 3", None)
 
 
+@pytest.mark.process
 def test_a_call_that_hangs_is_killed_after_the_timeout(supervisor):
     sup = supervisor(timeout=0.5)
     pid = int(sup.run("pid").reason)
@@ -200,6 +209,7 @@ def test_a_call_that_hangs_is_killed_after_the_timeout(supervisor):
     assert sup.run("ok").check == "check"
 
 
+@pytest.mark.process
 def test_work_outside_calls_gets_the_item_limit_not_the_call_limit(supervisor):
     sup = supervisor(timeout=0.4)  # item limit: 4 s
     assert isinstance(sup.run("slow-untimed"), Outcome)  # 1 s, longer than one call may take
@@ -208,9 +218,10 @@ def test_work_outside_calls_gets_the_item_limit_not_the_call_limit(supervisor):
     assert "reached its limit of 4 s" in lost.cause
 
 
+@pytest.mark.process
 def test_preparation_abandons_the_call_that_crashed_it(supervisor):
     sup = supervisor()
-    [lost] = sup.prepare("prepare")
+    _, [lost] = sup.run_abandoning("prepare")
     assert lost.call == "ns::Cls.derive(2)"
     assert sup.abandoned == {"ns::Cls.derive(2)": "crashed a worker process (killed by SIGSEGV (Segmentation "
                                                   "fault))"}
@@ -222,6 +233,7 @@ def test_preparation_abandons_the_call_that_crashed_it(supervisor):
     assert "ns::Cls.boom(3)" not in sup.abandoned
 
 
+@pytest.mark.process
 def test_keys_registered_after_the_fork_get_a_new_worker(supervisor):
     sup = supervisor()
     first = sup.run("pid").reason
@@ -230,6 +242,7 @@ def test_keys_registered_after_the_fork_get_a_new_worker(supervisor):
     assert sup.run("late").reason != first and sup.started == 2
 
 
+@pytest.mark.process
 def test_before_fork_runs_once_in_the_supervisor_and_workers_inherit_it(supervisor):
     _WARMED.clear()
     sup = supervisor(before_fork=lambda: _WARMED.append(f"imported in {os.getpid()}"))
@@ -240,6 +253,7 @@ def test_before_fork_runs_once_in_the_supervisor_and_workers_inherit_it(supervis
     _WARMED.clear()
 
 
+@pytest.mark.process
 def test_an_outcome_that_cannot_be_sent_back_becomes_a_failure(supervisor):
     outcome = supervisor().run("unpicklable")
     assert "could not be sent back from the worker process" in outcome.failures[0].summary
@@ -253,6 +267,7 @@ def _no_crash_words(failure: Failure) -> None:
     assert "crashed" not in text and "gdb" not in text, text
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("key, what", [("fake-systemexit", "SystemExit: 3"), ("fake-interrupt", "KeyboardInterrupt")])
 def test_a_fake_raising_a_base_exception_fails_the_item_with_its_traceback(supervisor, key, what):
     sup = supervisor()
@@ -271,24 +286,24 @@ def test_a_fake_raising_a_base_exception_fails_the_item_with_its_traceback(super
 
 
 def test_without_isolation_a_fake_keyboard_interrupt_fails_the_item_but_ctrl_c_stops_the_run():
-    session = Session()
-    assert session.sigint is None  # nobody watches SIGINT: a KeyboardInterrupt counts as real
+    assert faults.SIGINT.seen is None  # nobody watches SIGINT: a KeyboardInterrupt counts as real
     with pytest.raises(KeyboardInterrupt):
-        _run_fake_call("pop", session)
-    restore = faults.watch_interrupts(session)
+        _run_fake_call("pop")
+    restore = faults.watch_interrupts()
     try:
-        assert session.sigint is False and signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-        outcome = _run_fake_call("pop", session)  # raised by the fake: this item's failure, the run goes on
+        assert faults.SIGINT.seen is False and signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        outcome = _run_fake_call("pop")  # raised by the fake: this item's failure, the run goes on
         assert outcome.failures[0].summary.startswith("the fake raised KeyboardInterrupt in fake_obj.pop()")
-        assert _run_fake_call("push", session).failures[0].fake == "raised SystemExit: 3 (not an Exception)"
+        assert _run_fake_call("push").failures[0].fake == "raised SystemExit: 3 (not an Exception)"
         with pytest.raises(KeyboardInterrupt):  # a real Ctrl-C while the fake runs stops the run
-            _run_fake_call("ctrl_c", session)
-        assert session.sigint is True
+            _run_fake_call("ctrl_c")
+        assert faults.SIGINT.seen is True
     finally:
         restore()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler and session.sigint is None
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler and faults.SIGINT.seen is None
 
 
+@pytest.mark.process
 def test_a_fake_that_exits_the_worker_is_named_as_the_fake(supervisor):
     lost = supervisor().run("fake-exit")
     assert isinstance(lost, WorkerLost) and (lost.kind, lost.status, lost.side) == ("crash", 3, "fake")
@@ -302,6 +317,7 @@ def test_a_fake_that_exits_the_worker_is_named_as_the_fake(supervisor):
     assert plain.summary.startswith("the process running this check crashed: the worker process exited with status 3")
 
 
+@pytest.mark.process
 def test_a_worker_killed_by_sigkill_is_named_as_probably_out_of_memory(supervisor):
     lost = supervisor().run("oom")
     assert lost.cause == ("killed by SIGKILL (Killed), probably for running out of memory (the kernel's OOM "
@@ -309,6 +325,7 @@ def test_a_worker_killed_by_sigkill_is_named_as_probably_out_of_memory(superviso
     assert lost.failure(timeout=5.0).summary.endswith("while in ns::Cls.grow(2)")
 
 
+@pytest.mark.process
 def test_a_worker_over_the_memory_limit_is_killed_and_the_item_fails(supervisor, monkeypatch):
     sup = supervisor(memory_limit=100 * MiB)
     start = time.monotonic()
@@ -328,7 +345,7 @@ def test_a_worker_over_the_memory_limit_is_killed_and_the_item_fails(supervisor,
     assert late.failure(timeout=5.0).summary.endswith((
         "in the check itself (no call into the class was in progress)",
         "in the check (the worker's memory was measured when the check returned)"))
-    monkeypatch.setattr(isolation, "_POLL_S", 60.0)  # no poll before the item returns
+    monkeypatch.setattr(supervisor_module, "_POLL_S", 60.0)  # no poll before the item returns
     late = sup.run("leak-fast")
     assert late.failure(timeout=5.0).summary.endswith(
         "in the check (the worker's memory was measured when the check returned)")
@@ -336,6 +353,7 @@ def test_a_worker_over_the_memory_limit_is_killed_and_the_item_fails(supervisor,
     assert isinstance(supervisor(memory_limit=0).run("leak-fast"), Outcome)
 
 
+@pytest.mark.process
 def test_a_worker_that_grew_a_lot_and_one_of_another_class_are_replaced(supervisor):
     sup = supervisor(memory_limit=400 * MiB)  # replaced after an item that grows it by more than 100 MiB
     first = sup.run("pid", group="ns::A").reason
@@ -353,7 +371,7 @@ def test_a_worker_that_grew_a_lot_and_one_of_another_class_are_replaced(supervis
                                         ("1.5G", 3 << 29), ("2 kb", 2000), ("300mib", 300 << 20)])
 def test_memory_sizes(text, size):
     assert parse_size(text) == size
-    assert isolation.format_size(12 << 30) == "12 GiB" and isolation.format_size(1536 << 20) == "1.5 GiB"
+    assert process.format_size(12 << 30) == "12 GiB" and process.format_size(1536 << 20) == "1.5 GiB"
 
 
 @pytest.mark.parametrize("text", ["", "lots", "-1", "12 parsecs", "1e9"])
@@ -386,6 +404,7 @@ def _failed(result) -> dict[str, str]:
     return out
 
 
+@pytest.mark.process
 def test_serial_and_xdist_runs_survive_crashes_and_hangs_with_the_same_findings(pytester, unsafe_samples):
     args = [*UNSAFE, "--torchbind-checks=examples,coverage,agreement,deepcopy,matrix", "--torchbind-backends=eager",
             "-k", "not sequence and not dynamic"]
@@ -437,6 +456,7 @@ def test_serial_and_xdist_runs_survive_crashes_and_hangs_with_the_same_findings(
     assert undated_report(pytester.path / "parallel.json") == undated_report(pytester.path / "serial.json")
 
 
+@pytest.mark.process
 def test_without_isolation_an_xdist_worker_lost_to_a_crash_loses_only_its_item(pytester, unsafe_samples):
     # OverflowPickle crashes wherever torch deep-copies it (deepcopy, fakification in agreement and the matrix);
     # CrashyStack could not even build its examples without a timeout (wait_for spins), so it is left out.
@@ -457,6 +477,7 @@ def test_without_isolation_an_xdist_worker_lost_to_a_crash_loses_only_its_item(p
     assert "worker 'gw" in cell["reason"] and "crashed" in cell["reason"]
 
 
+@pytest.mark.process
 def test_timeout_and_isolation_options_are_checked(pytester, unsafe_samples):
     for bad, message in (("--torchbind-timeout=soon", "expected a number of seconds, got 'soon'"),
                          ("--torchbind-timeout=-1", "must be 0 (no limit) or positive")):
@@ -468,6 +489,7 @@ def test_timeout_and_isolation_options_are_checked(pytester, unsafe_samples):
     assert "invalid choice: 'thread'" in result.stderr.str()
 
 
+@pytest.mark.process
 def test_a_leaking_class_fails_for_the_memory_limit_and_no_other_class_pays_for_it(pytester, unsafe_samples):
     # Leaky's agreement[grow] leaks 768 MiB in C++ (grow(2), grow(1), grow(3) of 128 MiB blocks), at 1 MiB/ms.
     result = pytester.runpytest_subprocess(
@@ -522,6 +544,7 @@ def _fault_messages(result) -> dict[str, str]:
     return {m[1]: m[2] for m in re.finditer(r"^(samples::\w+(?:\.\w+)?): (.*)$", result.stdout.str(), re.M)}
 
 
+@pytest.mark.process
 def test_fakes_that_raise_system_exit_or_exit_the_process_fail_as_the_fake(pytester, unsafe_samples):
     pytester.makepyfile(faulty=FAULTY_FAKES)
     common = ["-p", "no:cacheprovider", "--torchbind-load=sample_classes", "--torchbind-load=faulty.py",
@@ -556,6 +579,7 @@ def test_fakes_that_raise_system_exit_or_exit_the_process_fail_as_the_fake(pytes
     assert result.parseoutcomes()["passed"] == 1
 
 
+@pytest.mark.process
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build a plain shared library")
 def test_a_library_that_is_not_a_torch_extension_is_a_usage_error(pytester):
     (pytester.path / "plain.c").write_text("int plain_add(int a, int b) { return a + b; }\n")

@@ -18,24 +18,25 @@ from conformance.reports.markdown import render as render_markdown
 from conformance.reports.terminal import render_lines
 from conformance.results import Cell, Failure, Outcome, Status
 from conformance.runner import run_class
-from conformance.session import Session, current
+from conformance.runner import Engine
+from conformance.settings import Settings
 from conformance.values import ArgumentSet, Value
 
 
-def _samples_session() -> Session:
-    """A session whose reproducers load the samples (one import line, the same on every machine)."""
+def _samples_engine() -> Engine:
+    """An engine whose reproducers load the samples (one import line, the same on every machine)."""
     import sample_classes  # noqa: F401 - builds (cached) and loads the library, registers the correct fakes
 
-    return Session(registry=current().registry, load_code=["import sample_classes"])
+    return Engine(Settings(load_code=("import sample_classes",)))
 
 
 class TestMessages(expecttest.TestCase):
     def test_an_agreement_failure_as_the_library_author_reads_it(self):
         from sample_classes.broken import by_name
 
-        session = _samples_session()
+        engine = _samples_engine()
         with by_name("counter_increment_off_by_one").installed():
-            [outcome] = [o for o in run_class("samples::Counter", only={"agreement"}, session=session)
+            [outcome] = [o for o in run_class("samples::Counter", only={"agreement"}, engine=engine)
                          if o.target == "increment"]
         self.assertExpectedInline(outcome.render(), """\
 samples::Counter.increment: the fake's result differs from the C++ result
@@ -92,8 +93,8 @@ ns::Cls.increment: the fake's result differs from the C++ result
         self.assertExpectedInline(outcome.render().split("\n\n")[1], """ns::Cls.x: second""")
 
     def test_the_program_of_an_op_that_takes_the_object_third(self):
-        session = _samples_session()
-        scn = scenario(session.context("samples::TensorQueue"), "op.push_scaled")
+        engine = _samples_engine()
+        scn = scenario(engine.context("samples::TensorQueue"), "op.push_scaled")
         self.assertExpectedInline(scn.code(), """\
 class Program(torch.nn.Module):
     def forward(self, obj, x0):
@@ -111,8 +112,8 @@ obj.push(torch.tensor(2.5))
 """)
 
     def test_calls_put_the_object_where_the_schema_does(self):
-        session = _samples_session()
-        [op] = [o for o in session.context("samples::TensorQueue").info.ops if o.short_name == "push_scaled"]
+        engine = _samples_engine()
+        [op] = [o for o in engine.context("samples::TensorQueue").info.ops if o.short_name == "push_scaled"]
         call = Call(Callee.of_op(op), ArgumentSet((Value("torch.ones(2)"), Value("2.0"))))
         self.assertExpectedInline(call.code("q"), """torch.ops.samples.push_scaled.default(torch.ones(2), 2.0, q)""")
         self.assertExpectedInline(call.callee.spread_source("q"), """torch.ops.samples.push_scaled.default(*args[:2], q, *args[2:], **kwargs)""")
@@ -120,8 +121,8 @@ obj.push(torch.tensor(2.5))
         self.assertExpectedInline(method.code(), """obj.push(x=torch.ones(2))""")
 
     def test_a_reproducer_of_one_op_call(self):
-        session = _samples_session()
-        ctx = session.context("samples::TensorQueue")
+        engine = _samples_engine()
+        ctx = engine.context("samples::TensorQueue")
         [op] = [o for o in ctx.info.ops if o.short_name == "push_scaled"]
         call = Call(Callee.of_op(op), ArgumentSet((Value("torch.ones(2)"), Value("2.0"))))
         self.assertExpectedInline(ctx.call_repro(ctx.example_set.examples[0], call), """\

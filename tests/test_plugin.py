@@ -44,6 +44,7 @@ def test_failure_message_names_class_method_and_both_sides(pytester):
     result.assert_outcomes(failed=1, passed=4, skipped=3)
 
 
+@pytest.mark.process
 def test_runs_beside_ordinary_tests_and_ini_twins(pytester):
     pytester.makepyfile(test_ordinary="def test_plain():\n    assert 1 + 1 == 2\n")
     pytester.makeini(f"""
@@ -56,6 +57,7 @@ def test_runs_beside_ordinary_tests_and_ini_twins(pytester):
     result.stdout.fnmatch_lines(["*collected*items*"])
 
 
+@pytest.mark.process
 def test_the_users_own_tests_see_torch_as_they_left_it(pytester):
     # Under xdist the plugin runs its items with fewer intra-op threads per worker; the user's tests in the same
     # worker keep torch's own default (it used to be changed for the whole run and never restored).
@@ -72,6 +74,7 @@ def test_the_users_own_tests_see_torch_as_they_left_it(pytester):
     result.assert_outcomes(passed=3)
 
 
+@pytest.mark.process
 def test_xdist_gives_the_same_outcomes_as_a_serial_run(pytester):
     serial = run(pytester, LOAD, FOO, "-k", "not matrix")
     parallel = run(pytester, LOAD, FOO, "-k", "not matrix", "-n", "2")
@@ -121,6 +124,7 @@ def test_namespace_with_no_classes(pytester):
     assert "no TorchBind classes are registered in namespace 'nothing_here'" in result.stderr.str()
 
 
+@pytest.mark.process
 def test_broken_library_is_a_usage_error_with_the_loader_message(pytester):
     (pytester.path / "libbroken.so").write_bytes(b"this is not an ELF file")
     result = run_inprocess(pytester, "--torchbind-load=libbroken.so", FOO)
@@ -130,6 +134,7 @@ def test_broken_library_is_a_usage_error_with_the_loader_message(pytester):
     assert re.search(r"OSError: .*libbroken\.so", err), err
 
 
+@pytest.mark.process
 def test_missing_library(pytester):
     result = run_inprocess(pytester, "--torchbind-load=nowhere/libmissing.so", FOO)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -143,6 +148,7 @@ def test_fake_module_that_raises_on_import(pytester):
     assert "ValueError: boom in the fake module" in result.stderr.str()
 
 
+@pytest.mark.process
 def test_fake_module_with_a_syntax_error(pytester):
     pytester.makepyfile(syntaxfakes="def broken(:\n    pass\n")
     result = run(pytester, "--torchbind-load=syntaxfakes", FOO)
@@ -156,6 +162,7 @@ def test_unknown_check_name(pytester):
     assert "unknown check(s) nonsense" in result.stderr.str()
 
 
+@pytest.mark.process
 def test_user_code_that_raises_fails_the_check_not_the_run(pytester):
     pytester.makepyfile(userfakes="""
         import torch
@@ -198,21 +205,23 @@ def test_junit_xml_carries_check_properties(pytester):
     cases = {"::".join(part for part in (c.get("classname"), c.get("name")) if part): c
              for c in root.iter("testcase")}
     cases.update({c.get("name"): c for c in root.iter("testcase")})
-    props = {p.get("name"): p.get("value")
-             for p in cases["torchbind[_TorchScriptTesting._Foo]::coverage[add]"].iter("property")}
-    summary = props.pop("torchbind_summary")
+    case = cases["torchbind[_TorchScriptTesting._Foo]::coverage[add]"]
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    # Class, check, target and status only: summaries, notes and matrix cells travel on the reports, not in JUnit.
     assert props == {"torchbind_class": "_TorchScriptTesting::_Foo", "torchbind_check": "coverage",
                      "torchbind_target": "add", "torchbind_status": "failed"}
-    assert summary.startswith("_TorchScriptTesting::_Foo.add: the fake class does not define add")
+    assert "_TorchScriptTesting::_Foo.add: the fake class does not define add" in case.find("failure").text
 
 
+@pytest.mark.process
 def test_printed_reproducer_runs_on_its_own(torch_test_classes, tmp_path):
-    from conformance.runner import run_class
-    from conformance.session import Session
+    from conformance.runner import Engine, run_class
+    from conformance.settings import Settings
 
-    session = Session(load_code=["from torch.testing._internal.torchbind_impls import init_torchbind_implementations",
-                                 "init_torchbind_implementations()"])
-    [outcome] = [o for o in run_class("_TorchScriptTesting::_TensorQueue", only={"agreement"}, session=session)
+    engine = Engine(Settings(load_code=(
+        "from torch.testing._internal.torchbind_impls import init_torchbind_implementations",
+        "init_torchbind_implementations()")))
+    [outcome] = [o for o in run_class("_TorchScriptTesting::_TensorQueue", only={"agreement"}, engine=engine)
                  if o.target == "pop"]
     script = tmp_path / "repro.py"
     script.write_text(outcome.failures[0].repro)

@@ -12,7 +12,8 @@ import conformance
 from conformance.matrix.cell import run_cell
 from conformance.matrix.scenarios import row_names, scenario
 from conformance.runner import run_class
-from conformance.session import Registry, Session, current
+from conformance.runner import Engine
+from conftest import engine_of
 
 PATTERNS = ("samples_patterns::Versioned", "samples_patterns::AnyBox", "samples_patterns::Bag",
             "samples_patterns::CopyingHolder")
@@ -92,7 +93,7 @@ def test_correct_fakes_of_the_binding_patterns_pass(samples, qualname):
 
 
 def test_def_static_methods_are_part_of_the_class(samples):
-    ctx = current().context("samples_patterns::Versioned")
+    ctx = Engine().context("samples_patterns::Versioned")
     assert set(ctx.info.static_methods) == {"version", "clamp"}
     outcomes = _outcomes("samples_patterns::Versioned", only={"coverage", "extra_methods", "signature"})
     assert ("coverage", "clamp") not in outcomes  # a fake need not define a static method
@@ -133,7 +134,7 @@ def test_object_arguments_reach_the_fake_fakified(samples):
 
 
 def test_dunders_get_matrix_rows_through_their_operators(samples):
-    ctx = current().context("samples_patterns::Bag")
+    ctx = Engine().context("samples_patterns::Bag")
     rows = row_names(ctx)
     for row in ("__len__", "__eq__", "operator.len", "operator.contains", "operator.getitem", "operator.eq",
                 "operator.str"):
@@ -150,9 +151,7 @@ def test_dunders_get_matrix_rows_through_their_operators(samples):
 
 
 def test_tensors_attr_without_tensor_methods_says_so(samples):
-    session = Session(registry=current().registry)
-    session.settings.backends = ("eager",)
-    [outcome] = [o for o in run_class("samples_patterns::Versioned", only={"matrix"}, session=session)
+    [outcome] = [o for o in run_class("samples_patterns::Versioned", only={"matrix"}, backends=("eager",))
                  if o.target == "tensors.attr-eager"]
     assert (outcome.cell.status, outcome.reason) == (
         "skipped", "no eager reference: no method that returns a tensor or nothing runs in eager on the example "
@@ -198,13 +197,11 @@ def test_the_aliasing_rule_is_what_dynamo_enforces(samples):
 
 
 def test_derive_false_keeps_only_the_factorys_states(samples):
-    with Session(registry=Registry()).activated() as session:
-        @conformance.examples("samples::TensorQueue", derive=False)
-        def queues():
-            return [torch.classes.samples.TensorQueue(torch.zeros(2))]
+    def queues():
+        return [torch.classes.samples.TensorQueue(torch.zeros(2))]
 
-        examples = session.context("samples::TensorQueue").example_set.examples
-        assert [e.steps for e in examples] == [()]
-    with Session(registry=Registry()).activated() as session:
-        conformance.examples("samples::TensorQueue")(queues)
-        assert any(e.steps for e in session.context("samples::TensorQueue").example_set.examples)
+    engine = engine_of(lambda: conformance.examples("samples::TensorQueue", derive=False)(queues))
+    examples = engine.context("samples::TensorQueue").example_set.examples
+    assert [e.steps for e in examples] == [()]
+    engine = engine_of(lambda: conformance.examples("samples::TensorQueue")(queues))
+    assert any(e.steps for e in engine.context("samples::TensorQueue").example_set.examples)

@@ -1,4 +1,6 @@
-"""The check registry: every check is one module in this package, registered with :func:`check`.
+"""The check registry: every check is one module in this package, registered with :func:`check`, and listed, in
+run order, in :data:`conformance.names.CHECKS` (the one place that orders them; ``--help`` reads it without
+importing torch).
 
 A check is a function ``(ctx: ClassContext, target)``. It reports what it found as
 :class:`~conformance.results.Failure` objects — returned in an iterable (empty, or ``None``, means the class
@@ -15,10 +17,11 @@ exists only for classes that define ``tracing_mode``).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable
 from typing import Any
 
-from ..names import CHECK_NAMES
+from ..names import CHECKS
 from ..results import Cell
 
 __all__ = ["Check", "check", "all_checks", "get_check"]
@@ -86,32 +89,21 @@ def check(name: str, scope: str = "class", targets: Callable[[Any], list[Any]] |
 
 
 def all_checks() -> list[Check]:
-    """Every registered check, in the order the plugin runs them: the order of
-    :data:`conformance.names.CHECK_NAMES` (the one ordered list, which ``--help`` reads without importing torch),
-    then any other registered check in registration order."""
-    order = {name: i for i, name in enumerate(CHECK_NAMES)}
-    return sorted(_REGISTRY.values(), key=lambda c: order.get(c.name, len(order)))
+    """Every check, in the order of :data:`conformance.names.CHECKS`, importing the modules it names (each
+    registers its checks with :func:`check`). Raises ``LookupError`` when a listed module did not register the
+    check listed with it, or a module of this package registered a check the list leaves out."""
+    for _name, module in CHECKS:
+        importlib.import_module(f"{__name__}.{module}")
+    listed = [name for name, _module in CHECKS]
+    missing = [name for name in listed if name not in _REGISTRY]
+    unlisted = sorted(set(_REGISTRY) - set(listed))
+    if missing or unlisted:
+        raise LookupError(f"conformance.names.CHECKS and the registered checks differ: listed but not registered "
+                          f"{missing}, registered but not listed {unlisted}")
+    return [_REGISTRY[name] for name in listed]
 
 
 def get_check(name: str) -> Check:
-    """The check registered as ``name``; ``KeyError`` if there is none."""
+    """The check registered as ``name``; ``KeyError`` if there is none (imports the checks first)."""
+    all_checks()
     return _REGISTRY[name]
-
-
-# Importing registers every check; all_checks() orders them as conformance/names.py lists them (tracing_mode first:
-# it decides whether torch uses a fake at all), whatever the import order.
-from . import (  # noqa: E402,F401  # isort: skip
-    tracing_mode,
-    fake_class,
-    examples,
-    coverage,
-    signature,
-    return_type,
-    flatten,
-    roundtrip,
-    agreement,
-    custom_op,
-    deepcopy,
-    differential,
-    matrix,
-)

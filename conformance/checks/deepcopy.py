@@ -12,7 +12,6 @@ import copy
 
 from ..compare import flat_state_differences
 from ..example_objects import read_state
-from ..isolation import calling
 from ..results import Failure
 from . import check
 
@@ -26,15 +25,15 @@ def deepcopy(ctx, _target) -> list[Failure]:
     """copy.deepcopy(obj), which torch does when it fakifies obj, preserves the state."""
     for example in ctx.require_examples():
         obj = example.build()
-        before = read_state(obj)
+        before = read_state(obj, ctx.tracer)
         code = "\n".join(example.code())
         repro = ctx.repro(example, ["import copy", "obj = make_obj()", "print(obj.__obj_flatten__())",
                                     "print(copy.deepcopy(obj).__obj_flatten__())"])
         try:
-            with calling(lambda: f"copy.deepcopy of the example object {example.label} (def_pickle: "
+            with ctx.calling(lambda: f"copy.deepcopy of the example object {example.label} (def_pickle: "
                                  "__getstate__, then __setstate__ builds the copy)"):
                 clone = copy.deepcopy(obj)
-            copied = read_state(clone)
+            copied = read_state(clone, ctx.tracer)
         except Exception as exc:  # noqa: BLE001
             return [Failure(f"copy.deepcopy raised {type(exc).__name__}: {exc}", target="__setstate__", example=code, repro=repro)]
         diffs = flat_state_differences(before, copied, "state", ("original", "deep copy"))
@@ -42,7 +41,7 @@ def deepcopy(ctx, _target) -> list[Failure]:
             return [Failure("copy.deepcopy (through __getstate__/__setstate__) does not preserve the state",
                             target="__setstate__",
                             details=tuple(diffs), example=code, repro=repro)]
-        diffs = flat_state_differences(before, read_state(obj), "state", ("before", "after"))
+        diffs = flat_state_differences(before, read_state(obj, ctx.tracer), "state", ("before", "after"))
         if diffs:
             return [Failure("copy.deepcopy changed the original object", target="__getstate__", details=tuple(diffs), example=code,
                             repro=repro)]

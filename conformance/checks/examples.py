@@ -26,7 +26,7 @@ def examples(ctx, _target) -> list[Failure]:
     failures = lost
     for ex in exset.examples:
         try:
-            first, second = read_state(ex.build()), read_state(ex.build())
+            first, second = read_state(ex.build(), ctx.tracer), read_state(ex.build(), ctx.tracer)
         except Exception as exc:  # noqa: BLE001
             failures.append(Failure("building an example object a second time "
                                     f"raised {type(exc).__name__}: {exc}", example="\n".join(ex.code())))

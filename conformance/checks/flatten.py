@@ -26,7 +26,6 @@ from torch._library.fake_class_registry import _check_valid_flat_script_obj
 from ..calls import Callee
 from ..compare import describe, flat_state_differences
 from ..example_objects import named_arguments
-from ..isolation import calling
 from ..results import Failure, NotApplicable
 from . import check
 
@@ -59,7 +58,7 @@ def flatten(ctx, _target) -> list[Failure]:
         obj = example.build(record=inputs)
         label = f"{info.qualname}.__obj_flatten__() on the example object {example.label}"
         try:
-            with calling(label):
+            with ctx.calling(label):
                 first = obj.__obj_flatten__()
         except Exception as exc:  # noqa: BLE001
             fail(f"__obj_flatten__ raised {type(exc).__name__}: {exc}")
@@ -81,7 +80,7 @@ def flatten(ctx, _target) -> list[Failure]:
                  + ", ".join(sorted({type(b).__name__ for b in bad})),
                  "supported: tensors, int, float, bool, str, None, dtype, device, and lists/tuples/dicts of them")
         try:
-            with calling(label):
+            with ctx.calling(label):
                 second = obj.__obj_flatten__()
         except Exception as exc:  # noqa: BLE001
             fail(f"a second __obj_flatten__ call raised {type(exc).__name__}: {exc}")
@@ -93,7 +92,7 @@ def flatten(ctx, _target) -> list[Failure]:
         if info.pickles:
             fresh = example.build()
             try:
-                with calling(f"{info.qualname}.__getstate__() and __obj_flatten__() on {example.label}"):
+                with ctx.calling(f"{info.qualname}.__getstate__() and __obj_flatten__() on {example.label}"):
                     before = fresh.__getstate__()
                     fresh.__obj_flatten__()
                     after = fresh.__getstate__()
@@ -149,7 +148,7 @@ def _shared_with_calls(ctx, example) -> list[str]:
         for call in calls:
             try:
                 obj = example.build()
-                with calling(f"{call.code(ctx.info.qualname)} on the example object {example.label} (does "
+                with ctx.calling(f"{call.code(ctx.info.qualname)} on the example object {example.label} (does "
                              "__obj_flatten__ hand out what the call took or gave?)"):
                     before = obj.__obj_flatten__()
                     made = call.args.make()

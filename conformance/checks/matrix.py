@@ -31,9 +31,7 @@ class CellTarget:
 
 def _targets(ctx) -> list[CellTarget]:
     names = [b.name for b in all_backends()]
-    wanted = ctx.session.settings.backends
-    chosen = [n for n in names if wanted is None or n in wanted]
-    return [CellTarget(r, b, i, names.index(b)) for i, r in enumerate(row_names(ctx)) for b in chosen]
+    return [CellTarget(r, b, i, j) for i, r in enumerate(row_names(ctx)) for j, b in enumerate(names)]
 
 
 def _lost(qualname: str, target: CellTarget, reason: str) -> Cell:

@@ -18,7 +18,6 @@ import torch
 
 from ..compare import describe
 from ..context import new_fake_mode
-from ..isolation import calling
 from ..results import Failure
 from . import check
 
@@ -37,7 +36,7 @@ def roundtrip(ctx, _target) -> list[Failure]:
                                     "print(fake_obj.wrapped_obj)"])
         obj = example.build()
         try:
-            with calling(f"{info.qualname}.__obj_flatten__() on the example object {example.label}"):
+            with ctx.calling(f"{info.qualname}.__obj_flatten__() on the example object {example.label}"):
                 flat = obj.__obj_flatten__()
         except Exception:  # noqa: BLE001 - the flatten check reports it
             continue

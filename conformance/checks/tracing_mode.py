@@ -6,7 +6,6 @@ tracing for any other value. ``"real"`` makes torch trace with the real object (
 
 from __future__ import annotations
 
-from ..isolation import calling
 from ..results import Failure
 from . import check
 
@@ -24,7 +23,7 @@ def tracing_mode(ctx, _target) -> list[Failure]:
     for example in ctx.require_examples():
         try:
             obj = example.build()
-            with calling(f"{ctx.info.qualname}.tracing_mode() on the example object {example.label}"):
+            with ctx.calling(f"{ctx.info.qualname}.tracing_mode() on the example object {example.label}"):
                 value = obj.tracing_mode()
         except Exception as exc:  # noqa: BLE001
             value, error = None, f"raised {type(exc).__name__}: {exc}"

@@ -43,7 +43,7 @@ from .driver import (CI_PROFILE, DEFAULT_EXAMPLES, DEV_PROFILE, STEP_COUNT, Run,
 from .machine import Drift
 from .plan import Plan, Rule, plan_for
 from .repro import repro_script
-from ..arguments import registered_strategies, strategy, tensor_strategy, value_strategy
+from ..arguments import strategy, tensor_strategy, value_strategy
 
 __all__ = [
     "DEFAULT_EXAMPLES",
@@ -51,7 +51,6 @@ __all__ = [
     "DEV_PROFILE",
     "STEP_COUNT",
     "strategy",
-    "registered_strategies",
     "value_strategy",
     "tensor_strategy",
     "hypothesis_settings",

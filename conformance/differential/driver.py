@@ -23,7 +23,7 @@ from hypothesis.reporting import with_reporter
 from hypothesis.strategies import SearchStrategy
 
 from ..context import ClassContext, quiet_torch_logs
-from ..session import DEFAULT_EXAMPLES
+from ..settings import DEFAULT_EXAMPLES
 from ..values import ArgumentSet
 from .machine import Drift, _Found, _Machine
 from .plan import Plan, plan_for
@@ -181,7 +181,7 @@ def run_differential(ctx: ClassContext, *, examples: int | None = None, seed: in
                      settings: Settings | None = None) -> Run:
     """Run the differential state machine on ``ctx``'s class and return a :class:`Run`.
 
-    ``examples`` overrides ``max_examples`` (default: the session's ``settings.examples``, i.e.
+    ``examples`` overrides ``max_examples`` (default: the context's ``settings.examples``, i.e.
     ``--torchbind-examples``); ``seed`` seeds hypothesis (default:
     ``--hypothesis-seed`` if given); ``settings`` replaces the base settings of :func:`hypothesis_settings`.
     Raises :class:`~conformance.results.NotApplicable` (see :func:`plan_for`); errors inside the harness or in
@@ -193,7 +193,7 @@ def run_differential(ctx: ClassContext, *, examples: int | None = None, seed: in
 
 def _run(ctx: ClassContext, examples: int | None, seed: int | None, settings: Settings | None) -> Run:
     plan = plan_for(ctx)
-    used = hypothesis_settings(ctx.session.settings.examples if examples is None else examples, settings)
+    used = hypothesis_settings(ctx.settings.examples if examples is None else examples, settings)
     stats = {"sequences": 0, "steps": 0, "compared": 0, "rejected": 0}
 
     def differential(program, data):

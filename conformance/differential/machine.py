@@ -16,7 +16,6 @@ from ..compare import disagreement, side_text
 from ..context import CallResult, ClassContext, new_fake_mode, to_fake
 from ..example_objects import Example
 from ..faults import raise_fault
-from ..isolation import calling
 from ..arguments import EMPTY as _EMPTY
 from ..values import ArgumentSet
 from .plan import Plan, Rule
@@ -105,7 +104,7 @@ class _Side:
         self.seen: list[tuple[str, torch.Tensor, Any]] = []
         self.keep: list[Any] = []
 
-    def _args(self, args: ArgumentSet):
+    def _args(self, args: ArgumentSet, tracer=None):
         """Fresh arguments; on a fake side tensors become fake tensors (as :func:`conformance.context.to_fake`)
         and TorchBind objects are fakified, as they would be while tracing."""
         if not args.args and not args.kwargs:
@@ -113,7 +112,7 @@ class _Side:
         a, kw = args.make()
         if self.mode is not None:
             self.keep.append((a, kw))
-            a, kw = to_fake(self.mode, (a, kw))
+            a, kw = to_fake(self.mode, (a, kw), tracer)
         return a, kw
 
     def call(self, rule: Rule, args: ArgumentSet, ctx: ClassContext, step: int | None) -> CallResult:
@@ -123,7 +122,7 @@ class _Side:
         ``Exception`` is raised on as a :class:`~conformance.faults.UserFault` that fails the item (a real
         interrupt as it is)."""
         try:
-            a, kw = self._args(args)
+            a, kw = self._args(args, ctx.tracer)
         except Exception as exc:  # noqa: BLE001 - e.g. a user override drew bad source
             raise RuntimeError(f"building the arguments {args.code()!r} of {rule.label} raised {exc!r}") from exc
         if step is not None:
@@ -137,7 +136,7 @@ class _Side:
             return f"{rule.label}({args.code()}) on the {self.name} side"
 
         try:
-            with self.mode if self.mode is not None else contextlib.nullcontext(), calling(label, side=side):
+            with self.mode if self.mode is not None else contextlib.nullcontext(), ctx.calling(label, side=side):
                 value = rule.callee.invoke(self.obj, a, kw)
             return CallResult(value)
         except Exception as exc:  # noqa: BLE001 - user and C++ code may raise anything
@@ -193,7 +192,7 @@ class _Machine:
         self.steps.append((rule, args))
         self.mutating.append(not rule.observer)
         n = len(self.steps)
-        with calling(lambda: f"step {n} of a differential sequence from {self.example.label}: "
+        with ctx.calling(lambda: f"step {n} of a differential sequence from {self.example.label}: "
                              + ", ".join(f"{r.label}({a.code()})" for r, a in self.steps), timed=False):
             real = self.real.call(rule, args, ctx, n)
             self.rejected.append(real.raised)

@@ -16,10 +16,8 @@ from ..calls import Call, Callee
 from ..context import ClassContext, defined_on_fake, new_fake_mode
 from ..discovery import runs_on_fakes
 from ..example_objects import Example, read_state, state_key
-from ..isolation import calling
 from ..results import NotApplicable
 from ..values import ArgumentSet, UnsupportedType
-from ..arguments import registered_strategies
 
 __all__ = ["Rule", "Plan", "plan_for", "RESHAPING_WEIGHT"]
 
@@ -152,13 +150,13 @@ def _reshapes(ctx: ClassContext, schema: torch.FunctionSchema, callee: Callee, e
         for args in (c.args for c in sets):
             try:
                 obj = example.build()
-                before = _meta_key(read_state(obj))
+                before = _meta_key(read_state(obj, ctx.tracer))
                 a, kw = args.make()
-                with contextlib.suppress(Exception), calling(
+                with contextlib.suppress(Exception), ctx.calling(
                         lambda: f"{ctx.info.qualname}: {schema.name}({args.code()}) on the example object "
                                 f"{example.label} (does it change the state? planning the differential test)"):
                     callee.invoke(obj, a, kw)
-                if _meta_key(read_state(obj)) != before:
+                if _meta_key(read_state(obj, ctx.tracer)) != before:
                     return True
             except Exception:  # noqa: BLE001 - an example that does not build: the examples check reports it
                 continue
@@ -182,14 +180,14 @@ def _is_observer(ctx: ClassContext, method: str, examples: list[Example]) -> boo
     ``flatten`` check reads state: ``__obj_flatten__``, else ``__getstate__``)."""
     for example in examples:
         obj = example.build()
-        before = read_state(obj)
+        before = read_state(obj, ctx.tracer)
         if before is None:
             return False
-        with contextlib.suppress(Exception), calling(
+        with contextlib.suppress(Exception), ctx.calling(
                 lambda: f"{ctx.info.qualname}.{method}() on the example object {example.label} (does it only "
                         "read the state? planning the differential test)"):
             getattr(obj, method)()
-        if state_key(read_state(obj)) != state_key(before):
+        if state_key(read_state(obj, ctx.tracer)) != state_key(before):
             return False
     return True
 
@@ -209,7 +207,7 @@ def plan_for(ctx: ClassContext) -> Plan:
         examples.append(example)
     if not examples:
         raise NotApplicable(ctx.why_not_fakifiable())
-    overrides = registered_strategies(info.qualname, ctx.session)
+    overrides = ctx.registry.strategies(info.qualname)
     op_names = {op.qualname for op in info.ops}
     for (m, _a) in overrides:
         if m not in info.methods and m not in op_names:

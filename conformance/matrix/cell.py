@@ -14,7 +14,6 @@ import torch
 
 from ..compare import flat_state_differences, value_differences
 from ..example_objects import read_state
-from ..isolation import calling
 from ..results import Cell, Failure, Status, exception_line
 from .backend import Backend, all_backends, get_backend
 from .limitations import find_limitation
@@ -28,10 +27,10 @@ def _run(scn: Scenario, backend: Backend) -> list[str]:
     ref = scn.reference
     diffs: list[str] = []
     traced = scn.first.build()
-    before = read_state(traced)
+    before = read_state(traced, scn.first.tracer)
     runner = backend.prepare(scn, scn.module(traced), scn.args(traced, 0))
     if backend.ahead_of_time:
-        changed = flat_state_differences(before, read_state(traced), "state", ("before", "after"))
+        changed = flat_state_differences(before, read_state(traced, scn.first.tracer), "state", ("before", "after"))
         if changed:
             diffs.append("tracing changed the real object used to trace: " + "; ".join(changed))
             traced = scn.first.build()  # run on an object in the intended state anyway
@@ -50,8 +49,8 @@ def _run(scn: Scenario, backend: Backend) -> list[str]:
         diffs += value_differences(ref.outputs[run], out, f"run {run} output",
                                    scalars_as_tensors=backend.scalars_as_tensors, metadata_only=ref.unstable)
         if backend.state_visible:
-            diffs += flat_state_differences(ref.states[run], read_state(obj), f"run {run} object state",
-                                            ("eager", backend.name))
+            diffs += flat_state_differences(ref.states[run], read_state(obj, scn.first.tracer),
+                                            f"run {run} object state", ("eager", backend.name))
     return diffs
 
 
@@ -77,7 +76,7 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
     cell = new_cell(ctx, row, backend_name)
     cell.program = scn.code()
     try:
-        with calling(f"scenario {row} of {qualname} through {backend.title} (compile and run)", timed=False):
+        with ctx.calling(f"scenario {row} of {qualname} through {backend.title} (compile and run)", timed=False):
             diffs = _run(scn, backend)
         evidence, failure_details, matched = diffs, diffs, diffs[0] if diffs else ""
     except Exception as exc:  # noqa: BLE001 - compile/export/runtime errors are this cell's result

@@ -36,7 +36,6 @@ from ..compare import unstable_paths
 from ..context import ClassContext, defined_on_fake
 from ..jit_types import return_type
 from ..example_objects import Example, read_state, state_key
-from ..isolation import calling
 from ..results import NotApplicable
 from ..values import ArgumentSet, Value
 
@@ -211,9 +210,9 @@ class Scenario:
         for run in (0, 1):
             if run == 1 and self.placement == "input":
                 obj = self.second.build()
-            with calling(f"the eager reference run {run} of scenario {self.row} on {self.qualname}"):
+            with self.first.tracer.calling(f"the eager reference run {run} of scenario {self.row} on {self.qualname}"):
                 outputs.append(mod(*self.args(obj, run)))
-            states.append(read_state(obj))
+            states.append(read_state(obj, self.first.tracer))
         return Reference(outputs, states)
 
     def code(self) -> str:
@@ -275,7 +274,7 @@ def _eager_ok(example: Example, calls: tuple[ProgramCall, ...]) -> bool:
     try:
         obj = example.build()
         for call in calls:
-            with calling(lambda: f"{call.call.code()} on the example object {example.label}, trying the "
+            with example.tracer.calling(lambda: f"{call.call.code()} on the example object {example.label}, trying the "
                                  "scenario in eager"):
                 call.call.invoke(obj)
     except Exception:  # noqa: BLE001 - the scenario is not valid in this state
@@ -333,12 +332,12 @@ def _sequence_calls(ctx: ClassContext, base: Example, tensors_only: bool = False
         if not variants or not variants[0][0].args.args and not variants[0][0].args.kwargs:
             continue
         try:
-            before = state_key(read_state(base.build()))
+            before = state_key(read_state(base.build(), base.tracer))
             obj = base.build()
             variants[0][0].call.invoke(obj)
         except Exception:  # noqa: BLE001
             continue
-        if state_key(read_state(obj)) != before:
+        if state_key(read_state(obj, base.tracer)) != before:
             mutator = m
             break
     calls: list[ProgramCall] = []
@@ -357,21 +356,20 @@ def _sequence_calls(ctx: ClassContext, base: Example, tensors_only: bool = False
 
 def _state_differs(a: Example, b: Example) -> bool:
     try:
-        return state_key(read_state(a.build())) != state_key(read_state(b.build()))
+        return state_key(read_state(a.build(), a.tracer)) != state_key(read_state(b.build(), b.tracer))
     except Exception:  # noqa: BLE001
         return False
 
 
 def scenario(ctx: ClassContext, row: str) -> Scenario:
-    """The :class:`Scenario` of a row of ``ctx``'s class, cached in its session (the backend cells of a row
-    share it; :meth:`conformance.session.Session.clear` drops it).
+    """The :class:`Scenario` of a row of ``ctx``'s class, cached in the context (the backend cells of a row
+    share it; :meth:`conformance.runner.Engine.clear` drops it with the context).
 
     Raises :class:`NotApplicable` when no example state lets plain eager run the row's program.
     """
-    key = (ctx.info.qualname, row)
-    cached = ctx.session.scenarios.get(key)
+    cached = ctx.scenarios.get(row)
     if cached is None:
-        cached = ctx.session.scenarios[key] = _build_scenario(ctx, row)
+        cached = ctx.scenarios[row] = _build_scenario(ctx, row)
     return cached
 
 

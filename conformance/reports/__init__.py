@@ -1,8 +1,8 @@
 """Coverage-matrix reports: a model built from cell data, and one writer per format (one module each).
 
 The cells are the :class:`~conformance.results.Cell` objects the ``matrix`` check returns; under pytest-xdist they
-travel to the controller as JSON inside the test reports' ``user_properties``, so the controller builds the same
-report a serial run does.
+travel to the controller as JSON on the test reports (their ``torchbind`` attribute, see :mod:`conformance.recorder`),
+so the controller builds the same report a serial run does.
 """
 
 from __future__ import annotations

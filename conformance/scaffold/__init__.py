@@ -51,15 +51,16 @@ def generate_verified(qualname: str, load_specs: list[str], output: str, *, time
     "inferred": bodies kept (each passed agreement, or custom_op for an op fake), "differential": "passed" (the
     kept bodies together), or "nothing to verify"}``."""
     from ..discovery import SelectorError
-    from ..isolation import WorkerLost
-    from ..session import DEFAULT_EXAMPLES, Session, current
+    from ..process import WorkerLost
+    from ..runner import Engine
+    from ..settings import DEFAULT_EXAMPLES
     from .observe import Choice, ObservedState
     from .render import check_command, decomposes, render_module
     from .worker import DEFAULT_TIMEOUT, Observer, lost_text
 
-    session = Session(registry=current().registry)
+    engine = Engine()
     try:
-        ctx = session.context(qualname)
+        ctx = engine.context(qualname)
     except (SelectorError, KeyError) as exc:
         raise ScaffoldError(str(exc).replace("--torchbind-class=", "").replace("--torchbind-load=", "--load ")) \
             from exc
@@ -72,7 +73,7 @@ def generate_verified(qualname: str, load_specs: list[str], output: str, *, time
             f'std::make_tuple(std::make_tuple("count", self->count_)); }}) '
             f"(see torch's custom-class tutorial, 'Support for torch.export')")
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
-    with Observer(session, qualname, timeout=timeout, isolate=isolate) as observer:
+    with Observer(engine, qualname, timeout=timeout, isolate=isolate) as observer:
         state = observer.run("state")
         if isinstance(state, WorkerLost):
             raise ScaffoldError(f"cannot observe {qualname}: {lost_text(state)}")

@@ -21,7 +21,7 @@ import torch.utils._pytree as pytree
 from ..calls import Call, Callee
 from ..compare import compare_results, describe
 from ..context import ClassContext
-from ..crumbs import CallAbandoned, calling
+from ..breadcrumbs import CallAbandoned, Tracer
 from ..discovery import OpInfo
 from .templates import Template, compile_method, method_templates, static_templates
 
@@ -74,7 +74,7 @@ def observe_state(ctx: ClassContext) -> ObservedState:
     for example in examples:
         try:
             obj = example.build()
-            with calling(f"{example.label}.__obj_flatten__()"):
+            with ctx.calling(f"{example.label}.__obj_flatten__()"):
                 flat = obj.__obj_flatten__()
         except CallAbandoned:
             continue
@@ -113,12 +113,12 @@ class _Trial:
     after: dict[str, Any]
 
 
-def _run(call: Call, obj, label: str = "") -> tuple[list[Any], Any, BaseException | None]:
+def _run(call: Call, obj, tracer: Tracer, label: str = "") -> tuple[list[Any], Any, BaseException | None]:
     """Call ``call`` on ``obj``: (its arguments, result, error). ``label`` names the call and the object's state
-    for the supervisor (see :func:`conformance.crumbs.calling`); a call abandoned for crashing or hanging the
-    worker raises :class:`CallAbandoned`."""
+    for the supervisor (reported to ``tracer``, :mod:`conformance.breadcrumbs`); a call abandoned for crashing or
+    hanging the worker raises :class:`CallAbandoned`."""
     made = call.args.make()
-    with calling(label or call.code()):
+    with tracer.calling(label or call.code()):
         try:
             return made[0], call.invoke(obj, made), None
         except Exception as exc:  # noqa: BLE001 - C++ may raise anything
@@ -158,15 +158,15 @@ def _trials(ctx: ClassContext, calls: dict[str, list[Call]], prefixes: list[tupl
             obj = example.build()
             if prefix is not None:
                 label = prefix.code(label)
-                with calling(label):
+                with ctx.calling(label):
                     prefix.invoke(obj)
-            with calling(f"{label}.__obj_flatten__()"):
+            with ctx.calling(f"{label}.__obj_flatten__()"):
                 before = flat_state(obj)
             done, chain = [], label
             for c, fn in seq:
                 chain = c.code(chain)  # the calls so far, chained: CrashyStack().pop().pop()
-                done.append((c, *_run(c, obj, chain), fn))
-            with calling(f"{chain}.__obj_flatten__()"):
+                done.append((c, *_run(c, obj, ctx.tracer, chain), fn))
+            with ctx.calling(f"{chain}.__obj_flatten__()"):
                 after = flat_state(obj)
         except CallAbandoned as exc:
             entry = f"{exc.label} {exc.cause}"
@@ -339,7 +339,7 @@ def choose_static(ctx: ClassContext, method: str) -> Choice:
     for args in sets:
         call = Call(Callee.method(method), args)
         try:
-            ran = _run(call, _Static(fn), call.code(ctx.info.name))
+            ran = _run(call, _Static(fn), ctx.tracer, call.code(ctx.info.name))
         except CallAbandoned as exc:
             left_out.append(f"{exc.label} {exc.cause}")
             continue
@@ -394,7 +394,7 @@ def choose_op(ctx: ClassContext, op: OpInfo, inferred: set[str] | None = None) -
         args = make_args(real_args)
         try:
             obj = examples[t.label].build()
-            with calling(f"{t.label}.{name}(..), in place of the op {op.qualname}"):
+            with ctx.calling(f"{t.label}.{name}(..), in place of the op {op.qualname}"):
                 try:
                     result, error = getattr(obj, name)(*args), None
                 except Exception as exc:  # noqa: BLE001

@@ -62,8 +62,8 @@ def task_verify(ctx: ClassContext, module: str, check: str, examples: int, targe
     why)`` per body the check did not vouch for because it skipped (nothing compared) or could not run (the
     differential's name is ``""``)."""
     from ..differential.driver import run_differential
-    from ..runner import CheckTarget, run_target
-    from ..session import Session, Settings
+    from ..runner import CheckTarget, Engine, run_target
+    from ..settings import Settings
     from .worker import load_module_text
 
     # torch logs "already registered" for a fake class registered again, and each fake-tensor error it raises
@@ -71,14 +71,14 @@ def task_verify(ctx: ClassContext, module: str, check: str, examples: int, targe
     logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
     load_module_text(module)
     info = ctx.info
-    session = Session(Settings(examples=examples), registry=ctx.session.registry)
+    engine = Engine(Settings(examples=examples), registry=ctx.registry, tracer=ctx.tracer)
     if check == "agreement":
         ops = {op.qualname: op for op in info.ops}
         failed, unverified = [], []
         for name in targets or []:
             unit = CheckTarget(get_check("custom_op"), info.qualname, ops[name]) if name in ops else \
                 CheckTarget(get_check("agreement"), info.qualname, name)
-            outcome = run_target(unit, session)
+            outcome = run_target(unit, engine)
             if outcome.status is Status.FAILED:
                 first = outcome.failures[0].summary.splitlines()[0] if outcome.failures else "failed"
                 failed.append((name, f"{unit.check.name} check: {first}"))
@@ -86,7 +86,7 @@ def task_verify(ctx: ClassContext, module: str, check: str, examples: int, targe
                 unverified.append((name, f"{unit.check.name} skipped: {outcome.reason}"))
         return failed, unverified
     try:
-        run = run_differential(session.context(info.qualname))
+        run = run_differential(engine.context(info.qualname))
     except Exception as exc:  # noqa: BLE001 - NotApplicable: nothing to drive
         return [], [("", f"differential did not run: {exc}".splitlines()[0])]
     drift = run.drift

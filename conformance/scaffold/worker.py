@@ -3,17 +3,17 @@
 The scaffold calls the C++ class a great deal (every example, argument set and two-call sequence, for every
 method and op), and C++ code may crash or hang: ``samples_unsafe::CrashyStack.pop()`` dereferences a null pointer
 on an empty stack, ``wait_for(n)`` spins forever. So each task (the examples' state, one method, one static
-method, one op, the final verification) runs in a worker forked by the plugin's
-:class:`~conformance.isolation.Supervisor`, with every call into the class labelled by
-:func:`~conformance.crumbs.calling`:
+method, one op, the final verification) runs in a worker of the process layer
+(:class:`~conformance.process.Supervisor`), with every call into the class reported to the engine's tracer:
 
-* a call that crashes the worker is *abandoned* (as the plugin's preparation does) and the task runs again in a
-  fresh worker without it, up to :data:`ATTEMPTS` times; the trials that needed it are left out, and the generated
-  body says which calls were left out and why;
-* a call that hangs (runs longer than ``timeout`` seconds) is abandoned the same way, at most :data:`HANGS` times
-  per task (each costs the timeout); after that the task ends, and the body raises ``NotImplementedError``
-  saying which call hung. Abandoned calls stay abandoned for the later tasks (the session keeps them), so a
-  derived example state that hangs costs the timeout once.
+* a call that crashes the worker is *abandoned* (the process layer's one abandon policy,
+  :meth:`~conformance.process.Supervisor.run_abandoning`, as for the plugin's preparation) and the task runs again
+  in a fresh worker without it, up to :data:`~conformance.process.ATTEMPTS` times; the trials that needed it are
+  left out, and the generated body says which calls were left out and why;
+* a call that hangs (runs longer than ``timeout`` seconds) is abandoned the same way, at most
+  :data:`~conformance.process.HANGS` times per task (each costs the timeout); after that the task ends, and the
+  body raises ``NotImplementedError`` saying which call hung. Abandoned calls stay abandoned for the later tasks
+  (the supervisor keeps them), so a derived example state that hangs costs the timeout once.
 
 A task is sent to the worker as its key: JSON naming the task and what it needs (the templates already chosen for
 other methods, the module to verify). Without process isolation (not Linux) the tasks run in this process.
@@ -25,27 +25,24 @@ import json
 import types
 from typing import Any
 
-from ..isolation import Supervisor, WorkerLost, isolation_available
-from ..session import Session
+from ..process import Supervisor, WorkerLost, isolation_available
+from ..runner import Engine
 
-__all__ = ["Observer", "ATTEMPTS", "HANGS", "DEFAULT_TIMEOUT", "lost_text", "load_module_text"]
+__all__ = ["Observer", "DEFAULT_TIMEOUT", "lost_text", "load_module_text"]
 
-#: Runs of one task, each abandoning the call that crashed the previous worker.
-ATTEMPTS = 12
-#: Hanging calls abandoned per task.
-HANGS = 3
 #: Seconds one call into the class may take while the scaffold observes it (``--timeout``).
 DEFAULT_TIMEOUT = 10.0
 
 
 class Observer:
-    """Runs the scaffold's tasks for the class ``qualname`` of ``session`` (whose registry holds the loaded
+    """Runs the scaffold's tasks for the class ``qualname`` with ``engine`` (whose registry holds the loaded
     example factories), in supervised workers when ``isolate`` (and os.fork) allows. ``timeout``: seconds one call
     into the class may take (``0``: no limit). Use as a context manager, or call :meth:`close`."""
 
-    def __init__(self, session: Session, qualname: str, timeout: float = DEFAULT_TIMEOUT, isolate: bool = True):
-        self.session, self.qualname = session, qualname
-        self.supervisor = (Supervisor(self._run_item, timeout=timeout, session=session, before_fork=_warm_up)
+    def __init__(self, engine: Engine, qualname: str, timeout: float = DEFAULT_TIMEOUT, isolate: bool = True):
+        self.engine, self.qualname = engine, qualname
+        self.supervisor = (Supervisor(self._run_item, timeout=timeout, tracer=engine.tracer, before_fork=_warm_up,
+                                      timeout_option="the scaffold's --timeout", process_name="the process")
                            if isolate and isolation_available() else None)
 
     def __enter__(self) -> Observer:
@@ -66,28 +63,18 @@ class Observer:
         calls)."""
         key = json.dumps({"task": task, **fields}, sort_keys=True)
         if self.supervisor is None:
-            with self.session.activated():
-                return self._run_item(key)
-        result: Any = None
-        hangs = 0
-        for _ in range(ATTEMPTS):
-            self.supervisor.register(key)
-            result = self.supervisor.run(key)
-            if not isinstance(result, WorkerLost):
-                return result
-            hangs += result.kind == "hang"
-            if (not abandon or result.kind not in ("crash", "hang") or result.call is None or hangs > HANGS
-                    or result.call in self.session.abandoned):
-                return result
-            self.session.abandoned[result.call] = _what(result)
-        return result
+            return self._run_item(key)
+        self.supervisor.register(key)
+        if not abandon:
+            return self.supervisor.run(key)
+        return self.supervisor.run_abandoning(key)[0]
 
     def _run_item(self, key: str) -> Any:
         """In the worker: decode the task and run it."""
         from . import tasks
 
         spec = json.loads(key)
-        ctx = self.session.context(self.qualname)
+        ctx = self.engine.context(self.qualname)
         return getattr(tasks, f"task_{spec.pop('task')}")(ctx, **spec)
 
 
@@ -99,21 +86,12 @@ def _warm_up() -> None:
     from ..differential import driver  # noqa: F401
 
 
-def _cause(lost: WorkerLost) -> str:
-    return lost.cause.replace("--torchbind-timeout", "the scaffold's --timeout")
-
-
-def _what(lost: WorkerLost) -> str:
-    """What an abandoned call did, after its label: ``crashed the process (killed by SIGSEGV ...)``."""
-    return f"hung (it {_cause(lost)})" if lost.kind == "hang" else f"crashed the process ({_cause(lost)})"
-
-
 def lost_text(lost: WorkerLost) -> str:
     """One line for a task that lost its worker: what the class's code did, and during which call."""
     during = f" during {lost.call}" if lost.call else ""
     if lost.kind == "hang":
-        return f"observing it hung the process: a call {_cause(lost)}{during}"
-    return f"observing it crashed the process ({_cause(lost)}){during}"
+        return f"observing it hung the process: a call {lost.cause}{during}"
+    return f"observing it crashed the process ({lost.cause}){during}"
 
 
 def load_module_text(text: str, name: str = "scaffold_verify") -> types.ModuleType:

@@ -1,10 +1,10 @@
-"""Breadcrumbs: what an isolation worker is doing, readable by its supervisor at any moment.
+"""Breadcrumbs across processes: what a worker is doing, readable by its supervisor at any moment.
 
-Code that calls into a class's code wraps the call in :class:`calling`; inside a worker process
-(:mod:`conformance.isolation`) the label goes on a stack kept in a shared-memory page (:class:`_Crumbs`) that the
-supervisor reads when the worker crashes, hangs or grows too large, so the failure names the call in progress.
-No system call per breadcrumb: the hundreds of thousands of calls of a differential run stay cheap. Outside a
-worker :class:`calling` does nothing.
+The engine reports every call into a class's code to its :class:`~conformance.breadcrumbs.Tracer`; in a worker
+process the supervisor attaches a :class:`PageSink` to it, which keeps the stack of labels in a shared-memory page
+(:class:`CrumbPage`) that the supervisor reads when the worker crashes, hangs or grows too large, so the failure
+names the call in progress. No system call per breadcrumb: the hundreds of thousands of calls of a differential run
+stay cheap. The sink also refuses calls abandoned during preparation (their labels and what they did).
 """
 
 from __future__ import annotations
@@ -12,19 +12,19 @@ from __future__ import annotations
 import mmap
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 
-from .session import current
+from ..breadcrumbs import SIDES
 
-__all__ = ["calling", "CallAbandoned"]
+__all__ = ["CrumbPage", "PageSink"]
 
 _SLOTS, _SLOT = 24, 2048  # breadcrumbs kept (deeper ones are not shown), bytes per label
 _HEADER = struct.Struct("<Qdi")  # sequence number (odd while writing), start of the oldest timed call, depth
 _SLOT_HEADER = struct.Struct("<?BH")  # timed, side (an index into _SIDES), label length
-_SIDES = (None, "C++", "fake")
+_SIDES = SIDES
 
 
-class _Crumbs:
+class CrumbPage:
     """A shared anonymous mapping holding the stack of breadcrumbs: a header (a sequence number that is odd
     while the worker writes, the ``time.monotonic()`` start of the oldest timed call -- system-wide on Linux, so
     both processes read the same clock -- and the depth), then one fixed slot per level. A push writes one slot
@@ -81,50 +81,20 @@ class _Crumbs:
         self._header()
 
 
-class CallAbandoned(Exception):
-    """Raised by :func:`calling` in place of a call that crashed or hung a worker while the class was being
-    prepared; the message says what happened."""
+class PageSink:
+    """A :class:`~conformance.breadcrumbs.Sink` writing to ``page``; ``abandoned``: call label -> what it did
+    (the calls this worker must not make again)."""
 
-    def __init__(self, label: str, cause: str):
-        super().__init__(f"{label} {cause}; not called again")
-        self.label, self.cause = label, cause
+    __slots__ = ("page", "_abandoned")
 
+    def __init__(self, page: CrumbPage, abandoned: Mapping[str, str]):
+        self.page, self._abandoned = page, abandoned
 
-class calling:  # noqa: N801 - used like a function: ``with calling(...):``
-    """Mark a stretch of work for the supervisor's messages; ``timed``: it is one call into the class's code and
-    ``--torchbind-timeout`` applies to it (the outermost timed stretch counts). ``label`` may be a function,
-    called only inside a worker, and should name the call precisely (the object's state and the arguments):
-    it is also the key under which a call is abandoned. Does nothing outside a worker.
+    def push(self, label: str, timed: bool, side: str | None) -> None:
+        self.page.push(label, timed, side)
 
-    ``side``: whose code the call runs, ``"fake"`` (a fake method, a fake's ``__obj_unflatten__``, an op's Python
-    fake) or ``"C++"`` (the real object); when the worker exits while the innermost call with a side is the
-    fake's, the fake is named as what exited (see :meth:`WorkerLost.failure`).
+    def pop(self) -> None:
+        self.page.pop()
 
-    Entering raises :class:`CallAbandoned` for a timed call abandoned during preparation (see the module
-    docstring)."""
-
-    __slots__ = ("label", "timed", "side", "crumbs")
-
-    def __init__(self, label: str | Callable[[], str], *, timed: bool = True, side: str | None = None):
-        if side not in _SIDES:
-            raise ValueError(f"calling(side={side!r}): expected one of {_SIDES}")
-        self.label, self.timed, self.side, self.crumbs = label, timed, side, None
-
-    def __enter__(self) -> None:
-        session = current()
-        crumbs = session.worker  # the breadcrumb page, in a worker process only
-        if crumbs is None:
-            return
-        label = self.label
-        text = label() if callable(label) else label
-        if self.timed and text in session.abandoned:
-            raise CallAbandoned(text, session.abandoned[text])
-        crumbs.push(text, self.timed, self.side)
-        self.crumbs = crumbs
-
-    def __exit__(self, *exc) -> None:
-        if self.crumbs is not None:
-            self.crumbs.pop()
-            self.crumbs = None
-
-
+    def abandoned(self, label: str) -> str | None:
+        return self._abandoned.get(label)

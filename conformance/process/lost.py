@@ -1,0 +1,140 @@
+"""What the supervisor knows about a worker process it lost: :class:`WorkerLost`, the one place that names a signal
+(:func:`describe_exit`), and what an abandoned call did (:func:`abandon_cause`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal
+
+from ..results import Failure
+from .memory import format_size
+
+__all__ = ["WorkerLost", "describe_exit", "abandon_cause", "TIMEOUT_OPTION", "ITEM_LIMIT_FACTOR"]
+
+#: How messages name the per-call time limit, unless the supervisor was given another name (the scaffold's).
+TIMEOUT_OPTION = "--torchbind-timeout"
+#: One item (compiling and tracing included) may take this many times the per-call timeout.
+ITEM_LIMIT_FACTOR = 10
+
+
+def describe_exit(status: int) -> tuple[str, int | None, int | None]:
+    """``(cause, signal number, exit status)`` of a ``waitpid`` status: ``("killed by SIGSEGV (Segmentation
+    fault)", 11, None)`` for a process killed by a signal, ``("the worker process exited with status 3", None,
+    3)`` for one that exited."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return f"killed by {name} ({signal.strsignal(sig)})", sig, None
+    code = os.waitstatus_to_exitcode(status)
+    return f"the worker process exited with status {code}", None, code
+
+
+@dataclasses.dataclass
+class WorkerLost:
+    """Why an item's worker was lost: ``kind`` is ``"crash"``, ``"hang"`` or ``"memory"`` (killed for exceeding
+    the memory limit); ``cause`` a phrase such as ``"killed by SIGSEGV (Segmentation fault)"``; ``doing`` the
+    breadcrumb labels, outermost first; ``call`` the outermost timed one (the call into the class that was in
+    progress, if any); ``stack`` the Python stack faulthandler dumped (crashes by signal only); ``seconds`` how
+    long the item had run; ``side`` the side (``"fake"``, ``"C++"``) of the innermost breadcrumb that has one;
+    ``status`` the exit status of a worker that exited without a signal; ``used`` and ``limit`` the worker's own
+    resident memory and the memory limit, in bytes (``"memory"`` only)."""
+
+    kind: str
+    cause: str
+    doing: list[str]
+    call: str | None
+    stack: list[str]
+    seconds: float
+    side: str | None = None
+    status: int | None = None
+    used: int = 0
+    limit: int = 0
+
+    @classmethod
+    def from_crumbs(cls, kind: str, cause: str, crumbs: list[tuple[str, bool, str | None]], stack: list[str],
+                    seconds: float, **more) -> "WorkerLost":
+        """Build one from the breadcrumbs :meth:`~conformance.process.page.CrumbPage.read` returned; ``more``: the optional fields."""
+        call = next((label for label, timed, _ in crumbs if timed), None)
+        side = next((side for _, _, side in reversed(crumbs) if side), None)
+        return cls(kind, cause, [label for label, _, _ in crumbs], call, stack, seconds, side=side, **more)
+
+    def failure(self, timeout: float) -> Failure:
+        """The item's failure, for a library author: what died, in which call, and how to look closer."""
+        where = self.doing[-1] if self.doing else "the check itself (no call into the class was in progress)"
+        chain = ["in progress, outermost first: " + " > ".join(self.doing)] if len(self.doing) > 1 else []
+        if self.kind == "crash" and self.status is not None and self.side == "fake":
+            return Failure(f"the fake exited the worker process (status {self.status}) while in {where}: a fake "
+                           "class must not exit the process",
+                           fake=f"exited the process with status {self.status} (the run went on in a fresh worker "
+                                "process)",
+                           details=(*chain, "a fake reports an error by raising an Exception; os._exit() or abort() "
+                                            "in it ends the program that traces the call"))
+        if self.kind == "memory":
+            text = (f"{format_size(self.used)} of its own resident memory when it was killed (the run went on in a "
+                    "fresh worker process)")
+            details = (*chain, f"limit: --torchbind-memory-limit={format_size(self.limit)} per worker process, for "
+                               "the memory it allocates beyond what it shares with the pytest process (0: no limit)")
+            summary = (f"the process running this check exceeded the memory limit of {format_size(self.limit)} "
+                       f"in {where}")
+            if self.side == "fake":
+                return Failure(summary, fake=text, details=details)
+            return Failure(summary, cpp=text, details=details)
+        if self.call is None and self.stack:
+            # No call into the class was marked (e.g. torch was compiling): the innermost Python frame says more.
+            frame = re.match(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)', self.stack[0])
+            if frame:
+                where += f"; innermost Python frame: {os.path.basename(frame['file'])}:{frame['line']} in " \
+                         f"{frame['func']}"
+        if self.kind == "crash":
+            summary = f"the process running this check crashed: {self.cause} while in {where}"
+            cpp = f"{self.cause} (the run went on in a fresh worker process)"
+        else:
+            summary = f"this check hung: {where} {self.cause}"
+            cpp = f"no result after {self.seconds:.1f} s; the worker process was killed and the run went on"
+        details = []
+        if len(self.doing) > 1:
+            details.append("in progress, outermost first: " + " > ".join(self.doing))
+        if self.kind == "hang":
+            details.append(f"limits: --torchbind-timeout={timeout:g} s per call into the class, "
+                           f"{timeout * ITEM_LIMIT_FACTOR:g} s per item")
+        if self.stack:
+            details.append("Python stack at the crash (faulthandler, most recent call first):")
+            details += [f"  {ln.strip()}" for ln in self.stack]
+        details.append("to debug it in one process, rerun this item without isolation under gdb: "
+                       "gdb -ex run --args python -m pytest --torchbind-isolation=none <your options> -k <this item>")
+        return Failure(summary, cpp=cpp, details=tuple(details))
+
+
+
+def abandon_cause(lost: WorkerLost, process: str = "a worker process") -> str:
+    """What an abandoned call did, after its label (``"crashed a worker process (killed by SIGSEGV ...)"``):
+    the text :class:`~conformance.breadcrumbs.CallAbandoned` carries when the call is refused later; ``process``
+    names the process it took down."""
+    if lost.kind == "crash":
+        return f"crashed {process} ({lost.cause})"
+    if lost.kind == "memory":
+        return f"made {process} exceed its memory limit ({format_size(lost.limit)})"
+    return f"hung {process} (it {lost.cause})"
+
+
+def _current_thread_stack(dump: str, limit: int = 12) -> list[str]:
+    """The frames faulthandler printed for the crashing thread ("Current thread ..." block), most recent
+    first, at most ``limit``."""
+    lines = dump.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("Current thread")), None)
+    if start is None:
+        start = next((i for i, ln in enumerate(lines) if ln.startswith(("Thread", "Stack"))), None)
+    if start is None:
+        return []
+    frames = []
+    for ln in lines[start + 1:]:
+        if not ln.startswith("  ") or f"{os.sep}conformance{os.sep}process{os.sep}" in ln:
+            break  # the worker loop and the pytest frames it was forked from say nothing about the crash
+        frames.append(ln)
+    return frames[:limit]
+

@@ -1,0 +1,321 @@
+"""The supervisor: runs work items in a forked worker process, restarting it after a crash, a hang or too much
+memory (see :mod:`conformance.process`)."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import faulthandler
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, MutableMapping
+from multiprocessing.connection import Connection, Pipe
+from typing import Any
+
+from ..breadcrumbs import Tracer
+from .lost import ITEM_LIMIT_FACTOR, TIMEOUT_OPTION, WorkerLost, _current_thread_stack, abandon_cause, describe_exit
+from .memory import format_size, worker_memory
+from .page import CrumbPage, PageSink
+
+__all__ = ["Supervisor", "isolation_available", "DEFAULT_TIMEOUT", "ITEM_LIMIT_FACTOR", "GROWTH_LIMIT", "ATTEMPTS",
+           "HANGS"]
+
+#: Default of ``--torchbind-timeout``: seconds one call into the class's code may take.
+DEFAULT_TIMEOUT = 60.0
+
+_POLL_S = 0.05
+#: A worker is replaced after an item that grew its own resident memory by more than this (or by a quarter of the
+#: memory limit, when that is smaller).
+GROWTH_LIMIT = 1 << 30
+#: The abandon policy (:meth:`Supervisor.run_abandoning`): runs of one piece of work, each abandoning the call that
+#: took the previous worker down ...
+ATTEMPTS = 12
+#: ... of which at most this many may end in a hang (each costs the per-call timeout).
+HANGS = 3
+
+
+def isolation_available() -> bool:
+    """Process isolation needs ``os.fork`` (Linux; macOS forks badly once torch is loaded, so it is off there)."""
+    return hasattr(os, "fork") and sys.platform.startswith("linux")
+
+
+class Supervisor:
+    """Runs work items in a forked worker process, restarting it after a crash or a hang.
+
+    ``run_item(key)`` is called in the worker with a key handed to :meth:`run` and returns a picklable result
+    (the plugin's: :func:`conformance.runner.run_target` over the collected items); ``unsendable(result, exc)``
+    replaces a result that cannot be sent back (default: the worker fails, reported as a crash). ``tracer``: the
+    :class:`~conformance.breadcrumbs.Tracer` the worker's work reports its calls to; the worker attaches a
+    :class:`~conformance.process.page.PageSink` to it. ``abandoned``: call label -> what it did, shared by every
+    supervisor handed the same mapping (default: this supervisor's own). ``timeout``: seconds one timed call may
+    take (``0`` disables both limits); one item may take ``ITEM_LIMIT_FACTOR`` times that; ``timeout_option``
+    names that limit in messages, ``process_name`` the worker (what an abandoned call took down).
+    ``before_fork`` runs once, here, before the first worker is forked: imports every worker would otherwise
+    make on its own (slowly, inside a timed call, and again after each crash).
+    Keys registered with :meth:`register` after the current worker was forked make the next :meth:`run` fork a
+    new one, since the old worker cannot know them.
+    ``memory_limit``: bytes of its own resident memory a worker may hold (``0``: no limit; see the module
+    docstring); a worker is also replaced after an item that grew it by more than :attr:`growth_limit`, and before
+    an item of another ``group`` (the plugin's groups are classes) than the items it ran.
+    """
+
+    def __init__(self, run_item: Callable[[str], Any], timeout: float = DEFAULT_TIMEOUT,
+                 before_fork: Callable[[], None] | None = None, tracer: Tracer | None = None,
+                 memory_limit: int = 0, abandoned: MutableMapping[str, str] | None = None,
+                 timeout_option: str = TIMEOUT_OPTION, unsendable: Callable[[Any, Exception], Any] | None = None,
+                 process_name: str = "a worker process"):
+        self.run_item = run_item
+        self.memory_limit = memory_limit
+        self.growth_limit = min(GROWTH_LIMIT, memory_limit // 4) if memory_limit else GROWTH_LIMIT
+        self._group: str | None = None  # the group of the items the current worker ran
+        self._base = 0  # the pytest process's own memory when the worker was forked (the worker shares it)
+        self.tracer = tracer
+        self.abandoned: MutableMapping[str, str] = {} if abandoned is None else abandoned
+        self.timeout_option, self.process_name = timeout_option, process_name
+        self.unsendable = unsendable
+        self.before_fork = before_fork
+        self.timeout = timeout
+        self.item_limit = timeout * ITEM_LIMIT_FACTOR
+        self.keys: set[str] = set()
+        self._known: set[str] = set()
+        self._pid: int | None = None
+        self._conn: Connection | None = None
+        self._crumbs: CrumbPage | None = None
+        self._stackfile = None
+        self.started = 0  # workers forked so far
+        self.replaced = 0  # workers replaced because an item grew them by more than growth_limit
+        self.prepared: set[str] = set()  # preparation keys already run
+
+    def register(self, key: str) -> None:
+        self.keys.add(key)
+
+    # ----- lifecycle ----------------------------------------------------------------------------------------
+    def _start(self) -> None:
+        if self.before_fork is not None:
+            self.before_fork()
+            self.before_fork = None
+        parent, child = Pipe()
+        crumbs = CrumbPage()
+        stackfile = tempfile.TemporaryFile("w+")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._base = worker_memory() or 0
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the worker; its work is measured through the supervisor
+            parent.close()
+            _worker_main(child, crumbs, stackfile, self.run_item, self.tracer, self.abandoned, self.unsendable)
+        child.close()
+        with contextlib.suppress(OSError):
+            os.setpgid(pid, pid)  # as the worker does itself: whichever runs first, a kill can use the group
+        self._pid, self._conn, self._crumbs, self._stackfile = pid, parent, crumbs, stackfile
+        self._known = set(self.keys)
+        self.started += 1
+
+    def close(self) -> None:
+        """Stop the worker (it exits on end of input; killed if it does not within a second)."""
+        if self._pid is None:
+            return
+        self._conn.close()
+        deadline = time.monotonic() + 1.0
+        try:
+            while not os.waitpid(self._pid, os.WNOHANG)[0]:
+                if time.monotonic() >= deadline:
+                    self._kill()
+                    break
+                time.sleep(0.01)
+        except ChildProcessError:  # already reaped
+            pass
+        self._forget()
+
+    def _kill(self) -> None:
+        """Kill the worker and reap it; :meth:`_forget` then takes the rest of its process group."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self._pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self._pid, 0)
+
+    def _forget(self) -> None:
+        """Drop the worker; processes it started and left behind (compiler pools) go with its process group."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            self._conn.close()
+        with contextlib.suppress(Exception):
+            self._stackfile.close()
+        self._pid = self._conn = self._crumbs = self._stackfile = None
+        self._group = None
+
+    def _memory(self) -> int | None:
+        """The worker's own resident memory: what it holds beyond the pytest process's memory at the fork."""
+        used = worker_memory(self._pid)
+        return None if used is None else max(0, used - self._base)
+
+    # ----- running ------------------------------------------------------------------------------------------
+    def run(self, key: str, group: str | None = None) -> Any:
+        """Run the item ``key`` in the worker: what ``run_item`` returned, or :class:`WorkerLost` when the worker
+        crashed, was killed for hanging or exceeded the memory limit (the next call starts a new worker).
+        ``group`` (the plugin passes the item's class): a worker that ran items of another group is replaced
+        first."""
+        if self._pid is not None and (key not in self._known or (
+                group is not None and self._group is not None and group != self._group)):
+            self.close()
+        if self._pid is None:
+            self._start()
+        if group is not None:
+            self._group = group
+        conn, start = self._conn, time.monotonic()
+        before = self._memory()
+        try:
+            conn.send(key)
+        except OSError:
+            return self._lost_by_exit(start)
+        while True:
+            if conn.poll(_POLL_S):
+                try:
+                    outcome = conn.recv()
+                except (EOFError, OSError):
+                    return self._lost_by_exit(start)
+                return self._after_item(outcome, start, before)
+            pid, status = os.waitpid(self._pid, os.WNOHANG)
+            if pid:  # died while a process it started still holds the pipe open
+                return self._lost_by_exit(start, reaped=status)
+            if self.memory_limit > 0:
+                used = self._memory()
+                if used is not None and used > self.memory_limit:
+                    return self._lost_by_memory(start, self._crumbs.read()[1], used)
+            if self.timeout > 0:
+                now = time.monotonic()
+                since, doing = self._crumbs.read()
+                if since and now - since > self.timeout:
+                    return self._lost_by_hang(start, doing, f"did not return within {self.timeout:g} s "
+                                                            f"({self.timeout_option})")
+                if now - start > self.item_limit:
+                    limit = f"{self.item_limit:g} s ({ITEM_LIMIT_FACTOR} x {self.timeout_option})"
+                    return self._lost_by_hang(start, doing, f"was still running when the item reached its limit of "
+                                                            f"{limit}")
+
+    def run_abandoning(self, key: str, group: str | None = None, attempts: int = ATTEMPTS,
+                       hangs: int = HANGS) -> tuple[Any, list[WorkerLost]]:
+        """The abandon policy, the one place it is written: run ``key`` (in ``group``, as for :meth:`run`) until it
+        completes without losing the worker; each time the worker is lost inside a timed call (a crash, a hang, the
+        memory limit), that call is *abandoned* (kept in :attr:`abandoned`; the next worker's tracer refuses it with
+        :class:`~conformance.breadcrumbs.CallAbandoned`) and the work runs again in a fresh worker. It stops at the
+        first loss outside any call, or on a call abandoned already, after ``attempts`` runs, or at the
+        ``hangs + 1``-th hang. Returns ``(what the last run returned -- a WorkerLost when it was lost --, every
+        WorkerLost on the way)``."""
+        lost: list[WorkerLost] = []
+        result: Any = None
+        for _ in range(attempts):
+            result = self.run(key, group)
+            if not isinstance(result, WorkerLost):
+                break
+            lost.append(result)
+            if (result.call is None or result.call in self.abandoned
+                    or sum(x.kind == "hang" for x in lost) > hangs):
+                break  # nothing to abandon: what runs next meets the same end
+            self.abandoned[result.call] = abandon_cause(result, self.process_name)
+        return result, lost
+
+    def prepare_once(self, key: str, group: str | None = None) -> list[WorkerLost]:
+        """:meth:`run_abandoning` ``key`` (in ``group``) unless it already ran; the workers it lost."""
+        if key in self.prepared:
+            return []
+        self.prepared.add(key)
+        return self.run_abandoning(key, group)[1]
+
+    def _after_item(self, outcome: Any, start: float, before: int | None) -> Any:
+        """The item's outcome, unless the worker ended it above the memory limit (a leak faster than the polling:
+        the item fails as if it had been killed); the worker is replaced after an item that grew it by more than
+        :attr:`growth_limit`."""
+        after = self._memory()
+        if after is None:
+            return outcome
+        if self.memory_limit > 0 and after > self.memory_limit:
+            crumb = ("the check (the worker's memory was measured when the check returned)", False, None)
+            return self._lost_by_memory(start, [crumb], after)
+        if before is not None and after - before > self.growth_limit:
+            self.close()
+            self.replaced += 1
+        return outcome
+
+    def _lost_by_memory(self, start: float, doing: list[tuple[str, bool, str | None]], used: int) -> WorkerLost:
+        self._kill()
+        lost = WorkerLost.from_crumbs("memory", f"exceeded the memory limit of {format_size(self.memory_limit)}",
+                                      doing, [], time.monotonic() - start, used=used, limit=self.memory_limit)
+        self._forget()
+        return lost
+
+    def _lost_by_hang(self, start: float, doing: list[tuple[str, bool, str | None]], cause: str) -> WorkerLost:
+        self._kill()
+        lost = WorkerLost.from_crumbs("hang", cause, doing, [], time.monotonic() - start)
+        self._forget()
+        return lost
+
+    def _lost_by_exit(self, start: float, reaped: int | None = None) -> WorkerLost:
+        status = reaped
+        if status is None:
+            try:
+                status = os.waitpid(self._pid, 0)[1]
+            except ChildProcessError:
+                status = 0
+        _, doing = self._crumbs.read()
+        stack: list[str] = []
+        cause, sig, exited = describe_exit(status)
+        if sig is not None:
+            if sig == signal.SIGKILL:  # not by the supervisor: it kills only in _lost_by_hang / _lost_by_memory
+                cause += ", probably for running out of memory (the kernel's OOM killer; see dmesg)"
+            self._stackfile.seek(0)
+            stack = _current_thread_stack(self._stackfile.read())
+        lost = WorkerLost.from_crumbs("crash", cause, doing, stack, time.monotonic() - start, status=exited)
+        self._forget()
+        return lost
+
+
+def _worker_main(conn: Connection, crumbs: CrumbPage, stackfile, run_item: Callable[[str], Any],
+                 tracer: Tracer | None, abandoned: MutableMapping[str, str],
+                 unsendable: Callable[[Any, Exception], Any] | None) -> None:
+    """The worker's loop: receive a key, run it, send the outcome; exit at end of input (never returns)."""
+    status = 0
+    try:
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)  # its own process group, so a kill also reaches processes it started (compilers)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+        # Not the plugin's SIGTERM-as-Ctrl-C handler the fork inherited: SIGTERM ends a worker at once.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _die_with_parent()
+        faulthandler.enable(file=stackfile, all_threads=True)
+        if tracer is not None:  # for this process's whole life: the engine's calls go to the shared page
+            tracer.attach(PageSink(crumbs, abandoned))
+        while True:
+            try:
+                key = conn.recv()
+            except (EOFError, OSError):
+                break
+            crumbs.reset()
+            outcome = run_item(key)
+            crumbs.reset()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            try:
+                conn.send(outcome)
+            except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable value in the outcome's data
+                if unsendable is None:
+                    raise
+                conn.send(unsendable(outcome, exc))
+    except BaseException:  # noqa: BLE001 - never let the worker fall back into pytest's own code
+        import traceback
+
+        traceback.print_exc()
+        status = 70
+    finally:
+        os._exit(status)
+
+
+def _die_with_parent() -> None:
+    """Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)``: a worker spinning in C++ must not outlive a killed pytest."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
