@@ -102,6 +102,7 @@ def test_the_light_lists_match_the_registries():
     assert set(INI_KEYS) == _registered().ini
 
 
+@pytest.mark.process
 def test_a_run_that_does_not_ask_for_the_plugin_imports_no_torch(pytester):
     pytester.makepyfile(test_plain="import sys\n\ndef test_plain():\n    assert 'torch' not in sys.modules\n"
                                    "    assert 'conformance.pytest_run' not in sys.modules\n")

@@ -169,6 +169,7 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+@pytest.mark.process
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process isolation and /proc: Linux")
 def test_sigterm_stops_the_run_like_ctrl_c(pytester, samples):
     # Fault injection: in the isolation worker, the fourth item hangs (after saying so), so SIGTERM arrives

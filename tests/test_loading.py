@@ -198,6 +198,7 @@ def test_missing_python_file_with_a_function(dirs):
 
 
 # ----- libraries -----------------------------------------------------------------------------------------------------
+@pytest.mark.process
 def test_library_paths(dirs):
     (dirs["root"] / "libtbl.so").write_bytes(b"not an ELF file")
     assert repro_lines("libtbl.so", dirs["root"]) == [f"torch.ops.load_library({str(dirs['root'] / 'libtbl.so')!r})"]
@@ -216,6 +217,7 @@ def run_repro(lines: list[str], check: list[str], script_dir: Path, cwd: Path) -
                           env=env)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("home", ["cwd", "root"])
 def test_reproducer_imports_a_module_beside_the_cwd_or_rootdir_from_anywhere(dirs, home):
     write_fakes(dirs[home], "tbl_repro")
@@ -229,6 +231,7 @@ def test_reproducer_imports_a_module_beside_the_cwd_or_rootdir_from_anywhere(dir
     assert proc.stdout.strip() == "ok ['setup']"
 
 
+@pytest.mark.process
 def test_reproducer_imports_a_package_submodule_from_anywhere(dirs):
     package = dirs["cwd"] / "tbl_rpkg"
     package.mkdir()
@@ -241,6 +244,7 @@ def test_reproducer_imports_a_package_submodule_from_anywhere(dirs):
     assert proc.stdout.strip() == "ok ['setup']"
 
 
+@pytest.mark.process
 def test_reproducer_runs_a_python_file_function_from_anywhere(dirs):
     path = dirs["cwd"] / "tbl_rfile.py"
     path.write_text("import os\ndef setup():\n    print('ok', os.getcwd())\n")
@@ -271,6 +275,7 @@ def setup():
 """
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("spec", ["myfakes:setup", "myfakes.py:setup"])
 def test_console_script_loads_a_module_beside_the_invocation_directory(pytester, spec):
     pytester.makepyfile(myfakes=MYFAKES)
@@ -282,6 +287,7 @@ def test_console_script_loads_a_module_beside_the_invocation_directory(pytester,
     assert "torchbind[_TorchScriptTesting._Foo]::fake_class" in proc.stdout
 
 
+@pytest.mark.process
 def test_console_script_reports_a_module_found_nowhere(pytester):
     proc = console(pytester, "--torchbind-load=tbl_no_such_fakes", "--torchbind-class=_TorchScriptTesting::_Foo")
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout + proc.stderr

@@ -43,6 +43,7 @@ def build(tmp_path, monkeypatch):
     return make
 
 
+@pytest.mark.process
 @needs_gcc
 def test_the_dynamic_loaders_reason_is_shown(build):
     path = build("libundef.so")
@@ -54,6 +55,7 @@ def test_the_dynamic_loaders_reason_is_shown(build):
     assert f"caused by: OSError: {path}: undefined symbol: tbl_not_defined_anywhere" in message
 
 
+@pytest.mark.process
 def test_the_reason_for_a_file_that_is_no_library_is_shown(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "libjunk.so").write_bytes(b"not an ELF file at all, nothing like one" * 4)
@@ -62,6 +64,7 @@ def test_the_reason_for_a_file_that_is_no_library_is_shown(tmp_path, monkeypatch
     assert "\ncaused by: OSError: " in str(info.value) and "invalid ELF header" in str(info.value)
 
 
+@pytest.mark.process
 @needs_gcc
 @needs_fork
 def test_a_library_whose_initializers_crash_is_named_instead_of_ending_the_process(build):
@@ -73,6 +76,7 @@ def test_a_library_whose_initializers_crash_is_named_instead_of_ending_the_proce
         "fault); the library's static initializers (TORCH_LIBRARY blocks, globals) crashed")
 
 
+@pytest.mark.process
 @needs_gcc
 @needs_fork
 def test_a_library_whose_initializers_exit_is_named_too(build):
@@ -82,6 +86,7 @@ def test_a_library_whose_initializers_exit_is_named_too(build):
         apply_load_spec("libbye.so", path.parent)
 
 
+@pytest.mark.process
 @needs_gcc
 @needs_fork
 def test_pytest_reports_the_crashing_library_as_a_usage_error(pytester):
@@ -95,6 +100,7 @@ def test_pytest_reports_the_crashing_library_as_a_usage_error(pytester):
     assert "Traceback" not in err and "Fatal Python error" not in err
 
 
+@pytest.mark.process
 def test_a_directory_is_a_usage_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "tblf_build" / "lib.so").mkdir(parents=True)

@@ -67,6 +67,7 @@ def test_runs_of_two_torch_versions_show_both_statuses_and_what_changed(pytester
     assert "every check&#x27;s verdict, per run" in html or "every check's verdict, per run" in html
 
 
+@pytest.mark.process
 def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "conformance", "merge", str(tmp_path / "nope.json"), "-o",
                               str(tmp_path / "m.md")], capture_output=True, text=True)

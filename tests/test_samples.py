@@ -132,6 +132,7 @@ def test_constructor_that_rejects_every_generated_argument(broken_cpp):
                                                       "torchbind[samples_broken.PickyInit]::examples)")
 
 
+@pytest.mark.process
 def test_main_job_on_the_samples_passes(pytester, samples):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--torchbind-load=sample_classes",
                                            "--torchbind-class=samples::*", "-k", "not matrix")
@@ -140,6 +141,7 @@ def test_main_job_on_the_samples_passes(pytester, samples):
     assert outcomes["passed"] > 40 and "failed" not in outcomes and "skipped" not in outcomes
 
 
+@pytest.mark.process
 def test_broken_fake_installed_from_the_command_line(pytester, samples):
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--torchbind-load=sample_classes",

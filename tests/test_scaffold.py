@@ -109,6 +109,7 @@ def assert_structural_checks_pass(entries: dict[str, dict], verdicts: dict[str, 
                 assert v.status in ("passed", "skipped"), (qualname, v)
 
 
+@pytest.mark.process
 def test_every_sample_class(samples):
     entries, verdicts = samples
     assert set(entries) == SAMPLE_CLASSES
@@ -132,6 +133,7 @@ def test_every_sample_class(samples):
     assert_structural_checks_pass(entries, verdicts, CPP_FAULTS)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("qualname", list(EXPECTED))
 def test_inferred_bodies_pass_agreement_and_differential(samples, qualname):
     entries, verdicts = samples
@@ -147,6 +149,7 @@ def test_inferred_bodies_pass_agreement_and_differential(samples, qualname):
     assert text_of(samples, qualname).count("@torch.library.register_fake(") >= ops
 
 
+@pytest.mark.process
 def test_every_inferred_body_passes_agreement(samples):
     """What the scaffold keeps, the plugin's agreement check accepts (a failing candidate became a stub)."""
     entries, verdicts = samples
@@ -160,6 +163,7 @@ def test_every_inferred_body_passes_agreement(samples):
                 assert "raise NotImplementedError(" in body, (qualname, v)
 
 
+@pytest.mark.process
 def test_crashing_and_hanging_calls_are_left_out(samples):
     text = text_of(samples, "samples_unsafe::CrashyStack")
     assert "# not observed: CrashyStack().pop() crashed the process (killed by SIGSEGV" in text
@@ -168,6 +172,7 @@ def test_crashing_and_hanging_calls_are_left_out(samples):
     assert "raise NotImplementedError(" in wait_for and "did not return within 2 s" in wait_for
 
 
+@pytest.mark.process
 @needs_torch_testlib
 def test_every_torch_test_class(tmp_path):
     entries = batch(TORCH_LIBRARY_ONLY, ["_TorchScriptTesting::*"], tmp_path)
@@ -185,6 +190,7 @@ def test_every_torch_test_class(tmp_path):
             "from any other imported module") in queue
 
 
+@pytest.mark.process
 def test_check_prints_the_verdicts(tmp_path):
     path = tmp_path / "fake_counter.py"
     proc = scaffold("samples::Counter", "--load", LIBRARY_ONLY, "--output", str(path), "--check", "--examples", "10")
@@ -197,6 +203,7 @@ def test_check_prints_the_verdicts(tmp_path):
     assert "--torchbind-class=samples::Counter" in text
 
 
+@pytest.mark.process
 def test_a_class_with_preconditions_is_observed_with_the_adopters_arguments(tmp_path):
     """samples_inputs::PagedCache with sample_classes/adopter_inputs.py (examples, object-dependent strategies, the
     raw-pointer method excluded): get(i) is observed on non-empty caches with valid indices and inferred as an
@@ -234,6 +241,7 @@ def table(stdout: str) -> list[Verdict]:
     return rows
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("qualname", list(EXPECTED))
 def test_generated_module_content(samples, qualname):
     text = text_of(samples, qualname)
@@ -246,6 +254,7 @@ def test_generated_module_content(samples, qualname):
     assert text.count("@torch.library.register_fake(") == ops
 
 
+@pytest.mark.process
 def test_tensor_queue_module(samples):
     text = text_of(samples, "samples::TensorQueue")
     assert "def __init__(self, queue: list[torch.Tensor], init_tensor_: torch.Tensor) -> None:" in text
@@ -259,6 +268,7 @@ def test_tensor_queue_module(samples):
     assert "return x * foo.size()" in text
 
 
+@pytest.mark.process
 def test_versioned_static_methods(samples):
     text = text_of(samples, "samples_patterns::Versioned")
     assert "    @staticmethod\n    def version() -> int:" in text
@@ -266,6 +276,7 @@ def test_versioned_static_methods(samples):
     assert "    @staticmethod\n    def clamp(_0: int, _1: int) -> int:" in text
 
 
+@pytest.mark.process
 def test_uninferred_body_says_what_was_observed(samples):
     text = text_of(samples, "samples::Config")
     assert "def add(self, x: torch.Tensor, alpha: float = 1.0) -> None:" in text
@@ -300,6 +311,7 @@ def test_class_without_flatten(capsys, tmp_path):
     assert "has no __obj_flatten__ method" in err and "tuple of (name, value) tuples" in err
 
 
+@pytest.mark.process
 def test_library_that_does_not_load(capsys, tmp_path):
     bad = tmp_path / "libbad.so"
     bad.write_text("not a library")
@@ -308,6 +320,7 @@ def test_library_that_does_not_load(capsys, tmp_path):
     assert "loading the library failed" in err and "--load " in err
 
 
+@pytest.mark.process
 def test_existing_output_needs_force(capsys, tmp_path):
     out = tmp_path / "x.py"
     out.write_text("# mine\n")
