@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from conformance import plugin
 
 ROOT = Path(__file__).resolve().parent.parent
