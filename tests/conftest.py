@@ -102,3 +102,45 @@ def engine_of(register=None, settings=None):
             register()
         registry = REGISTRY.copy()
     return Engine(settings, registry=registry)
+
+
+# ----- the `process` marker -----------------------------------------------------------------------------------
+# `pytest -m "not process"` is the in-process core. With TORCHBIND_AUDIT_PROCESSES=1 every test that is not marked
+# `process` fails when its call (fixtures excluded) forks or starts a process: how the markers were found, and how
+# to check them after a change. (Off by default: torch starts some helpers once per process, e.g. inductor's
+# compile workers, so whether a test starts one can depend on what ran before it in that process.)
+_AUDIT = os.environ.get("TORCHBIND_AUDIT_PROCESSES") == "1"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    if not _AUDIT or item.get_closest_marker("process"):
+        return (yield)
+    import multiprocessing.util
+    import subprocess
+
+    started: list[str] = []
+    fork, execute, spawnv = os.fork, subprocess.Popen._execute_child, multiprocessing.util.spawnv_passfds
+
+    def watched_fork():
+        started.append("os.fork()")
+        return fork()
+
+    def watched_execute(self, args, *rest, **kwargs):
+        started.append(f"subprocess {args if isinstance(args, str) else ' '.join(map(str, args))[:120]}")
+        return execute(self, args, *rest, **kwargs)
+
+    def watched_spawnv(path, args, passfds):
+        started.append(f"multiprocessing spawn {path}")
+        return spawnv(path, args, passfds)
+
+    os.fork, subprocess.Popen._execute_child, multiprocessing.util.spawnv_passfds = \
+        watched_fork, watched_execute, watched_spawnv
+    try:
+        result = yield
+    finally:
+        os.fork, subprocess.Popen._execute_child, multiprocessing.util.spawnv_passfds = fork, execute, spawnv
+    if started:
+        raise AssertionError(f"started a process without the `process` marker: {started[0]} "
+                             f"({len(started)} in all); mark the test @pytest.mark.process")
+    return result

@@ -243,6 +243,7 @@ def test_signature_accepts_any_anywhere_in_a_fake_annotation(adopter, inputs):
     assert "return: annotated List[Any], C++ returns Tensor" in got[("signature", "scratch")].failures[0].details
 
 
+@pytest.mark.process  # compiles with inductor / AOTInductor: runs the C++ compiler
 def test_tracing_mode_real_skips_what_needs_a_fake_and_runs_the_rest(inputs):
     real = torch.classes.samples_inputs.RealEngine(2)
     # Plain torch: with tracing_mode() == "real" fakification hands back the real object; the fake is never used.

@@ -126,6 +126,7 @@ def test_aoti_rejects_object_inputs_as_a_known_limitation(samples):
     assert (result.status, result.limitation) == ("unsupported", "aoti-object-input")
 
 
+@pytest.mark.process  # compiles with inductor / AOTInductor: runs the C++ compiler
 def test_aoti_runs_an_attribute_program(samples):
     scn = scenario(ENGINE.context(QUEUE), "tensors.attr")
     assert "obj.size()" not in scn.source and "obj.pop()" in scn.source
