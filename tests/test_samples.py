@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from conformance.discovery import expand_selector
-from conformance.runner import run_class
+from conformance.runner import Engine, run_class
+from conformance.settings import DEFAULT_EXAMPLES, Settings
+
+#: The differential test's budget in these sweeps over every check: its explicit two-call sequences plus a few
+#: random ones. Its own rule (``check == "differential"``) gets the default budget, and
+#: tests/test_differential.py runs the correct fakes over the default budget repeatedly.
+SWEEP = Settings(examples=10)
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +34,7 @@ def test_there_are_three_sample_classes(samples):
 
 @pytest.mark.parametrize("qualname", ["samples::Config", "samples::Counter", "samples::TensorQueue"])
 def test_correct_fakes_pass_every_check(samples, qualname):
-    outcomes = run_class(qualname, skip={"matrix"})
+    outcomes = run_class(qualname, skip={"matrix"}, engine=Engine(SWEEP))
     checks = {o.check for o in outcomes}
     assert {"fake_class", "coverage", "signature", "return_type", "flatten", "roundtrip", "agreement",
             "deepcopy"} <= checks
@@ -46,8 +52,9 @@ def test_every_check_has_a_broken_fake():
 
 @pytest.mark.parametrize("broken", _broken(), ids=lambda b: b.name)
 def test_broken_fake_is_caught_by_its_check(samples, broken):
+    settings = Settings(examples=DEFAULT_EXAMPLES) if broken.check == "differential" else SWEEP
     with broken.installed():
-        outcomes = run_class(broken.qualname, skip={"matrix"})
+        outcomes = run_class(broken.qualname, skip={"matrix"}, engine=Engine(settings))
     failures = [(o, f) for o in outcomes for f in o.failures]
     hits = [(o, f) for o, f in failures if o.check == broken.check and broken.method in (None, f.target or o.target)]
     assert hits, (f"{broken.name} ({broken.rule}) was not reported by {broken.check}"
