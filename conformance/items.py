@@ -43,6 +43,8 @@ class Collection:
         self.engine, self.classes, self.known, self.torch_version = engine, classes, known, torch_version
         self.run_item, self.on_register = run_item, on_register
         self.items: dict[str, CheckTarget] = {}
+        #: Node id prefixes the command line named the gate by (``torchbind[ns.Cls]::matrix``); empty: all items.
+        self.named: list[str] = []
 
     def plan(self, qualname: str) -> list[CheckTarget]:
         """The class's units, with the run's check and backend filters."""
@@ -52,11 +54,18 @@ class Collection:
     def collect(self, session: pytest.Session, items: list) -> None:
         """Add the torchbind items of every selected class, and mark the baseline's known failures as strict
         xfails."""
+        ours = []
         for qualname in self.classes:
             info = self.engine.context(qualname).info
             collector = TorchbindClass.from_parent(session, name=info.test_name, nodeid=info.test_name,
                                                    qualname=qualname, collection=self)
-            items.extend(session.genitems(collector))
+            ours.extend(session.genitems(collector))
+        for arg in self.named:
+            if not any(_named_by(item.nodeid, arg) for item in ours):
+                raise pytest.UsageError(f"{arg}: no conformance item matches; the selected classes' items are "
+                                        f"{', '.join(sorted({i.nodeid.partition('::')[0] for i in ours})) or 'none'}"
+                                        " (their ids: pytest --collect-only -q torchbind)")
+        items.extend(i for i in ours if not self.named or any(_named_by(i.nodeid, arg) for arg in self.named))
         known = applying(self.known, self.torch_version)  # entries for another torch do not apply here
         for item in items:
             if isinstance(item, TorchbindCheckItem) and item.nodeid in known:
@@ -67,6 +76,14 @@ class Collection:
         self.items[nodeid] = unit
         if self.on_register is not None:
             self.on_register(nodeid)
+
+
+def _named_by(nodeid: str, arg: str) -> bool:
+    """Whether the gate argument ``arg`` (``torchbind``, ``torchbind[ns.Cls]``, ``torchbind[ns.Cls]::matrix``,
+    a whole node id) names the item ``nodeid``."""
+    if arg == "torchbind" or nodeid == arg:
+        return True
+    return nodeid.startswith(arg + "::") or ("::" in arg and nodeid.startswith(arg + "["))
 
 
 class CheckFailed(Exception):

@@ -19,7 +19,7 @@ from .process import DEFAULT_TIMEOUT, ITEM_LIMIT_FACTOR, isolation_available
 from .reports import FORMATS
 from .settings import DEFAULT_EXAMPLES, Settings
 
-__all__ = ["add_options", "check_ini_keys", "requested", "RunOptions", "read_options", "parse_size",
+__all__ = ["add_options", "check_ini_keys", "requested", "claim_gate_arguments", "gate_selected", "GATE", "RunOptions", "read_options", "parse_size",
            "default_memory_limit"]
 
 
@@ -99,6 +99,39 @@ def check_ini_keys(config: pytest.Config) -> None:
             close = difflib.get_close_matches(key, INI_KEYS, n=1, cutoff=0.5)
             hint = f"did you mean {close[0]}?" if close else f"the plugin's keys are {', '.join(INI_KEYS)}"
             raise pytest.UsageError(f"unknown ini key {key!r} in {config.inipath}: {hint}")
+
+
+#: The gate's name on the command line: ``pytest torchbind``, ``pytest 'torchbind[ns.Cls]'``,
+#: ``pytest 'torchbind[ns.Cls]::matrix'`` (a path-like argument naming its items by node id prefix).
+GATE = "torchbind"
+
+
+def claim_gate_arguments(config: pytest.Config) -> list[str]:
+    """Take the arguments that name the gate (``torchbind``, ``torchbind[ns.Cls]...``; not an existing path) out
+    of ``config.args``, so pytest does not look for them as files, and return them (node id prefixes of the items
+    to run). Call it in every process (pytest-xdist workers re-read the command line)."""
+    def names_gate(arg: str) -> bool:
+        head = arg.split("::")[0]
+        if head != GATE and not head.startswith(GATE + "["):
+            return False
+        return not (Path(str(config.invocation_params.dir)) / head).exists()
+
+    named = [arg for arg in config.args if names_gate(arg)]
+    if named:
+        config.args[:] = [arg for arg in config.args if arg not in named]
+    return named
+
+
+def gate_selected(config: pytest.Config, named: list[str]) -> bool:
+    """Whether this run collects the conformance items, the way pytest users expect of any tests: when the run
+    names them — a gate argument (``named``, :func:`claim_gate_arguments`), ``--torchbind-class`` on the command
+    line, or a ``-m`` expression that mentions ``torchbind`` — or names no paths at all (``pytest`` with the ini
+    keys runs the gate beside the ``testpaths``). A run of one's own file, directory or node id does not."""
+    if named or config.getoption("torchbind_class"):
+        return True
+    if GATE in (getattr(config.option, "markexpr", "") or ""):
+        return True
+    return config.args_source is not pytest.Config.ArgsSource.ARGS
 
 
 def requested(config: pytest.Config) -> bool:

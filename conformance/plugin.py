@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from .names import BACKEND_NAMES, CHECK_NAMES
-from .options import add_options, check_ini_keys, requested
+from .options import add_options, check_ini_keys, claim_gate_arguments, gate_selected, requested
 
 RUN_KEY = pytest.StashKey["PluginRun"]()
 
@@ -29,10 +29,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "torchbind: a generated TorchBind conformance check")
     check_ini_keys(config)
-    if requested(config):
+    named = claim_gate_arguments(config)
+    if requested(config) and gate_selected(config, named):
         from .pytest_run import PluginRun
 
-        config.stash[RUN_KEY] = PluginRun.configure(config)
+        config.stash[RUN_KEY] = PluginRun.configure(config, named)
 
 
 def _run(config: pytest.Config):

@@ -94,10 +94,12 @@ class PluginRun:
 
     # ----- configure --------------------------------------------------------------------------------------------
     @classmethod
-    def configure(cls, config: pytest.Config) -> PluginRun:
+    def configure(cls, config: pytest.Config, named: list[str] = ()) -> PluginRun:
         """Validate the options, load the libraries and fakes, expand the class selectors, and set up isolation
         and, on the controller, the recorder. The engine reads the process's registry (decorators that already
-        ran, and those the loaded modules run). Raises ``pytest.UsageError`` for bad input."""
+        ran, and those the loaded modules run). ``named``: the gate arguments of the command line
+        (:func:`~conformance.options.claim_gate_arguments`), which limit the items collected. Raises
+        ``pytest.UsageError`` for bad input."""
         options = read_options(config, [c.name for c in all_checks()], [b.name for b in all_backends()])
         rootdir = Path(str(config.rootpath))
         load_code = [line for spec in options.load for line in repro_lines(spec, rootdir)]
@@ -111,6 +113,7 @@ class PluginRun:
         if warning:
             config.issue_config_time_warning(pytest.PytestWarning(warning), stacklevel=2)
         run = cls(config, options, engine)
+        run.collection.named = list(named)
         config.add_cleanup(run.unconfigure)
         if run.recorder is not None:
             config.pluginmanager.register(run.recorder, "torchbind-recorder")

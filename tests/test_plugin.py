@@ -57,6 +57,48 @@ def test_runs_beside_ordinary_tests_and_ini_twins(pytester):
     result.stdout.fnmatch_lines(["*collected*items*"])
 
 
+def test_the_gate_is_collected_only_where_the_run_selects_it(pytester):
+    pytester.makepyfile(test_ordinary="def test_plain():\n    assert 1 + 1 == 2\n")
+    pytester.makeini(f"""
+        [pytest]
+        torchbind_classes = _TorchScriptTesting::_ContainsTensor
+        torchbind_load = {TORCH_SPEC}
+    """)
+
+    def collected(*args):
+        result = run_inprocess(pytester, "--collect-only", "-q", *args)
+        assert result.ret in (0, pytest.ExitCode.NO_TESTS_COLLECTED), result.stdout.str()
+        return [ln for ln in result.outlines if "::" in ln and not ln.startswith(" ")]
+
+    # One's own file, or one test of it: only what was asked for, and the plugin sets nothing up.
+    assert collected("test_ordinary.py") == ["test_ordinary.py::test_plain"]
+    assert collected("test_ordinary.py::test_plain") == ["test_ordinary.py::test_plain"]
+    result = run_inprocess(pytester, "test_ordinary.py")
+    result.assert_outcomes(passed=1)
+    assert not any(ln.startswith("torchbind:") for ln in result.outlines)  # no header: nothing was loaded
+    # No paths: the ini's gate beside the testpaths.
+    everything = collected()
+    assert "test_ordinary.py::test_plain" in everything and "torchbind[_TorchScriptTesting._ContainsTensor]::roundtrip" \
+        in everything
+    # The gate by name (a path-like argument), a class of it, a check of it, one item; or by marker; or by option.
+    gate = [i for i in everything if i.startswith("torchbind[")]
+    assert collected("torchbind") == gate
+    assert collected("torchbind[_TorchScriptTesting._ContainsTensor]") == gate
+    assert collected("torchbind[_TorchScriptTesting._ContainsTensor]::roundtrip") == [
+        "torchbind[_TorchScriptTesting._ContainsTensor]::roundtrip"]
+    assert collected("test_ordinary.py", "torchbind") == ["test_ordinary.py::test_plain", *gate]
+    assert collected("test_ordinary.py", "-m", "torchbind") == gate
+    assert collected("test_ordinary.py", "--torchbind-class=_TorchScriptTesting::_ContainsTensor") == [
+        "test_ordinary.py::test_plain", *gate]
+    result = run_inprocess(pytester, "torchbind[_TorchScriptTesting._ContainsTensor]::fake_class")
+    result.assert_outcomes(passed=1)
+    # A name that matches nothing is a usage error, not an empty green run.
+    result = run_inprocess(pytester, "torchbind[nosuch.Cls]")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "torchbind[nosuch.Cls]: no conformance item matches; the selected classes' items are " \
+           "torchbind[_TorchScriptTesting._ContainsTensor]" in result.stderr.str()
+
+
 @pytest.mark.process
 def test_the_users_own_tests_see_torch_as_they_left_it(pytester):
     # Under xdist the plugin runs its items with fewer intra-op threads per worker; the user's tests in the same
