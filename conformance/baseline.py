@@ -7,15 +7,19 @@ Format (``"schema": "torchbind-baseline/1"``)::
       "known_failures": {
         "torchbind[samples.TensorQueue]::coverage[top]": "the fake lacks top",
         "torchbind[samples.TensorQueue]::matrix[sequence-inductor]": {
-          "reason": "inductor indexes Tensor[] results ...", "torch": "!=2.14.*"},
+          "reason": "inductor indexes Tensor[] results ...", "torch": "<2.14"},
+        "torchbind[samples.TensorQueue]::agreement[pop]": {
+          "reason": "the fake returns ...", "observed": ["2.13", "2.14"]},
         ...
       }
     }
 
-An entry is a reason, or ``{"reason": ..., "torch": SPECIFIER}``: a PEP 440 specifier set
-(``packaging.specifiers``) of the torch releases it applies to, matched against the running torch's release
-(``2.14.1+cu130`` counts as ``2.14.1``). An entry whose specifier does not match the running torch does not apply:
-its test runs as an ordinary test (neither an expected failure nor an XPASS), so one file serves every torch
+An entry is a reason (it applies to every torch), ``{"reason": ..., "torch": SPECIFIER}`` (a PEP 440 specifier set,
+``packaging.specifiers``, of the torch releases it applies to, matched against the running torch's release:
+``2.14.1+cu130`` counts as ``2.14.1``; written by hand, e.g. ``"<2.14"`` for a torch bug fixed in 2.14), or
+``{"reason": ..., "observed": ["2.13", "2.14"]}``: the torch series on which the failure was observed, which is
+what ``--torchbind-accept`` writes; it applies to those series only. An entry that does not apply to the running
+torch leaves its test an ordinary test (neither an expected failure nor an XPASS), so one file serves every torch
 version a library tests against.
 
 Listed tests run as ``xfail(strict=True)`` with the listed reason: a listed test that now passes fails the run
@@ -23,13 +27,14 @@ Listed tests run as ``xfail(strict=True)`` with the listed reason: a listed test
 file from the run (modelled on expecttest's accept mode and ``torch/testing/_internal/optests``'
 ``failures_dict.json``), changing only what the run saw:
 
-* a test whose check ran and failed is listed, keeping an existing (reviewed) reason, else with its summary; an
-  existing entry that did not apply to this torch is widened to apply to it too (the specifiers that exclude
-  it are dropped);
-* a test whose check ran and passed narrows its entry to exclude this torch: on the newest tested series (or a
-  newer one) from that series on (``"torch": "<2.14"``: fixed in 2.14), on an older series only that series
-  (``"!=2.13.*"``: one run cannot tell a fix in a newer torch from a break in an older one); an entry that then
-  matches no tested release (:data:`conformance.versions.TESTED`) is dropped;
+* a test whose check ran and failed is listed, keeping an existing (reviewed) reason, else with its summary and
+  ``"observed": [this series]``; this torch's series is added to an existing entry's ``observed``; a
+  hand-written ``torch`` specifier that excludes this torch is widened to include it (the specifiers that
+  exclude it are dropped);
+* a test whose check ran and passed where its entry applied: this torch's series leaves the entry's
+  ``observed``, and an entry with no series left is dropped; a reason-only or ``torch``-specifier entry is
+  dropped (its failure is not observed here; a run on a torch where it still fails lists it again, observed
+  there). No entry ever expects a failure on a torch where none was observed;
 * entries of tests that did not reach a verdict are kept as they are: skipped, deselected (``-k``, ``-m``), not
   collected, interrupted, or errored outside the check (a setup or teardown error);
 * a **stale** entry names a test of a class selected in this run that the class's plan no longer has (a method,
@@ -53,10 +58,10 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .files import write_text_atomically
 from .results import ConformanceError
-from .versions import NEWEST_TESTED, TESTED, torch_release
+from .versions import torch_release
 
 __all__ = ["SCHEMA", "BaselineError", "Entry", "load_baseline", "save_baseline", "merge_accepted", "stale_entries",
-           "applying"]
+           "applying", "accept_changes", "series"]
 
 SCHEMA = "torchbind-baseline/1"
 
@@ -65,26 +70,54 @@ class BaselineError(ConformanceError, ValueError):
     """The baseline file cannot be read or does not have the documented structure."""
 
 
+def series(torch_version: str) -> str:
+    """The torch series (``"2.14"``) of ``torch_version`` (``torch.__version__``, ``"2.14.1+cu130"``)."""
+    release = torch_release(torch_version)
+    return f"{release.major}.{release.minor}"
+
+
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    """One known failure: its ``reason`` and, optionally, the ``torch`` releases it applies to (a PEP 440
-    specifier set such as ``"<2.14"`` or ``"!=2.14.*"``; ``None``: every release)."""
+    """One known failure: its ``reason`` and where it applies: ``observed`` (the torch series it was observed on,
+    sorted, as ``--torchbind-accept`` records them) or ``torch`` (a hand-written PEP 440 specifier set such as
+    ``"<2.14"``); neither: every release."""
 
     reason: str
     torch: str | None = None
+    observed: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "observed", _sorted_series(self.observed))  # one spelling: sorted, no repeats
 
     def applies_to(self, torch_version: str) -> bool:
         """Whether the entry applies to ``torch_version`` (``torch.__version__``; its local label is ignored)."""
+        if self.observed:
+            return series(torch_version) in self.observed
         return self.torch is None or SpecifierSet(self.torch).contains(torch_release(torch_version),
                                                                         prereleases=True)
 
-    def to_json(self) -> str | dict[str, str]:
+    def where(self) -> str:
+        """Where it applies, for messages: ``torch 2.13, 2.14``, ``torch <2.14`` or ``every torch``."""
+        if self.observed:
+            return "torch " + ", ".join(self.observed)
+        return f"torch {self.torch}" if self.torch else "every torch"
+
+    def to_json(self) -> str | dict:
+        if self.observed:
+            return {"reason": self.reason, "observed": list(self.observed)}
         return self.reason if self.torch is None else {"reason": self.reason, "torch": self.torch}
 
 
 def _entry(test_id: str, value, path: Path) -> Entry:
     if isinstance(value, str):
         return Entry(value)
+    if isinstance(value, dict) and isinstance(value.get("reason"), str) and "observed" in value:
+        seen = value["observed"]
+        if set(value) != {"reason", "observed"} or not isinstance(seen, list) or not seen or not all(
+                isinstance(x, str) and x.count(".") == 1 and all(p.isdigit() for p in x.split(".")) for x in seen):
+            raise BaselineError(f"{path}: {test_id}: \"observed\" must be a non-empty list of torch series such as "
+                                f"[\"2.13\", \"2.14\"] (and no \"torch\" beside it), got {seen!r}")
+        return Entry(value["reason"], observed=_sorted_series(seen))
     if isinstance(value, dict) and isinstance(value.get("reason"), str) and set(value) <= {"reason", "torch"}:
         spec = value.get("torch")
         if spec is not None:
@@ -94,8 +127,8 @@ def _entry(test_id: str, value, path: Path) -> Entry:
                 raise BaselineError(f"{path}: {test_id}: \"torch\" must be a PEP 440 specifier such as \"<2.14\" "
                                     f"or \"!=2.14.*\", got {spec!r}") from None
         return Entry(value["reason"], spec)
-    raise BaselineError(f"{path}: {test_id}: an entry is a reason string or {{\"reason\": ..., \"torch\": "
-                        "SPECIFIER}")
+    raise BaselineError(f"{path}: {test_id}: an entry is a reason string, {{\"reason\": ..., \"torch\": "
+                        "SPECIFIER} or {\"reason\": ..., \"observed\": [SERIES, ...]}")
 
 
 def load_baseline(path: Path, missing_ok: bool = False) -> dict[str, Entry]:
@@ -122,11 +155,15 @@ def applying(entries: dict[str, Entry], torch_version: str) -> dict[str, str]:
     return {k: e.reason for k, e in entries.items() if e.applies_to(torch_version)}
 
 
+def _sorted_series(values) -> tuple[str, ...]:
+    return tuple(sorted(set(values), key=lambda v: tuple(int(p) for p in v.split("."))))
+
+
 def _as_entry(value) -> Entry:
     if isinstance(value, Entry):
         return value
     if isinstance(value, dict):
-        return Entry(value["reason"], value.get("torch"))
+        return Entry(value["reason"], value.get("torch"), _sorted_series(value.get("observed", ())))
     return Entry(value)
 
 
@@ -139,22 +176,6 @@ def save_baseline(path: Path, failures: dict[str, Entry | str | dict]) -> None:
     write_text_atomically(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 
-def _narrowed(entry: Entry, torch_version: str) -> Entry | None:
-    """``entry`` excluding this torch: from its series on (``<2.14``) when it is the newest tested series or
-    newer (a fix, the usual case), else only its series (``!=2.13.*``: one run cannot tell a fix in a newer torch
-    from a break in an older one). ``None`` when the entry then matches no tested release."""
-    release = torch_release(torch_version)
-    if (release.major, release.minor) >= (NEWEST_TESTED.major, NEWEST_TESTED.minor):
-        series = f"<{release.major}.{release.minor}"
-    else:
-        series = f"!={release.major}.{release.minor}.*"
-    spec = SpecifierSet(entry.torch or "") & SpecifierSet(series)
-    if not any(spec.contains(f"{tested}.0", prereleases=True) for tested in TESTED) and not any(
-            spec.contains(f"{tested}.99", prereleases=True) for tested in TESTED):
-        return None
-    return Entry(entry.reason, str(spec))
-
-
 def _widened(entry: Entry, torch_version: str) -> Entry:
     """``entry`` made to apply to ``torch_version`` too: the specifiers that exclude it are dropped."""
     release = torch_release(torch_version)
@@ -165,30 +186,52 @@ def _widened(entry: Entry, torch_version: str) -> Entry:
 def merge_accepted(old: dict[str, Entry | str], results: dict[str, tuple[bool, str]],
                    stale: Collection[str] = (), torch_version: str | None = None) -> dict[str, Entry]:
     """The baseline after an accepting run on ``torch_version`` (default: the running torch). ``results`` maps
-    each test id whose check ran to a verdict to ``(failed, summary)``: a failing test is listed (an existing
-    entry keeps its reason and is widened to this torch if it did not apply, else the failure's summary is the
-    reason); a passing test's entry is narrowed to exclude this torch's series (dropped when nothing tested is
-    left). Entries for tests not in ``results`` (skipped, deselected, not collected, errored outside the check)
-    are kept unchanged, except the ``stale`` ids (see :func:`stale_entries`), which are removed. Returns the new
-    ``{test id: Entry}``."""
+    each test id whose check ran to a verdict to ``(failed, summary)``: a failing test is listed (a new entry with
+    its summary, observed on this series; an existing one keeps its reason and records this series, or is widened
+    to this torch when a hand-written specifier excluded it); a passing test whose entry applied loses this
+    series (the entry is dropped when no series is left, and a reason-only or specifier entry is dropped: see the
+    module docstring). Entries for tests not in ``results`` (skipped, deselected, not collected, errored outside
+    the check) are kept unchanged, except the ``stale`` ids (see :func:`stale_entries`), which are removed.
+    Returns the new ``{test id: Entry}``."""
     if torch_version is None:
         import torch
 
         torch_version = torch.__version__
+    here = series(torch_version)
     entries = {k: _as_entry(v) for k, v in old.items()}
     merged = {k: v for k, v in entries.items() if k not in results and k not in stale}
     for test_id, (failed, summary) in results.items():
         entry = entries.get(test_id)
         if failed:
-            merged[test_id] = Entry(summary) if entry is None else (
-                entry if entry.applies_to(torch_version) else _widened(entry, torch_version))
+            if entry is None:
+                merged[test_id] = Entry(summary, observed=(here,))
+            elif entry.observed:
+                merged[test_id] = dataclasses.replace(entry, observed=_sorted_series((*entry.observed, here)))
+            else:
+                merged[test_id] = entry if entry.applies_to(torch_version) else _widened(entry, torch_version)
         elif entry is not None and entry.applies_to(torch_version):
-            narrowed = _narrowed(entry, torch_version)
-            if narrowed is not None:
-                merged[test_id] = narrowed
+            left = tuple(x for x in entry.observed if x != here)
+            if left:
+                merged[test_id] = dataclasses.replace(entry, observed=left)
         elif entry is not None:
             merged[test_id] = entry  # passed where it does not apply: nothing learnt about where it does
     return merged
+
+
+def accept_changes(old: dict[str, Entry | str], new: dict[str, Entry]) -> list[str]:
+    """What an accepting run changed, one line per test id, sorted: ``added ID (torch 2.14)``, ``dropped ID``,
+    ``changed ID: torch 2.13 -> torch 2.13, 2.14``."""
+    before = {k: _as_entry(v) for k, v in old.items()}
+    lines = []
+    for test_id in sorted(set(before) | set(new)):
+        a, b = before.get(test_id), new.get(test_id)
+        if a is None:
+            lines.append(f"added {test_id} ({b.where()})")
+        elif b is None:
+            lines.append(f"dropped {test_id}")
+        elif a != b:
+            lines.append(f"changed {test_id}: {a.where()} -> {b.where()}")
+    return lines
 
 
 def stale_entries(known: Iterable[str], prefix: str, planned: Collection[str]) -> list[str]:

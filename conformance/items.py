@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .baseline import Entry, applying
+from .baseline import Entry
 from .results import Outcome
 from .runner import CheckTarget, Engine, plan
 
@@ -33,14 +33,16 @@ ITEM_DATA = "torchbind_data"
 
 class Collection:
     """What one run collects: the items of each selected class (``classes``) of ``engine``, planned with the run's
-    filters (``engine.settings.checks`` and ``.backends``), the baseline's ``known`` failures of this ``torch_version``
-    marked as strict xfails, and the table of collected items (node id -> :class:`~conformance.runner.CheckTarget`)
+    filters (``engine.settings.checks`` and ``.backends``), the baseline's ``known`` failures (read from
+    ``baseline_path``) that apply to this ``torch_version`` marked as strict xfails, and the table of collected items (node id -> :class:`~conformance.runner.CheckTarget`)
     an isolation worker forked later runs by node id. ``run_item(nodeid, unit)`` runs one item (the setup role's
     :meth:`conformance.pytest_run.PluginRun.run_item`); ``on_register(nodeid)`` is told of every collected item."""
 
     def __init__(self, engine: Engine, classes: list[str], known: dict[str, Entry], torch_version: str,
-                 run_item: Callable[[str, CheckTarget], Outcome], on_register: Callable[[str], None] | None = None):
+                 run_item: Callable[[str, CheckTarget], Outcome], on_register: Callable[[str], None] | None = None,
+                 baseline_path: Path | None = None):
         self.engine, self.classes, self.known, self.torch_version = engine, classes, known, torch_version
+        self.baseline_path = baseline_path
         self.run_item, self.on_register = run_item, on_register
         self.items: dict[str, CheckTarget] = {}
         #: Node id prefixes the command line named the gate by (``torchbind[ns.Cls]::matrix``); empty: all items.
@@ -66,10 +68,13 @@ class Collection:
                                         f"{', '.join(sorted({i.nodeid.partition('::')[0] for i in ours})) or 'none'}"
                                         " (their ids: pytest --collect-only -q torchbind)")
         items.extend(i for i in ours if not self.named or any(_named_by(i.nodeid, arg) for arg in self.named))
-        known = applying(self.known, self.torch_version)  # entries for another torch do not apply here
         for item in items:
-            if isinstance(item, TorchbindCheckItem) and item.nodeid in known:
-                item.add_marker(pytest.mark.xfail(reason=f"baseline: {known[item.nodeid]}", strict=True))
+            entry = self.known.get(item.nodeid) if isinstance(item, TorchbindCheckItem) else None
+            if entry is not None and entry.applies_to(self.torch_version):  # another torch's entry does not apply
+                # pytest shows the reason after XPASS(strict) when the test passes: say what to do then.
+                item.add_marker(pytest.mark.xfail(strict=True, reason=(
+                    f"baseline: {entry.reason} (known failure on {entry.where()}; if it passes now, remove the entry "
+                    f"from {self.baseline_path} or run with --torchbind-accept)")))
 
     def register(self, nodeid: str, unit: CheckTarget) -> None:
         """Remember a collected item, so a worker process forked later can run it by node id."""

@@ -85,7 +85,7 @@ class PluginRun:
         self.supervisor: Supervisor | None = None
         self.controller = not hasattr(config, "workerinput")
         self.collection = Collection(engine, self.classes, options.known, torch.__version__, self.run_item,
-                                     self._registered)
+                                     self._registered, options.baseline)
         #: The controller's (or a serial run's) recorder; ``None`` on a pytest-xdist worker.
         self.recorder = Recorder(options, engine, self.classes, self.labels) if self.controller else None
         self._sigterm_installed = False

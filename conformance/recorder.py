@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import pytest
 
-from .baseline import merge_accepted, save_baseline, stale_entries
+from .baseline import accept_changes, merge_accepted, save_baseline, stale_entries
 from .files import describe_os_error
 from .options import RunOptions
 from .reports import build_report, write_report
@@ -68,6 +68,7 @@ class Recorder:
         self.incomplete: str | None = None  # why the report misses cells (set at the end of an interrupted run)
         self.stale: list[str] = []  # baseline entries naming tests the plan no longer has (found at the end)
         self.stale_removed = False  # ... and removed by --torchbind-accept
+        self.accepted_changes: list[str] | None = None  # what --torchbind-accept changed in the file (when written)
         self.report_written = False
         self.warnings: list[str] = []  # end-of-run failures, one line each in the terminal summary
 
@@ -128,8 +129,20 @@ class Recorder:
                 terminalreporter.write_line(line)
             if self.report_written:
                 terminalreporter.write_line(f"report: {self.options.report}")
-        if self.stale:
+        if self.accepted_changes is not None or self.stale:
             terminalreporter.section("torchbind baseline")
+        if self.accepted_changes is not None:
+            changes = [c for c in self.accepted_changes if c.partition(" ")[2] not in self.stale]
+            if changes:
+                n = len(changes)
+                terminalreporter.write_line(f"--torchbind-accept wrote {self.options.baseline}: {n} "
+                                            f"change{'s' if n != 1 else ''}:")
+                for line in changes:
+                    terminalreporter.write_line(f"  {line}")
+            else:
+                terminalreporter.write_line(f"--torchbind-accept: {self.options.baseline} already said what this run "
+                                            "found (unchanged)")
+        if self.stale:
             n = len(self.stale)
             if self.stale_removed:
                 terminalreporter.write_line(f"--torchbind-accept removed {n} stale entr{'y' if n == 1 else 'ies'} "
@@ -162,8 +175,10 @@ class Recorder:
                 self.warnings.append(f"could not write the report {self.options.report}: {describe_os_error(exc)}")
         if self.options.accept and self.options.baseline is not None:
             try:
-                save_baseline(self.options.baseline, merge_accepted(self.options.known, self.accepted, self.stale))
+                merged = merge_accepted(self.options.known, self.accepted, self.stale)
+                save_baseline(self.options.baseline, merged)
                 self.stale_removed = True
+                self.accepted_changes = accept_changes(self.options.known, merged)
             except OSError as exc:
                 self.warnings.append(f"could not write the baseline {self.options.baseline}: "
                                      f"{describe_os_error(exc)}")

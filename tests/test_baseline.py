@@ -11,6 +11,12 @@ from conformance.baseline import (SCHEMA, BaselineError, Entry, load_baseline, m
                                   stale_entries)
 from conftest import TORCH_SPEC, run_inprocess, needs_torch_testlib
 
+
+def torch_series() -> str:
+    from conformance.baseline import series
+
+    return series(torch.__version__)
+
 FOO = "torchbind[_TorchScriptTesting._Foo]"
 ARGS = (f"--torchbind-load={TORCH_SPEC}", "--torchbind-class=_TorchScriptTesting::_Foo",
         "-k", "coverage or fake_class")
@@ -20,12 +26,12 @@ def run(pytester, *extra):
     return run_inprocess(pytester, *ARGS, *extra)
 
 
-def test_merge_keeps_reasons_narrows_fixed_keeps_unrun():
+def test_merge_keeps_reasons_drops_fixed_keeps_unrun():
     old = {"a": "reviewed reason", "b": "fixed since", "c": "not run this time"}
     results = {"a": (True, "new text"), "b": (False, ""), "d": (True, "first failure")}
     assert merge_accepted(old, results, torch_version="2.14.1") == {
-        "a": Entry("reviewed reason"), "b": Entry("fixed since", "<2.14"), "c": Entry("not run this time"),
-        "d": Entry("first failure")}
+        "a": Entry("reviewed reason"), "c": Entry("not run this time"),
+        "d": Entry("first failure", observed=("2.14",))}  # where it was observed, and nowhere else
 
 
 def test_merge_removes_stale_entries_only():
@@ -44,7 +50,7 @@ def test_load_rejects_malformed_files(tmp_path):
     with pytest.raises(BaselineError, match="torchbind-baseline/1"):
         load_baseline(bad)
     bad.write_text(json.dumps({"schema": SCHEMA, "known_failures": {"x": 1}}))
-    with pytest.raises(BaselineError, match="an entry is a reason string or"):
+    with pytest.raises(BaselineError, match="an entry is a reason string, "):
         load_baseline(bad)
     with pytest.raises(BaselineError, match="no such baseline file"):
         load_baseline(tmp_path / "missing.json")
@@ -69,13 +75,15 @@ def test_accept_then_gate(pytester):
     gated = run(pytester, f"--torchbind-baseline={path}", "-rx")
     assert gated.ret == pytest.ExitCode.OK
     gated.assert_outcomes(passed=2, xfailed=5)
-    gated.stdout.fnmatch_lines(["XFAIL *coverage?add?* - baseline: reviewed: add is not traced by our models"])
+    gated.stdout.fnmatch_lines(["XFAIL *coverage?add?* - baseline: reviewed: add is not traced by our models "
+                                "(known failure on every torch; *"])
 
-    # A listed test that now passes fails the run, so the file stays true.
+    # A listed test that now passes fails the run, so the file stays true, and says what to do.
     save_baseline(path, {**known, f"{FOO}::fake_class": "stale entry"})
     stale = run(pytester, f"--torchbind-baseline={path}")
     assert stale.ret == pytest.ExitCode.TESTS_FAILED
-    stale.stdout.fnmatch_lines(["*XPASS(strict)*"])
+    stale.stdout.fnmatch_lines([f"*XPASS(strict)*if it passes now, remove the entry from {path} or run with "
+                                "--torchbind-accept)*"])
 
     # A failure the baseline does not list fails the run.
     save_baseline(path, {k: v for k, v in known.items() if not k.endswith("coverage[info]")})
@@ -110,7 +118,7 @@ def test_accept_changes_only_what_ran_to_a_verdict(pytester):
         f"{FOO}::coverage[increment]": "setup error: kept",  # (an xfail at setup; combine's error is not added)
         f"{FOO}::signature[add]": "deselected by -k: kept",
         f"{FOO}::coverage[info]": "reviewed: still failing",
-        f"{FOO}::coverage[add_tensor]": "fixed since: narrowed",  # XPASS(strict): its check passed
+        f"{FOO}::coverage[add_tensor]": "fixed since: dropped",  # XPASS(strict): its check passed
         f"{FOO}::coverage[removed_method]": "stale: removed",
         "torchbind[other.Cls]::coverage[gone]": "a class this run did not select: kept",
     }
@@ -124,11 +132,17 @@ def test_accept_changes_only_what_ran_to_a_verdict(pytester):
     new = load_baseline(path)
     assert {k: v for k, v in new.items() if k in old and not k.endswith("add_tensor]")} == {
         k: Entry(v) for k, v in old.items() if not k.endswith(("add_tensor]", "removed_method]"))}
-    # Fixed on this torch: the entry no longer applies here, and is kept for the other tested torch.
-    fixed = new[f"{FOO}::coverage[add_tensor]"]
-    assert fixed.reason == "fixed since: narrowed" and not fixed.applies_to(torch.__version__)
-    assert set(new) - set(old) == {f"{FOO}::coverage[{m}]" for m in ("add", "__eq__")}
+    # Fixed on this torch: the entry goes (no torch where its failure was observed is left).
+    assert f"{FOO}::coverage[add_tensor]" not in new
+    added = set(new) - set(old)
+    assert added == {f"{FOO}::coverage[{m}]" for m in ("add", "__eq__")}
+    here = torch_series()
+    assert all(new[k].observed == (here,) for k in added)
     result.stdout.fnmatch_lines(["*= torchbind baseline =*",
+                                 f"--torchbind-accept wrote {path}: 3 changes:",
+                                 f"  added {FOO}::coverage[__eq__] (torch {here})",
+                                 f"  added {FOO}::coverage[add] (torch {here})",
+                                 f"  dropped {FOO}::coverage[add_tensor]",
                                  f"--torchbind-accept removed 1 stale entry from {path} (tests that no longer exist):",
                                  f"  {FOO}::coverage[removed_method]"])
     assert "other.Cls" not in result.stdout.str()
@@ -190,25 +204,40 @@ def test_an_entry_may_name_the_torch_releases_it_applies_to(tmp_path):
         load_baseline(path)
 
 
-def test_accepting_on_one_torch_narrows_or_widens_and_keeps_the_others():
-    from conformance.baseline import Entry
+def test_accepting_records_where_a_failure_was_observed_and_drops_it_where_it_passes():
+    from conformance.baseline import Entry, accept_changes
 
     old = {"fixed": Entry("r1"), "other": Entry("r2", "<2.14"), "back": Entry("r3", "<2.14"), "kept": Entry("r4")}
     results = {"fixed": (False, "passed"), "back": (True, "failing again"), "new": (True, "new failure")}
-    merged = merge_accepted(old, results, torch_version="2.14.1+cu130")
-    assert merged == {
-        "fixed": Entry("r1", "<2.14"),    # passes on the newest tested torch: fixed there
+    on_214 = merge_accepted(old, results, torch_version="2.14.1+cu130")
+    assert on_214 == {
         "other": Entry("r2", "<2.14"),    # did not run: untouched
-        "back": Entry("r3"),              # fails on 2.14 too: the entry now applies everywhere
+        "back": Entry("r3"),              # fails on 2.14 too: the hand-written specifier is widened to it
         "kept": Entry("r4"),
-        "new": Entry("new failure"),
-    }
-    # On an older series only that series is excluded (a fix there cannot be told from a break later) ...
-    assert merge_accepted({"x": Entry("r")}, {"x": (False, "ok")}, torch_version="2.13.0+cpu") == {
-        "x": Entry("r", "!=2.13.*")}
-    # ... and passing on every tested series leaves nothing to expect: the entry goes.
-    assert merge_accepted(merged, {"fixed": (False, "passed")}, torch_version="2.13.0+cpu") == {
-        k: v for k, v in merged.items() if k != "fixed"}
+        "new": Entry("new failure", observed=("2.14",)),
+    }                                     # "fixed" passes where it applied: dropped, not narrowed to other torches
+    assert accept_changes(old, on_214) == ["changed back: torch <2.14 -> every torch", "dropped fixed",
+                                           "added new (torch 2.14)"]
+    # The same test failing on 2.13 records that series too; passing on 2.14 later removes 2.14 only ...
+    both = merge_accepted(on_214, {"new": (True, "new failure")}, torch_version="2.13.0+cpu")
+    assert both["new"] == Entry("new failure", observed=("2.13", "2.14"))
+    fixed_on_214 = merge_accepted(both, {"new": (False, "")}, torch_version="2.14.1")
+    assert fixed_on_214["new"] == Entry("new failure", observed=("2.13",))
+    assert fixed_on_214["new"].applies_to("2.13.0") and not fixed_on_214["new"].applies_to("2.14.1")
+    assert not fixed_on_214["new"].applies_to("2.15.0")  # never observed there: its test runs as an ordinary one
+    # ... and with no series left the entry goes.
+    assert "new" not in merge_accepted(fixed_on_214, {"new": (False, "")}, torch_version="2.13.0")
+
+
+def test_observed_entries_round_trip_and_bad_ones_are_refused(tmp_path):
+    path = tmp_path / "b.json"
+    save_baseline(path, {"a": Entry("r", observed=("2.14", "2.13"))})
+    assert json.loads(path.read_text())["known_failures"] == {"a": {"reason": "r", "observed": ["2.13", "2.14"]}}
+    assert load_baseline(path) == {"a": Entry("r", observed=("2.13", "2.14"))}
+    for bad in ([], ["2"], "2.13", ["2.13.1"]):
+        path.write_text(json.dumps({"schema": SCHEMA, "known_failures": {"a": {"reason": "r", "observed": bad}}}))
+        with pytest.raises(BaselineError, match="must be a non-empty list of torch series"):
+            load_baseline(path)
 
 
 @needs_torch_testlib
