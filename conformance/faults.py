@@ -21,7 +21,6 @@ kept per process, in :data:`SIGINT`, not handed around.)
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
@@ -31,7 +30,7 @@ from typing import NoReturn
 
 from .results import Failure
 
-__all__ = ["UserFault", "real_interrupt", "raise_fault", "fault_failure", "watch_interrupts", "SIGINT"]
+__all__ = ["UserFault", "real_interrupt", "raise_fault", "fault_failure", "watch_interrupts", "ignore_interrupts", "SIGINT"]
 
 _FRAMES = 5  # frames of the traceback shown (the innermost ones)
 
@@ -98,9 +97,6 @@ def real_interrupt(exc: BaseException) -> bool:
         return False
     if _raised_by_signal_handler(exc):
         return True
-    with contextlib.suppress(ValueError, OSError):
-        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-            return False  # nothing can interrupt: it came from user code (as in an isolation worker)
     return SIGINT.seen is None or SIGINT.seen
 
 
@@ -164,6 +160,13 @@ def _innermost_user_frame(exc: BaseException) -> str | None:
     return found
 
 
+def ignore_interrupts() -> None:
+    """For a process that ignores SIGINT for good (an isolation worker: Ctrl-C is its supervisor's to handle): no
+    SIGINT can arrive, so every ``KeyboardInterrupt`` that is not raised by a signal handler comes from user code."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    SIGINT.seen = False
+
+
 def watch_interrupts() -> Callable[[], None]:
     """Install a SIGINT handler that records a real interrupt (``SIGINT.seen = True``) before raising
     ``KeyboardInterrupt`` (or calling the handler it replaces), so :func:`real_interrupt` tells Ctrl-C from a
@@ -175,8 +178,13 @@ def watch_interrupts() -> Callable[[], None]:
         previous = signal.getsignal(signal.SIGINT)
     except (ValueError, OSError):
         return lambda: None
-    if previous is signal.SIG_IGN:
-        return lambda: None
+    if previous is signal.SIG_IGN:  # nothing can interrupt: a KeyboardInterrupt comes from user code
+        before, SIGINT.seen = SIGINT.seen, False
+
+        def unignore() -> None:
+            SIGINT.seen = before
+
+        return unignore
     if not callable(previous):  # SIG_DFL, or a handler installed from C: leave it alone
         return lambda: None
 

@@ -317,7 +317,8 @@ def _probe_library(spec: str, path: Path) -> None:
             pass
         return True
 
-    supervisor = Supervisor(load, timeout=PROBE_TIMEOUT, tracer=tracer, timeout_option="the load probe's limit")
+    supervisor = Supervisor(load, timeout=PROBE_TIMEOUT, tracer=tracer, timeout_option="the load probe's limit",
+                            item_limit=PROBE_TIMEOUT)  # the whole probe, not only the timed load, within the limit
     supervisor.register("load")
     try:
         lost = supervisor.run("load")

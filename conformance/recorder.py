@@ -82,6 +82,7 @@ class Recorder:
             return
         self.ran = True
         data = getattr(report, REPORT_ATTR, None) or {}  # on the call report of an item whose check ran
+        props = dict(report.user_properties)  # class, check and target: on every report of the item
         crashed = report.nodeid in self.crashed
         status = data.get("status")
         first = report.nodeid not in self.verdicts
@@ -96,9 +97,11 @@ class Recorder:
         if report.when == "call" or crashed or (report.failed and first):
             # Every item's verdict, for the report (the HTML page lists them per class).
             self.verdicts[report.nodeid] = {
-                "item": report.nodeid.partition("::")[2], "check": data.get("check"), "target": data.get("target"),
+                "item": report.nodeid.partition("::")[2], "check": data.get("check", props.get("torchbind_check")),
+                "target": data.get("target", props.get("torchbind_target")),
                 "status": status or Status.FAILED.value, "summary": summary, "baseline": hasattr(report, "wasxfail"),
-                "qualname": data.get("qualname") or qualname_of_id(report.nodeid), "notes": data.get("notes", [])}
+                "qualname": data.get("qualname") or props.get("torchbind_class") or qualname_of_id(report.nodeid),
+                "notes": data.get("notes", [])}
         # Verdicts for --torchbind-accept: only a check that failed, or passed, changes the baseline.
         if crashed or (report.when == "call" and status == Status.FAILED.value):
             self.accepted[report.nodeid] = (True, summary)
@@ -201,9 +204,10 @@ class Recorder:
             why = f"stopped early ({session.shouldfail or session.shouldstop})"
         else:
             return None
-        backends = self.engine.settings.backends
+        settings = self.engine.settings
+        only = ("matrix",) if settings.checks is None or "matrix" in settings.checks else ()
         try:
-            planned = sum(1 for q in self.classes for u in plan(q, self.engine, only=("matrix",), backends=backends))
+            planned = sum(1 for q in self.classes for u in plan(q, self.engine, only=only, backends=settings.backends))
         except Exception as exc:  # noqa: BLE001 - the note still says that the run stopped
             self.warnings.append(f"could not count the planned matrix cells: {type(exc).__name__}: {exc}")
             return f"{why}: {len(self.cells)} cells ran"

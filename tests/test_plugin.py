@@ -273,3 +273,21 @@ def test_printed_reproducer_runs_on_its_own(torch_test_classes, tmp_path):
     fake_line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("fake:"))
     assert "tensor([[0., 1., 2.]" in cpp_line
     assert "size=()" in fake_line
+
+
+def test_a_verdict_without_check_data_keeps_the_items_class_check_and_target():
+    # A setup error (or an error outside the check) reports no `torchbind` data; the verdict still names the item.
+    from conformance.options import RunOptions
+    from conformance.recorder import Recorder
+    from conformance.runner import Engine
+    from conformance.settings import Settings
+
+    recorder = Recorder(RunOptions([], [], Settings()), Engine(), [], dict)
+    props = [("torchbind_class", "ns::Cls"), ("torchbind_check", "coverage"), ("torchbind_target", "add")]
+    recorder.pytest_runtest_logreport(pytest.TestReport(
+        "torchbind[ns.Cls]::coverage[add]", ("x", None, "x"), {}, "failed", "a fixture broke", "setup",
+        user_properties=props))
+    [verdict] = recorder.verdicts.values()
+    assert (verdict["qualname"], verdict["check"], verdict["target"], verdict["status"]) == (
+        "ns::Cls", "coverage", "add", "failed")
+    assert "torchbind[ns.Cls]::coverage[add]" not in recorder.accepted  # an error outside the check: no verdict

@@ -111,15 +111,14 @@ class WorkerLost:
 
 
 
-def abandon_cause(lost: WorkerLost, process: str = "a worker process") -> str:
+def abandon_cause(lost: WorkerLost) -> str:
     """What an abandoned call did, after its label (``"crashed a worker process (killed by SIGSEGV ...)"``):
-    the text :class:`~conformance.breadcrumbs.CallAbandoned` carries when the call is refused later; ``process``
-    names the process it took down."""
+    the text :class:`~conformance.breadcrumbs.CallAbandoned` carries when the call is refused later."""
     if lost.kind == "crash":
-        return f"crashed {process} ({lost.cause})"
+        return f"crashed a worker process ({lost.cause})"
     if lost.kind == "memory":
-        return f"made {process} exceed its memory limit ({format_size(lost.limit)})"
-    return f"hung {process} (it {lost.cause})"
+        return f"made a worker process exceed its memory limit ({format_size(lost.limit)})"
+    return f"hung a worker process (it {lost.cause})"
 
 
 def _current_thread_stack(dump: str, limit: int = 12) -> list[str]:

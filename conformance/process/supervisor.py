@@ -16,6 +16,7 @@ from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
 from ..breadcrumbs import Tracer
+from ..faults import ignore_interrupts
 from .lost import ITEM_LIMIT_FACTOR, TIMEOUT_OPTION, WorkerLost, _current_thread_stack, abandon_cause, describe_exit
 from .memory import format_size, worker_memory
 from .page import CrumbPage, PageSink
@@ -30,11 +31,12 @@ _POLL_S = 0.05
 #: A worker is replaced after an item that grew its own resident memory by more than this (or by a quarter of the
 #: memory limit, when that is smaller).
 GROWTH_LIMIT = 1 << 30
-#: The abandon policy (:meth:`Supervisor.run_abandoning`): runs of one piece of work, each abandoning the call that
-#: took the previous worker down ...
-ATTEMPTS = 12
-#: ... of which at most this many may end in a hang (each costs the per-call timeout).
-HANGS = 3
+#: The abandon policy's default limits (:meth:`Supervisor.run_abandoning`): runs of one piece of work, each
+#: abandoning the call that took the previous worker down, and how many of them may end in a hang (each costs the
+#: per-call timeout; ``None``: no limit but the runs). The plugin's preparation of a class uses them; the scaffold,
+#: which observes many more calls, gives its own (conformance.scaffold.worker).
+ATTEMPTS = 8
+HANGS: int | None = None
 
 
 def isolation_available() -> bool:
@@ -52,7 +54,9 @@ class Supervisor:
     :class:`~conformance.process.page.PageSink` to it. ``abandoned``: call label -> what it did, shared by every
     supervisor handed the same mapping (default: this supervisor's own). ``timeout``: seconds one timed call may
     take (``0`` disables both limits); one item may take ``ITEM_LIMIT_FACTOR`` times that; ``timeout_option``
-    names that limit in messages, ``process_name`` the worker (what an abandoned call took down).
+    names that limit in messages; ``describe_abandoned(lost)``: what an abandoned call did, as later refusals of it
+    say (default :func:`~conformance.process.lost.abandon_cause`); ``item_limit``: seconds one item may take
+    (default: ``ITEM_LIMIT_FACTOR`` times ``timeout``).
     ``before_fork`` runs once, here, before the first worker is forked: imports every worker would otherwise
     make on its own (slowly, inside a timed call, and again after each crash).
     Keys registered with :meth:`register` after the current worker was forked make the next :meth:`run` fork a
@@ -66,7 +70,7 @@ class Supervisor:
                  before_fork: Callable[[], None] | None = None, tracer: Tracer | None = None,
                  memory_limit: int = 0, abandoned: MutableMapping[str, str] | None = None,
                  timeout_option: str = TIMEOUT_OPTION, unsendable: Callable[[Any, Exception], Any] | None = None,
-                 process_name: str = "a worker process"):
+                 describe_abandoned: Callable[[WorkerLost], str] = abandon_cause, item_limit: float | None = None):
         self.run_item = run_item
         self.memory_limit = memory_limit
         self.growth_limit = min(GROWTH_LIMIT, memory_limit // 4) if memory_limit else GROWTH_LIMIT
@@ -74,11 +78,11 @@ class Supervisor:
         self._base = 0  # the pytest process's own memory when the worker was forked (the worker shares it)
         self.tracer = tracer
         self.abandoned: MutableMapping[str, str] = {} if abandoned is None else abandoned
-        self.timeout_option, self.process_name = timeout_option, process_name
+        self.timeout_option, self.describe_abandoned = timeout_option, describe_abandoned
         self.unsendable = unsendable
         self.before_fork = before_fork
         self.timeout = timeout
-        self.item_limit = timeout * ITEM_LIMIT_FACTOR
+        self.item_limit = timeout * ITEM_LIMIT_FACTOR if item_limit is None else item_limit
         self.keys: set[str] = set()
         self._known: set[str] = set()
         self._pid: int | None = None
@@ -198,13 +202,13 @@ class Supervisor:
                                                             f"{limit}")
 
     def run_abandoning(self, key: str, group: str | None = None, attempts: int = ATTEMPTS,
-                       hangs: int = HANGS) -> tuple[Any, list[WorkerLost]]:
+                       hangs: int | None = HANGS) -> tuple[Any, list[WorkerLost]]:
         """The abandon policy, the one place it is written: run ``key`` (in ``group``, as for :meth:`run`) until it
         completes without losing the worker; each time the worker is lost inside a timed call (a crash, a hang, the
         memory limit), that call is *abandoned* (kept in :attr:`abandoned`; the next worker's tracer refuses it with
         :class:`~conformance.breadcrumbs.CallAbandoned`) and the work runs again in a fresh worker. It stops at the
         first loss outside any call, or on a call abandoned already, after ``attempts`` runs, or at the
-        ``hangs + 1``-th hang. Returns ``(what the last run returned -- a WorkerLost when it was lost --, every
+        ``hangs + 1``-th hang (``None``: no limit on hangs). Returns ``(what the last run returned -- a WorkerLost when it was lost --, every
         WorkerLost on the way)``."""
         lost: list[WorkerLost] = []
         result: Any = None
@@ -214,9 +218,9 @@ class Supervisor:
                 break
             lost.append(result)
             if (result.call is None or result.call in self.abandoned
-                    or sum(x.kind == "hang" for x in lost) > hangs):
+                    or (hangs is not None and sum(x.kind == "hang" for x in lost) > hangs)):
                 break  # nothing to abandon: what runs next meets the same end
-            self.abandoned[result.call] = abandon_cause(result, self.process_name)
+            self.abandoned[result.call] = self.describe_abandoned(result)
         return result, lost
 
     def prepare_once(self, key: str, group: str | None = None) -> list[WorkerLost]:
@@ -282,7 +286,7 @@ def _worker_main(conn: Connection, crumbs: CrumbPage, stackfile, run_item: Calla
     try:
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)  # its own process group, so a kill also reaches processes it started (compilers)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+        ignore_interrupts()  # Ctrl-C is the supervisor's to handle; a KeyboardInterrupt here comes from user code
         # Not the plugin's SIGTERM-as-Ctrl-C handler the fork inherited: SIGTERM ends a worker at once.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         _die_with_parent()

@@ -8,10 +8,10 @@ method, one op, the final verification) runs in a worker of the process layer
 
 * a call that crashes the worker is *abandoned* (the process layer's one abandon policy,
   :meth:`~conformance.process.Supervisor.run_abandoning`, as for the plugin's preparation) and the task runs again
-  in a fresh worker without it, up to :data:`~conformance.process.ATTEMPTS` times; the trials that needed it are
+  in a fresh worker without it, up to :data:`ATTEMPTS` times; the trials that needed it are
   left out, and the generated body says which calls were left out and why;
 * a call that hangs (runs longer than ``timeout`` seconds) is abandoned the same way, at most
-  :data:`~conformance.process.HANGS` times per task (each costs the timeout); after that the task ends, and the
+  :data:`HANGS` times per task (each costs the timeout); after that the task ends, and the
   body raises ``NotImplementedError`` saying which call hung. Abandoned calls stay abandoned for the later tasks
   (the supervisor keeps them), so a derived example state that hangs costs the timeout once.
 
@@ -28,8 +28,12 @@ from typing import Any
 from ..process import Supervisor, WorkerLost, isolation_available
 from ..runner import Engine
 
-__all__ = ["Observer", "DEFAULT_TIMEOUT", "lost_text", "load_module_text"]
+__all__ = ["Observer", "ATTEMPTS", "HANGS", "DEFAULT_TIMEOUT", "lost_text", "load_module_text"]
 
+#: The scaffold's limits for the process layer's abandon policy: runs of one task, each abandoning the call that
+#: took the previous worker down, and hanging calls abandoned per task.
+ATTEMPTS = 12
+HANGS = 3
 #: Seconds one call into the class may take while the scaffold observes it (``--timeout``).
 DEFAULT_TIMEOUT = 10.0
 
@@ -42,7 +46,7 @@ class Observer:
     def __init__(self, engine: Engine, qualname: str, timeout: float = DEFAULT_TIMEOUT, isolate: bool = True):
         self.engine, self.qualname = engine, qualname
         self.supervisor = (Supervisor(self._run_item, timeout=timeout, tracer=engine.tracer, before_fork=_warm_up,
-                                      timeout_option="the scaffold's --timeout", process_name="the process")
+                                      timeout_option="the scaffold's --timeout", describe_abandoned=_what)
                            if isolate and isolation_available() else None)
 
     def __enter__(self) -> Observer:
@@ -67,7 +71,7 @@ class Observer:
         self.supervisor.register(key)
         if not abandon:
             return self.supervisor.run(key)
-        return self.supervisor.run_abandoning(key)[0]
+        return self.supervisor.run_abandoning(key, attempts=ATTEMPTS, hangs=HANGS)[0]
 
     def _run_item(self, key: str) -> Any:
         """In the worker: decode the task and run it."""
@@ -84,6 +88,12 @@ def _warm_up() -> None:
 
     from .. import checks, runner  # noqa: F401
     from ..differential import driver  # noqa: F401
+
+
+def _what(lost: WorkerLost) -> str:
+    """What an abandoned call did, after its label, in the generated module's comments: ``crashed the process
+    (killed by SIGSEGV ...)`` or ``hung (it did not return within 10 s (the scaffold's --timeout))``."""
+    return f"hung (it {lost.cause})" if lost.kind == "hang" else f"crashed the process ({lost.cause})"
 
 
 def lost_text(lost: WorkerLost) -> str:
