@@ -44,26 +44,26 @@ def test_failure_message_names_class_method_and_both_sides(pytester):
     result.assert_outcomes(failed=1, passed=4, skipped=3)
 
 
-@pytest.mark.process
-def test_runs_beside_ordinary_tests_and_ini_twins(pytester):
+def _ordinary_test_and_ini_gate(pytester) -> None:
+    """A project with one ordinary test and the gate configured in its ini file."""
     pytester.makepyfile(test_ordinary="def test_plain():\n    assert 1 + 1 == 2\n")
     pytester.makeini(f"""
         [pytest]
         torchbind_classes = _TorchScriptTesting::_ContainsTensor
         torchbind_load = {TORCH_SPEC}
     """)
+
+
+@pytest.mark.process
+def test_runs_beside_ordinary_tests_and_ini_twins(pytester):
+    _ordinary_test_and_ini_gate(pytester)
     result = run(pytester, "-k", "plain or fake_class or roundtrip")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*collected*items*"])
 
 
 def test_the_gate_is_collected_only_where_the_run_selects_it(pytester):
-    pytester.makepyfile(test_ordinary="def test_plain():\n    assert 1 + 1 == 2\n")
-    pytester.makeini(f"""
-        [pytest]
-        torchbind_classes = _TorchScriptTesting::_ContainsTensor
-        torchbind_load = {TORCH_SPEC}
-    """)
+    _ordinary_test_and_ini_gate(pytester)
 
     def collected(*args):
         result = run_inprocess(pytester, "--collect-only", "-q", *args)
