@@ -20,6 +20,11 @@ from torch.testing._internal.torchbind_impls import init_torchbind_implementatio
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.dirname(
     torch.utils.cpp_extension._get_build_directory("torchbind_samples", verbose=False)))
 
+# sample_classes/ is not installed (the wheel ships the plugin only): pytest runs in other directories (pytester's
+# subprocesses, the console script) find it through PYTHONPATH.
+REPO = Path(__file__).resolve().parent.parent
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+
 TORCH_SPEC = "torch.testing._internal.torchbind_impls:init_torchbind_implementations"
 
 
