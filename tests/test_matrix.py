@@ -227,3 +227,25 @@ def forward(self, token, tq, a):
         output_tq = ep.module()(tq, torch.ones(1))
         self.assertEqual(output_tq.size(), 10)
         self.assertEqual(output_tq.top(), torch.ones(1))
+
+
+def test_a_failed_load_names_the_error_torch_logged(monkeypatch):
+    # torch.export.load logs the deserialization error and raises "Please check the warnings above"
+    # (torch/export/__init__.py); the cell must say what torch logged, not point at a log nobody sees.
+    import io
+    import logging
+
+    from conformance.matrix.export_saveload import load_program
+
+    def load(buffer):
+        try:
+            raise KeyError("serialized_exported_program.json")
+        except KeyError:
+            logging.getLogger("torch.export").warning("Ran into the following error when deserializing", exc_info=True)
+        raise RuntimeError("We ran into an error when deserializing the saved file. Please check the warnings above "
+                           "for possible errors. ")
+
+    monkeypatch.setattr(torch.export, "load", load)
+    with pytest.raises(RuntimeError, match=r"^torch.export.load could not deserialize the saved program: KeyError: "
+                                           r"'serialized_exported_program.json'$"):
+        load_program(io.BytesIO(b""))

@@ -188,4 +188,26 @@ with mode:
 ns::Q: 1 ✓, 1 ✗, 1 –, 1 n/a
               eager      aoti
   push            ✓         –
-  pop             ✗         ·""")
+  pop             ✗       n/a""")
+
+
+def test_the_html_page_shows_the_matrix_first_and_counts_known_failures_and_skips_apart():
+    from conformance.reports.html import render as render_html
+
+    def verdict(item, status, baseline=False):
+        return {"item": item, "check": item.partition("[")[0], "target": None, "status": status,
+                "summary": f"{item} said so", "baseline": baseline, "notes": []}
+
+    cells = [Cell("ns::Q", "push", "eager", 0, 0), Cell("ns::Q", "pop", "eager", 1, 0, Status.SKIPPED, "no eager")]
+    verdicts = {"ns::Q": [verdict("coverage[a]", "passed"), verdict("agreement[b]", "failed", baseline=True),
+                          verdict("coverage[c]", "skipped"), verdict("agreement[d]", "failed")]}
+    page = render_html(build_report(cells, verdicts=verdicts))
+    assert page.index("<th rowspan='2'>scenario</th>") < page.index("<summary>4 checks:")  # the matrix first
+    assert "<summary>4 checks: 1 passed, 1 failed, 1 known failure (baseline), 1 n/a</summary>" in page
+    assert "<details open>" in page  # a failure the baseline does not list opens the table
+    rows = [page.index(f"{item} said so") for item in ("agreement[d]", "agreement[b]", "coverage[c]", "coverage[a]")]
+    assert rows == sorted(rows)  # new failures, known failures, n/a, passes
+    assert "<td class='skipped' title='no eager'>n/a" in page and ">·<" not in page  # n/a is written one way
+    # Only known failures: the table stays closed.
+    quiet = {"ns::Q": [verdict("coverage[a]", "passed"), verdict("agreement[b]", "failed", baseline=True)]}
+    assert "<details open>" not in render_html(build_report(cells, verdicts=quiet))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from html import escape
 
-from . import SYMBOLS, MatrixReport
+from ..results import Status
+from . import SYMBOLS, ClassMatrix, MatrixReport
 
 __all__ = ["render"]
 
@@ -20,23 +21,62 @@ pre{background:#f6f6f6;padding:.5em;overflow:auto}
 """
 
 
-_VERDICT = {"passed": "✓", "failed": "✗", "skipped": "n/a", "unsupported": "–"}
-
-
 def _verdicts(verdicts: list[dict]) -> list[str]:
-    """Every check's verdict of a class (not only the matrix cells), in a collapsible table."""
+    """Every check's verdict of a class (not only the matrix cells), in a collapsible table opened when a check
+    failed that the baseline does not list. The summary counts passes, new failures, known failures (listed in the
+    baseline: strict xfails) and skips apart."""
     if not verdicts:
         return []
-    failed = sum(v["status"] == "failed" for v in verdicts)
-    out = [f"<details{' open' if failed else ''}><summary>{len(verdicts)} checks: "
-           f"{sum(v['status'] == 'passed' for v in verdicts)} passed, {failed} failed"
-           f"{' (known failures marked)' if any(v.get('baseline') for v in verdicts) else ''}</summary>",
+    def count(status: str, known: bool) -> int:
+        return sum(v["status"] == status and bool(v.get("baseline")) == known for v in verdicts)
+
+    new, known = count("failed", False), count("failed", True)
+    parts = [f"{count('passed', False) + count('passed', True)} passed", f"{new} failed"]
+    parts += [f"{known} known failure{'s' if known != 1 else ''} (baseline)"] if known else []
+    skipped = sum(v["status"] == "skipped" for v in verdicts)
+    parts += [f"{skipped} n/a"] if skipped else []
+    out = [f"<details{' open' if new else ''}><summary>{len(verdicts)} checks: {', '.join(parts)}</summary>",
            "<table><tr><th>item</th><th>verdict</th><th>summary</th></tr>"]
-    for v in verdicts:
-        mark = _VERDICT.get(v["status"], v["status"]) + (" (baseline)" if v.get("baseline") else "")
+    order = {"failed": 0, "skipped": 2, "passed": 3}  # new failures first, passes last
+    for v in sorted(verdicts, key=lambda v: (order.get(v["status"], 1) + (0.5 if v.get("baseline") else 0))):
+        status = Status(v["status"]) if v["status"] in {s.value for s in Status} else None
+        mark = (SYMBOLS[status] if status else v["status"]) + (" (baseline)" if v.get("baseline") else "")
         out.append(f"<tr><td class='row'>{escape(v['item'])}</td><td class='{escape(v['status'])}'>{escape(mark)}"
                    f"</td><td style='text-align:left'>{escape(v['summary'] or '')}</td></tr>")
     out.append("</table></details>")
+    return out
+
+
+def _matrix(m: ClassMatrix, anchor: str) -> list[str]:
+    """The matrix of one class (a :class:`~conformance.reports.ClassMatrix`) and its footnotes."""
+    out: list[str] = []
+    out.append("<table><tr><th rowspan='2'>scenario</th>")
+    groups: list[tuple[str, int]] = []
+    for b in m.backends:
+        if groups and groups[-1][0] == b["group"]:
+            groups[-1] = (b["group"], groups[-1][1] + 1)
+        else:
+            groups.append((b["group"], 1))
+    out += [f"<th colspan='{n}'>{escape(g)}</th>" for g, n in groups]
+    out.append("</tr><tr>" + "".join(f"<th>{escape(b['title'])}</th>" for b in m.backends) + "</tr>")
+    for row, line in m.table():
+        out.append(f"<tr><td class='row'>{escape(row)}</td>")
+        for _, cell, note in line:
+            if cell is None:
+                out.append("<td></td>")
+                continue
+            link = f" <a href='#{escape(anchor)}-{note}'>[{note}]</a>" if note else ""
+            out.append(f"<td class='{cell.status.value}' title='{escape(cell.reason)}'>"
+                       f"{SYMBOLS[cell.status]}{link}</td>")
+        out.append("</tr>")
+    out.append("</table><ol>")
+    for number, status, reason in m.footnotes:
+        example = next(c for c in m.cells.values() if (c.status, c.reason) == (status, reason))
+        details = escape("\n".join(example.details))
+        out.append(f"<li id='{escape(anchor)}-{number}'>{SYMBOLS[status]} {escape(reason)}<details><summary>"
+                   f"first cell: {escape(example.row)} / {escape(example.backend)}</summary>"
+                   f"<pre>{details}</pre><pre>{escape(example.program)}</pre></details></li>")
+    out.append("</ol>")
     return out
 
 
@@ -52,36 +92,9 @@ def render(report: MatrixReport) -> str:
     for m in report.classes:
         anchor = m.qualname.replace("::", "-")
         out.append(f"<h2 id='{escape(anchor)}'>{escape(m.qualname)}</h2>")
-        out += _verdicts(report.verdicts.get(m.qualname, []))
-        if not m.rows:
-            continue
-        out.append("<table><tr><th rowspan='2'>scenario</th>")
-        groups: list[tuple[str, int]] = []
-        for b in m.backends:
-            if groups and groups[-1][0] == b["group"]:
-                groups[-1] = (b["group"], groups[-1][1] + 1)
-            else:
-                groups.append((b["group"], 1))
-        out += [f"<th colspan='{n}'>{escape(g)}</th>" for g, n in groups]
-        out.append("</tr><tr>" + "".join(f"<th>{escape(b['title'])}</th>" for b in m.backends) + "</tr>")
-        for row, line in m.table():
-            out.append(f"<tr><td class='row'>{escape(row)}</td>")
-            for _, cell, note in line:
-                if cell is None:
-                    out.append("<td></td>")
-                    continue
-                link = f" <a href='#{escape(anchor)}-{note}'>[{note}]</a>" if note else ""
-                out.append(f"<td class='{cell.status.value}' title='{escape(cell.reason)}'>"
-                           f"{SYMBOLS[cell.status]}{link}</td>")
-            out.append("</tr>")
-        out.append("</table><ol>")
-        for number, status, reason in m.footnotes:
-            example = next(c for c in m.cells.values() if (c.status, c.reason) == (status, reason))
-            details = escape("\n".join(example.details))
-            out.append(f"<li id='{escape(anchor)}-{number}'>{SYMBOLS[status]} {escape(reason)}<details><summary>"
-                       f"first cell: {escape(example.row)} / {escape(example.backend)}</summary>"
-                       f"<pre>{details}</pre><pre>{escape(example.program)}</pre></details></li>")
-        out.append("</ol>")
+        if m.rows:
+            out += _matrix(m, anchor)
+        out += _verdicts(report.verdicts.get(m.qualname, []))  # below the matrix: most of them pass
     out.append("<h2>Known torch limitations</h2><ul>")
     for lim in report.limitations:
         out.append(f"<li><b>{escape(lim['key'])}</b> ({escape(', '.join(lim['backends']))}): "

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from ..results import Status
 from . import SYMBOLS, MatrixReport
 
 __all__ = ["render_lines"]
-
-_SHORT = {Status.PASSED: "✓", Status.FAILED: "✗", Status.UNSUPPORTED: "–", Status.SKIPPED: "·"}
 
 
 def render_lines(report: MatrixReport) -> list[str]:
@@ -20,6 +17,6 @@ def render_lines(report: MatrixReport) -> list[str]:
         lines.append(f"{m.qualname}: " + ", ".join(f"{n} {SYMBOLS[s]}" for s, n in m.counts().items() if n))
         lines.append(" " * (width + 2) + " ".join(f"{n[:9]:>9}" for n in names))
         for row, line in m.table():
-            symbols = [" " if cell is None else _SHORT[cell.status] for _, cell, _ in line]
+            symbols = [" " if cell is None else SYMBOLS[cell.status] for _, cell, _ in line]
             lines.append(f"  {row:<{width}}" + " ".join(f"{s:>9}" for s in symbols))
     return lines
