@@ -24,25 +24,59 @@ def _merge(args: argparse.Namespace) -> int:
     from .reports import FORMATS, _writers
     from .reports.merged import render
 
-    out = Path(args.output)
-    suffix = out.suffix.lower()
+    from .baseline import BaselineError
+
+    if args.output is None and args.baseline is None:
+        print("torchbind-conformance merge: give --output OUT (a merged report), --baseline FILE (accept every "
+              "run's verdicts into one baseline), or both", file=sys.stderr)
+        return 2
+    out = Path(args.output) if args.output is not None else None
+    suffix = out.suffix.lower() if out is not None else ".json"
     if suffix not in FORMATS:
         print(f"torchbind-conformance merge: --output={out}: unsupported format {suffix or '(none)'}; use "
               f"{', '.join(FORMATS)}", file=sys.stderr)
         return 2
     try:
         merged = merge_runs(load_run(Path(p)) for p in args.reports)
-        if len(merged.runs) == 1:  # shards of one run: exactly the report that run would have written
-            text = _writers()[suffix](merged.reports[0])
-        else:
-            text = render(merged, suffix)
-        write_text_atomically(out, text)
-    except (MergeError, OSError) as exc:
+        if out is not None:
+            if len(merged.runs) == 1:  # shards of one run: exactly the report that run would have written
+                text = _writers()[suffix](merged.reports[0])
+            else:
+                text = render(merged, suffix)
+            write_text_atomically(out, text)
+        changes = accept_runs(merged.runs, Path(args.baseline)) if args.baseline is not None else None
+    except (MergeError, BaselineError, OSError) as exc:
         print(f"torchbind-conformance merge: {exc}", file=sys.stderr)
         return 2
     runs = ", ".join(run.title for run in merged.runs)
-    print(f"merged {len(args.reports)} report(s) of {len(merged.runs)} run(s) ({runs}) into {out}")
+    if out is not None:
+        print(f"merged {len(args.reports)} report(s) of {len(merged.runs)} run(s) ({runs}) into {out}")
+    if changes is not None:
+        print(f"accepted the verdicts of {len(merged.runs)} run(s) ({runs}) into {args.baseline}: "
+              + (f"{len(changes)} change(s)" if changes else "unchanged"))
+        for line in changes:
+            print(f"  {line}")
     return 0
+
+
+def accept_runs(runs, path: Path) -> list[str]:
+    """Accept every run's verdicts (:class:`~conformance.merge.RunReport`, each on its own torch) into the baseline
+    at ``path`` (created when missing), as ``--torchbind-accept`` on each would, and write it; returns the changes
+    (:func:`~conformance.baseline.accept_changes`). Stale entries are not judged here (a report has no plan).
+    Raises :class:`~conformance.baseline.BaselineError` for a malformed file, ``OSError`` when it cannot be
+    written."""
+    from .baseline import accept_changes, load_baseline, merge_accepted, save_baseline
+    from .qualname import node_id
+
+    old = load_baseline(path, missing_ok=True)
+    new = dict(old)
+    for run in runs:
+        results = {node_id(qualname, v["item"]): (v["status"] == "failed", v.get("summary") or "")
+                   for qualname, verdicts in run.verdicts.items() for v in verdicts
+                   if v["status"] in ("passed", "failed")}
+        new = merge_accepted(new, results, torch_version=run.labels.get("torch", "0"))
+    save_baseline(path, new)
+    return accept_changes(old, new)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
                                          "one run) into one report")
     merge.add_argument("reports", nargs="+", metavar="REPORT.json", help="reports written with "
                                                                           "--torchbind-report=PATH.json")
-    merge.add_argument("--output", "-o", required=True, metavar="OUT", help="OUT.md, OUT.html or OUT.json")
+    merge.add_argument("--output", "-o", metavar="OUT", help="OUT.md, OUT.html or OUT.json")
+    merge.add_argument("--baseline", metavar="FILE", help="accept every run's verdicts into this baseline file, each "
+                                                          "on its own torch (as --torchbind-accept on each would)")
     from .scaffold import add_parser as add_scaffold_parser
     from .scaffold import run as run_scaffold
 

@@ -76,3 +76,33 @@ def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
     (tmp_path / "other.json").write_text("{}")
     assert main(["merge", str(tmp_path / "other.json"), "-o", str(tmp_path / "m.md")]) == 2
     assert main(["merge", str(tmp_path / "other.json"), "-o", str(tmp_path / "m.txt")]) == 2
+
+
+def test_the_reports_of_runs_on_several_torches_feed_one_baseline(tmp_path, capsys):
+    from conformance.baseline import Entry, load_baseline, save_baseline
+    from conformance.reports import build_report
+    from conformance.reports.json_report import render as render_json
+
+    def report(torch_version, statuses):
+        verdicts = {"ns::Q": [{"item": item, "check": item.partition("[")[0], "target": None, "status": status,
+                               "summary": f"{item} failed on {torch_version}", "baseline": False, "notes": []}
+                              for item, status in statuses.items()]}
+        path = tmp_path / f"r{torch_version}.json"
+        labels = {"torch": torch_version, "device": "cpu", "platform": "linux-x86_64", "date": "2026-11-24T00:00:00Z"}
+        path.write_text(render_json(build_report([], verdicts=verdicts, labels=labels)))
+        return str(path)
+
+    baseline = tmp_path / "b.json"
+    save_baseline(baseline, {"torchbind[ns.Q]::coverage[fixed]": Entry("was broken", observed=("2.13", "2.14"))})
+    runs = [report("2.13.0", {"agreement[pop]": "failed", "coverage[fixed]": "passed", "coverage[skip]": "skipped"}),
+            report("2.14.1", {"agreement[pop]": "failed", "agreement[only214]": "failed", "coverage[fixed]": "passed"})]
+    assert main(["merge", *runs, "--baseline", str(baseline)]) == 0
+    assert load_baseline(baseline) == {
+        "torchbind[ns.Q]::agreement[pop]": Entry("agreement[pop] failed on 2.13.0", observed=("2.13", "2.14")),
+        "torchbind[ns.Q]::agreement[only214]": Entry("agreement[only214] failed on 2.14.1", observed=("2.14",))}
+    out = capsys.readouterr().out
+    assert f"accepted the verdicts of 2 run(s) (torch 2.13.0 · cpu · linux-x86_64, torch 2.14.1 · cpu · " \
+           f"linux-x86_64) into {baseline}: 3 change(s)" in out
+    assert "  dropped torchbind[ns.Q]::coverage[fixed]" in out and "  added torchbind[ns.Q]::agreement[pop] " \
+           "(torch 2.13, 2.14)" in out
+    assert main(["merge", *runs]) == 2  # neither --output nor --baseline
