@@ -208,6 +208,13 @@ def test_the_html_page_shows_the_matrix_first_and_counts_known_failures_and_skip
     rows = [page.index(f"{item} said so") for item in ("agreement[d]", "agreement[b]", "coverage[c]", "coverage[a]")]
     assert rows == sorted(rows)  # new failures, known failures, n/a, passes
     assert "<td class='skipped' title='no eager'>n/a" in page and ">·<" not in page  # n/a is written one way
+    assert "<p class='totals'>1 class(es), 4 checks: 1 passed, 1 failed, 1 known failure(s) (baseline), 1 n/a</p>" \
+        in page  # the page's header counts skips and known failures too
+    # A matrix cell the baseline lists is marked as a known failure in the matrix itself.
+    failing = [Cell("ns::Q", "push", "eager", 0, 0, Status.FAILED, "differs")]
+    known_page = render_html(build_report(failing, verdicts={"ns::Q": [verdict("matrix[push-eager]", "failed", True)]}))
+    assert "<td class='known' title='differs'>✗ known" in known_page
+    assert "<td class='failed' title='differs'>✗" in render_html(build_report(failing))
     # Only known failures: the table stays closed.
     quiet = {"ns::Q": [verdict("coverage[a]", "passed"), verdict("agreement[b]", "failed", baseline=True)]}
     assert "<details open>" not in render_html(build_report(cells, verdicts=quiet))

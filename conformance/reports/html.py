@@ -15,7 +15,7 @@ body{font-family:system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse;margin:1em 0}
 th,td{border:1px solid #bbb;padding:.3em .6em;text-align:center}
 td.row{text-align:left;font-family:monospace}
-.passed{background:#e3f6e3}.failed{background:#fbe0e0}.unsupported{background:#eee}.skipped{background:#fff8dc}
+.passed{background:#e3f6e3}.failed{background:#fbe0e0}.unsupported{background:#eee}.skipped{background:#fff8dc}.known{background:#f3e3c3}
 pre{background:#f6f6f6;padding:.5em;overflow:auto}
 .incomplete{background:#fbe0e0;padding:.5em;border:1px solid #c00}
 """
@@ -47,8 +47,9 @@ def _verdicts(verdicts: list[dict]) -> list[str]:
     return out
 
 
-def _matrix(m: ClassMatrix, anchor: str) -> list[str]:
-    """The matrix of one class (a :class:`~conformance.reports.ClassMatrix`) and its footnotes."""
+def _matrix(m: ClassMatrix, anchor: str, known: set[str]) -> list[str]:
+    """The matrix of one class (a :class:`~conformance.reports.ClassMatrix`) and its footnotes; a failed cell whose
+    item is among ``known`` (items the baseline lists: ``matrix[row-backend]``) is marked as a known failure."""
     out: list[str] = []
     out.append("<table><tr><th rowspan='2'>scenario</th>")
     groups: list[tuple[str, int]] = []
@@ -66,8 +67,10 @@ def _matrix(m: ClassMatrix, anchor: str) -> list[str]:
                 out.append("<td></td>")
                 continue
             link = f" <a href='#{escape(anchor)}-{note}'>[{note}]</a>" if note else ""
-            out.append(f"<td class='{cell.status.value}' title='{escape(cell.reason)}'>"
-                       f"{SYMBOLS[cell.status]}{link}</td>")
+            is_known = cell.status is Status.FAILED and f"matrix[{cell.row}-{cell.backend}]" in known
+            css = "known" if is_known else cell.status.value
+            out.append(f"<td class='{css}' title='{escape(cell.reason)}'>"
+                       f"{SYMBOLS[cell.status]}{' known' if is_known else ''}{link}</td>")
         out.append("</tr>")
     out.append("</table><ol>")
     for number, status, reason in m.footnotes:
@@ -86,15 +89,23 @@ def render(report: MatrixReport) -> str:
            f"<title>TorchBind coverage matrix</title><style>{_CSS}</style></head><body>",
            f"<h1>TorchBind coverage matrix</h1><p>torch {escape(report.torch_version)} · ✓ matches eager · "
            "✗ fails or differs · – known torch limitation · n/a did not run (no fake class, or no eager reference: "
-           "the footnote says why)</p>"]
+           "the footnote says why) · ✗ known: a failure the baseline lists</p>"]
+    every = [v for vs in report.verdicts.values() for v in vs]
+    if every:
+        new = sum(v["status"] == "failed" and not v.get("baseline") for v in every)
+        known = sum(v["status"] == "failed" and bool(v.get("baseline")) for v in every)
+        out.append(f"<p class='totals'>{len(report.verdicts)} class(es), {len(every)} checks: "
+                   f"{sum(v['status'] == 'passed' for v in every)} passed, {new} failed, {known} known failure(s) "
+                   f"(baseline), {sum(v['status'] == 'skipped' for v in every)} n/a</p>")
     if report.incomplete:
         out.append(f"<p class='incomplete'><b>Incomplete report</b> — {escape(report.incomplete)}.</p>")
     for m in report.classes:
         anchor = m.qualname.replace("::", "-")
         out.append(f"<h2 id='{escape(anchor)}'>{escape(m.qualname)}</h2>")
+        verdicts = report.verdicts.get(m.qualname, [])
         if m.rows:
-            out += _matrix(m, anchor)
-        out += _verdicts(report.verdicts.get(m.qualname, []))  # below the matrix: most of them pass
+            out += _matrix(m, anchor, {v["item"] for v in verdicts if v.get("baseline")})
+        out += _verdicts(verdicts)  # below the matrix: most of them pass
     out.append("<h2>Known torch limitations</h2><ul>")
     for lim in report.limitations:
         out.append(f"<li><b>{escape(lim['key'])}</b> ({escape(', '.join(lim['backends']))}): "
