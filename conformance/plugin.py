@@ -30,6 +30,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "torchbind: a generated TorchBind conformance check")
     check_ini_keys(config)
     named = claim_gate_arguments(config)
+    if named and not requested(config):
+        raise pytest.UsageError(f"{named[0]} names the TorchBind conformance gate, but this run selects no class: add "
+                                "--torchbind-load=SPEC --torchbind-class=NS::CLS, or torchbind_load / torchbind_classes "
+                                "in the ini file")
     if requested(config) and gate_selected(config, named):
         from .pytest_run import PluginRun
 

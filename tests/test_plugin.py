@@ -44,6 +44,11 @@ def test_failure_message_names_class_method_and_both_sides(pytester):
     result.assert_outcomes(failed=1, passed=4, skipped=3)
 
 
+def run_inprocess_plain(pytester, *args):
+    """pytest in this process with no plugin option at all (run_inprocess adds --torchbind-isolation=none)."""
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
+
+
 def _ordinary_test_and_ini_gate(pytester) -> None:
     """A project with one ordinary test and the gate configured in its ini file."""
     pytester.makepyfile(test_ordinary="def test_plain():\n    assert 1 + 1 == 2\n")
@@ -92,6 +97,12 @@ def test_the_gate_is_collected_only_where_the_run_selects_it(pytester):
         "test_ordinary.py::test_plain", *gate]
     result = run_inprocess(pytester, "torchbind[_TorchScriptTesting._ContainsTensor]::fake_class")
     result.assert_outcomes(passed=1)
+    # The gate named where nothing configures it: a usage error saying what to add.
+    (pytester.path / "tox.ini").unlink()
+    result = run_inprocess_plain(pytester, "torchbind")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "torchbind names the TorchBind conformance gate, but this run selects no class" in result.stderr.str()
+    _ordinary_test_and_ini_gate(pytester)
     # A name that matches nothing is a usage error, not an empty green run.
     result = run_inprocess(pytester, "torchbind[nosuch.Cls]")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
