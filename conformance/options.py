@@ -24,7 +24,7 @@ __all__ = ["add_options", "check_ini_keys", "requested", "claim_gate_arguments",
 
 
 def add_options(parser: pytest.Parser, check_names: list[str], backend_names: list[str]) -> None:
-    """Register the ``--torchbind-*`` options and ``torchbind_*`` ini keys (see the README's Usage table)."""
+    """Register the ``--torchbind-*`` options and ``torchbind_*`` ini keys (see docs/reference/options.md)."""
     group = parser.getgroup("torchbind", "TorchBind class conformance (torchbind-conformance)")
     group.addoption("--torchbind-class", action="append", default=[], metavar="NS::CLS",
                     help="TorchBind class to check against its fake class; NS::* selects a whole namespace. "

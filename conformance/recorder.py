@@ -7,7 +7,7 @@ attribute that :mod:`conformance.items` puts on it; pytest-xdist carries report 
 does for hypothesis's statistics) and, where pytest-xdist is installed, ``pytest_handlecrashitem`` (an item whose
 worker died before it reported: :class:`CrashHook`). Nothing here reads pytest's report text.
 
-Faults around the run (see the README's "What happens when"): files are written only when a torchbind item ran,
+Faults around the run (see docs/reference/what-happens-when.md): files are written only when a torchbind item ran,
 atomically; an ``OSError`` writing one becomes a one-line warning in the terminal summary and the other files are
 still written.
 """

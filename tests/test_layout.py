@@ -1,4 +1,4 @@
-"""The layering the README's layout section promises, read from the source (no imports, no processes): the engine
+"""The layering docs/explanation/architecture.md promises, read from the source (no imports, no processes): the engine
 never imports the process layer or the pytest layer, and nothing finds run state through an ambient object."""
 
 from __future__ import annotations

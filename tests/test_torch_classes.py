@@ -1,7 +1,7 @@
 """The real input: torch's own TorchBind test classes (libtorchbind_test.so, namespace _TorchScriptTesting).
 
 Every finding is pinned, so a change in what the plugin reports on real code is a visible test change. The
-README's "Findings on torch's shipped classes" section lists the same findings with their explanation.
+docs/explanation/findings.md lists the same findings with their explanation.
 """
 
 from __future__ import annotations

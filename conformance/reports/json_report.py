@@ -1,4 +1,4 @@
-"""JSON writer: the machine-readable report (schema in the README, ``"schema": "torchbind-matrix/2"``)."""
+"""JSON writer: the machine-readable report (schema in docs/reference/report-json.md, ``"schema": "torchbind-matrix/2"``)."""
 
 from __future__ import annotations
 
