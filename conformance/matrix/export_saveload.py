@@ -21,7 +21,7 @@ def prepare(scenario, module, example_args):
 
 def load_program(buffer: io.BytesIO) -> torch.export.ExportedProgram:
     """``torch.export.load(buffer)``; when it fails after logging why ("... check the warnings above"), the
-    ``RuntimeError`` raised names the error torch logged."""
+    ``RuntimeError`` raised keeps torch's message and adds the error torch logged."""
     # torch.export.load logs its weights_only fallback with a malformed format string (a logging error
     # printed to stderr in torch 2.13); the load's own outcome is what the cell reports.
     logger = logging.getLogger("torch._export.serde.serialize")
@@ -38,8 +38,9 @@ def load_program(buffer: io.BytesIO) -> torch.export.ExportedProgram:
         cause = seen.error()
         if cause is None or "warnings above" not in str(exc):
             raise
-        raise RuntimeError(f"torch.export.load could not deserialize the saved program: "
-                           f"{type(cause).__name__}: {cause}") from cause
+        # torch's own message first (the limitation table matches on it), then the error it logged.
+        raise RuntimeError(f"{str(exc).strip()} [the error torch.export.load logged: {type(cause).__name__}: "
+                           f"{cause}]") from cause
     finally:
         export_logger.removeHandler(seen)
         logger.setLevel(level)
