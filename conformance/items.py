@@ -5,8 +5,8 @@ Test ids: ``torchbind[ns.Cls]::<check>`` or ``torchbind[ns.Cls]::<check>[<method
 check (in the isolation worker when there is one) and fails with the check's rendered failures
 (:class:`CheckFailed`, unwrapped in :meth:`TorchbindCheckItem.repr_failure`). Its ``user_properties`` (which also
 reach ``--junitxml``) say only class, check, target and status; what the controller's recorder needs (summary,
-notes, matrix cell) travels on the call report's ``torchbind`` attribute (:data:`ITEM_DATA`, attached by
-:func:`conformance.plugin.pytest_runtest_makereport`).
+notes, matrix cell) is kept in the item attribute :data:`conformance.names.ITEM_DATA` and travels on the call
+report (:func:`conformance.plugin.pytest_runtest_makereport`).
 """
 
 from __future__ import annotations
@@ -19,22 +19,22 @@ from pathlib import Path
 import pytest
 
 from .baseline import Entry
+from .names import ITEM_DATA
 from .results import Outcome
 from .runner import CheckTarget, Engine, plan
 
-__all__ = ["Collection", "CheckFailed", "TorchbindClass", "TorchbindCheckItem", "STATUS", "ITEM_DATA"]
+__all__ = ["Collection", "CheckFailed", "TorchbindClass", "TorchbindCheckItem", "STATUS"]
 
 #: The ``user_properties`` name of an item's status (beside ``torchbind_class``, ``torchbind_check`` and
 #: ``torchbind_target``).
 STATUS = "torchbind_status"
-#: The item attribute holding what its call report carries to the recorder (see :data:`conformance.recorder.REPORT_ATTR`).
-ITEM_DATA = "torchbind_data"
 
 
 class Collection:
     """What one run collects: the items of each selected class (``classes``) of ``engine``, planned with the run's
     filters (``engine.settings.checks`` and ``.backends``), the baseline's ``known`` failures (read from
-    ``baseline_path``) that apply to this ``torch_version`` marked as strict xfails, and the table of collected items (node id -> :class:`~conformance.runner.CheckTarget`)
+    ``baseline_path``) that apply to this ``torch_version`` marked as strict xfails, and the table of collected
+    items (node id -> :class:`~conformance.runner.CheckTarget`)
     an isolation worker forked later runs by node id. ``run_item(nodeid, unit)`` runs one item (the setup role's
     :meth:`conformance.pytest_run.PluginRun.run_item`); ``on_register(nodeid)`` is told of every collected item."""
 

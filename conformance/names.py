@@ -9,7 +9,7 @@ order is written here, not made by imports. ``tests/test_docs.py`` keeps :data:`
 
 from __future__ import annotations
 
-__all__ = ["CHECKS", "CHECK_NAMES", "BACKEND_NAMES"]
+__all__ = ["CHECKS", "CHECK_NAMES", "BACKEND_NAMES", "ITEM_DATA", "REPORT_ATTR"]
 
 CHECKS = (
     ("tracing_mode", "tracing_mode"),
@@ -28,4 +28,9 @@ CHECKS = (
     ("matrix", "matrix"),
 )
 CHECK_NAMES = tuple(name for name, _module in CHECKS)
+
+#: A torchbind item's attribute holding what its call report carries to the controller's recorder (summary, notes,
+#: matrix cell), and the report attribute it travels in (:func:`conformance.plugin.pytest_runtest_makereport` moves
+#: it; :mod:`conformance.recorder` reads it). Here so that the lazy plugin module names them without torch.
+ITEM_DATA, REPORT_ATTR = "torchbind_data", "torchbind"
 BACKEND_NAMES = ("eager", "aot_eager", "inductor", "aoti", "export", "export_strict", "export_saveload")

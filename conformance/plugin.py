@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from .names import BACKEND_NAMES, CHECK_NAMES
+from .names import BACKEND_NAMES, CHECK_NAMES, ITEM_DATA, REPORT_ATTR
 from .options import add_options, check_ini_keys, claim_gate_arguments, gate_selected, requested
 
 RUN_KEY = pytest.StashKey["PluginRun"]()
@@ -31,9 +31,9 @@ def pytest_configure(config: pytest.Config) -> None:
     check_ini_keys(config)
     named = claim_gate_arguments(config)
     if named and not requested(config):
-        raise pytest.UsageError(f"{named[0]} names the TorchBind conformance gate, but this run selects no class: add "
-                                "--torchbind-load=SPEC --torchbind-class=NS::CLS, or torchbind_load / torchbind_classes "
-                                "in the ini file")
+        raise pytest.UsageError(f"{named[0]} names the TorchBind conformance gate, but this run selects no class: "
+                                "add --torchbind-load=SPEC --torchbind-class=NS::CLS, or torchbind_load / "
+                                "torchbind_classes in the ini file")
     if requested(config) and gate_selected(config, named):
         from .pytest_run import PluginRun
 
@@ -62,8 +62,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     # A torchbind item's data for the controller's recorder rides on its call report (as hypothesis's statistics
     # do), so pytest-xdist carries it from the workers and --junitxml never sees it.
     outcome = yield
-    if call.when == "call" and getattr(item, "torchbind_data", None) is not None:
-        outcome.get_result().torchbind = item.torchbind_data
+    data = getattr(item, ITEM_DATA, None)
+    if call.when == "call" and data is not None:
+        setattr(outcome.get_result(), REPORT_ATTR, data)
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:

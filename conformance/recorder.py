@@ -21,6 +21,7 @@ import pytest
 
 from .baseline import accept_changes, merge_accepted, save_baseline, stale_entries
 from .files import describe_os_error
+from .names import REPORT_ATTR
 from .options import RunOptions
 from .qualname import qualname_of_id
 from .reports import build_report, write_report
@@ -29,12 +30,8 @@ from .reports.terminal import render_lines
 from .results import Cell, Status
 from .runner import Engine, lost_cell, plan
 
-__all__ = ["Recorder", "CrashHook", "REPORT_ATTR", "lost_reason"]
+__all__ = ["Recorder", "CrashHook", "lost_reason"]
 
-#: The attribute of a torchbind item's call report that carries its data for the recorder: a JSON-able dict with
-#: ``status``, ``summary``, ``notes`` (list of str), ``qualname``, ``check``, ``target`` and, for a matrix cell,
-#: ``cell`` (:meth:`conformance.results.Cell.to_json`).
-REPORT_ATTR = "torchbind"
 
 
 def lost_reason(report: pytest.TestReport) -> str:

@@ -133,9 +133,7 @@ def run_target(unit: CheckTarget, engine: Engine | None = None) -> Outcome:
     except BaseException as exc:  # SystemExit, a KeyboardInterrupt raised by a fake, ...: this item's failure
         if real_interrupt(exc):
             raise
-        failure = exc.failure() if isinstance(exc, UserFault) else fault_failure(exc)
-        cell = unit.check.lost(qualname, unit.target, failure.summary) if unit.check.lost else None
-        return Outcome.of_failures(check, qualname, target, [failure], cell=cell)
+        return lost_outcome(unit, exc.failure() if isinstance(exc, UserFault) else fault_failure(exc))
 
 
 def prepare_class(qualname: str, engine: Engine) -> Outcome:
