@@ -110,7 +110,7 @@ def engine_of(register=None, settings=None):
 
 
 # ----- the `process` marker -----------------------------------------------------------------------------------
-# `pytest -m "not process"` is the in-process core. With TORCHBIND_AUDIT_PROCESSES=1 every test that is not marked
+# `pytest -m "not process and not budget"` is the quick in-process core. With TORCHBIND_AUDIT_PROCESSES=1 every test that is not marked
 # `process` fails when its call (fixtures excluded) forks or starts a process: how the markers were found, and how
 # to check them after a change. (Off by default: torch starts some helpers once per process, e.g. inductor's
 # compile workers, so whether a test starts one can depend on what ran before it in that process.)

@@ -152,6 +152,7 @@ def test_the_check_reports_the_method_the_sequence_and_the_reproducer(samples, l
 # ----- correct fakes --------------------------------------------------------------------------------------
 
 
+@pytest.mark.budget
 @pytest.mark.parametrize("qualname", ["samples::TensorQueue", "samples::Counter", "samples::Config"])
 def test_correct_fakes_pass_over_the_default_budget_repeatedly(samples, qualname):
     ctx, budget = context_for(qualname), engine.DEFAULT_EXAMPLES
