@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from .jit_types import TypeHandler, walk
-from .qualname import split_qualname
+from .qualname import is_class_name
 from .results import NotApplicable
 from .registry import REGISTRY, Registry
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets, candidates
@@ -98,8 +98,9 @@ def strategy(qualname: str, method: str, arg: str | int | None = None):
     The override goes into the process's registry (:data:`conformance.registry.REGISTRY`).
     Returns the factory unchanged. Raises ``ValueError`` when ``qualname`` is not ``ns::Cls``.
     """
-    if split_qualname(qualname) is None:
-        raise ValueError(f"conformance.strategy({qualname!r}, ...): expected 'namespace::Class'")
+    if not is_class_name(qualname):
+        raise ValueError(f"conformance.strategy({qualname!r}, ...): expected 'namespace::Class' (a TorchBind "
+                         "class) or 'module.QualName' (a Python custom class)")
 
     def register(factory):
         REGISTRY.add_strategy(qualname, method, arg, factory)

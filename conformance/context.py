@@ -95,7 +95,10 @@ class ClassContext:
     strategies), ``tracer`` (where calls into the class are reported, :mod:`conformance.breadcrumbs`) and
     ``lookup`` (``ns::Cls`` -> that class's context, for arguments typed as another TorchBind class; raises
     ``KeyError`` for a class torch does not know). ``scenarios`` caches the class's coverage-matrix scenarios
-    (:func:`conformance.matrix.scenarios.scenario`)."""
+    (:func:`conformance.matrix.scenarios.scenario`). ``kind`` is ``"torchbind"``: the checks registered for
+    TorchBind classes apply."""
+
+    kind = "torchbind"
 
     def __init__(self, info: ClassInfo, settings: Settings, registry: Registry, tracer: Tracer,
                  lookup: Callable[[str], ClassContext]):

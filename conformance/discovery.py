@@ -20,7 +20,7 @@ import torch
 import torch._library.simple_registry as simple_registry
 from torch._library import fake_class_registry
 
-from .qualname import split_qualname
+from .qualname import is_custom_class_name, node_id, split_qualname
 from .results import ConformanceError
 
 __all__ = [
@@ -107,8 +107,8 @@ class ClassInfo:
 
     @property
     def test_name(self) -> str:
-        """The collector name used in test ids: ``torchbind[ns.Cls]``."""
-        return f"torchbind[{self.namespace}.{self.name}]"
+        """The collector name used in test ids: ``torchbind[ns.Cls]`` (:func:`conformance.qualname.node_id`)."""
+        return node_id(self.qualname, "").removesuffix("::")
 
     @property
     def fake_class(self) -> type | None:
@@ -166,14 +166,24 @@ def registered_classes(namespace: str | None = None) -> list[str]:
 
 
 def expand_selector(selector: str) -> list[str]:
-    """Expand a ``--torchbind-class`` value: ``ns::Cls``, ``ns::*`` or any ``fnmatch`` pattern on the class name.
+    """Expand a ``--torchbind-class`` value: ``ns::Cls``, ``ns::*`` or any ``fnmatch`` pattern on the class name;
+    for a Python custom class, ``module.QualName`` or an ``fnmatch`` pattern on such names
+    (:func:`conformance.custom_classes.expand_custom_selector`).
 
     Raises :class:`SelectorError` when the selector is malformed or matches no loaded class; the message lists
     the classes that do exist in that namespace (or the namespaces that exist, when the namespace is unknown).
     """
     parsed = split_qualname(selector)
+    if parsed is None and is_custom_class_name(selector):
+        from .custom_classes import CustomSelectorError, expand_custom_selector
+
+        try:
+            return expand_custom_selector(selector)
+        except CustomSelectorError as exc:
+            raise SelectorError(str(exc)) from None
     if parsed is None:
-        raise SelectorError(f"--torchbind-class={selector!r}: expected NAMESPACE::CLASS or NAMESPACE::*")
+        raise SelectorError(f"--torchbind-class={selector!r}: expected NAMESPACE::CLASS or NAMESPACE::* (a TorchBind "
+                            "class), or module.QualName or a pattern on such names (a Python custom class)")
     ns, pattern = parsed
     in_ns = registered_classes(ns)
     matches = [q for q in in_ns if fnmatch.fnmatchcase(q.split("::")[1], pattern)]

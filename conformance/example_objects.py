@@ -28,7 +28,7 @@ import torch
 from .calls import Call, Callee
 from .discovery import ClassInfo, qualname_of
 from .breadcrumbs import CallAbandoned, Tracer
-from .qualname import split_qualname
+from .qualname import is_class_name
 from .results import NotApplicable, exception_line
 from .registry import REGISTRY, Factory
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
@@ -49,7 +49,8 @@ MAX_DERIVED = 4
 
 
 def examples(qualname: str, *, derive: bool = True) -> Callable[[Factory], Factory]:
-    """Register a factory of example objects for the TorchBind class ``qualname`` (``"ns::Cls"``).
+    """Register a factory of example objects for the TorchBind class ``qualname`` (``"ns::Cls"``), or for the Python
+    custom class ``"module.QualName"`` (its factory returns instances of the class).
 
     Use as a decorator on a zero-argument function returning an iterable of ``torch.ScriptObject`` instances
     of that class. Once a factory is registered for a class, generated constructor arguments are not used for it.
@@ -60,8 +61,9 @@ def examples(qualname: str, *, derive: bool = True) -> Callable[[Factory], Facto
     process's registry (:data:`conformance.registry.REGISTRY`). Returns the factory unchanged. Raises
     ``ValueError`` if ``qualname`` is not ``ns::Cls``.
     """
-    if split_qualname(qualname) is None:
-        raise ValueError(f"conformance.examples({qualname!r}): expected 'namespace::Class'")
+    if not is_class_name(qualname):
+        raise ValueError(f"conformance.examples({qualname!r}): expected 'namespace::Class' (a TorchBind "
+                         "class) or 'module.QualName' (a Python custom class)")
 
     def register(factory: Factory) -> Factory:
         REGISTRY.add_factory(qualname, factory, derive=derive)

@@ -150,9 +150,10 @@ class TorchbindCheckItem(pytest.Item):
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self):
-        """Where the item points: the fake class's source when there is one (a skip or failure is about it),
-        else the rootdir; line 0 when no line is known (pytest needs one for a skip reported at the item)."""
-        fake = self.collection.engine.context(self.unit.qualname).info.fake_class
+        """Where the item points: the fake class's source when there is one (a skip or failure is about it; a
+        Python custom class's own source), else the rootdir; line 0 when no line is known (pytest needs one for a skip reported at the item)."""
+        ctx = self.collection.engine.context(self.unit.qualname)
+        fake = ctx.info.fake_class if ctx.kind == "torchbind" else ctx.info.cls  # a custom class: its own source
         path, line = self.path, 0
         if fake is not None:
             try:

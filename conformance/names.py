@@ -25,6 +25,10 @@ CHECKS = (
     ("custom_op", "custom_op"),
     ("deepcopy", "deepcopy"),
     ("differential", "differential"),
+    ("eq_hash", "eq_hash"),
+    ("fx_repr", "fx_repr"),
+    ("guards", "guards"),
+    ("fake_kernel", "fake_kernel"),
     ("matrix", "matrix"),
 )
 CHECK_NAMES = tuple(name for name, _module in CHECKS)

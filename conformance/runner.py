@@ -43,10 +43,17 @@ class Engine:
         self._contexts: dict[str, ClassContext] = {}
 
     def context(self, qualname: str) -> ClassContext:
-        """The :class:`~conformance.context.ClassContext` of ``ns::Cls``, discovered on first use and cached.
-        Raises ``KeyError`` (from discovery) for a class torch does not know."""
+        """The :class:`~conformance.context.ClassContext` of ``ns::Cls`` (a
+        :class:`~conformance.custom_context.CustomClassContext` for a Python custom class ``module.QualName``),
+        discovered on first use and cached. Raises ``KeyError`` (from discovery) for a class torch does not know."""
         ctx = self._contexts.get(qualname)
-        if ctx is None:
+        if ctx is None and "::" not in qualname:  # module.QualName: a Python custom class
+            from .custom_classes import discover_custom
+            from .custom_context import CustomClassContext
+
+            ctx = self._contexts[qualname] = CustomClassContext(discover_custom(qualname), self.settings,
+                                                                self.registry, self.tracer)
+        elif ctx is None:
             ctx = self._contexts[qualname] = ClassContext(discover(qualname), self.settings, self.registry,
                                                           self.tracer, self.context)
         return ctx
@@ -87,7 +94,7 @@ def plan(qualname: str, engine: Engine | None = None, only: Iterable[str] | None
     backends = None if backends is None else set(backends)
     out = []
     for chk in all_checks():
-        if (only is not None and chk.name not in only) or chk.name in skip:
+        if (only is not None and chk.name not in only) or chk.name in skip or ctx.kind not in chk.kinds:
             continue
         for target in chk.targets(ctx):
             if backends is not None and chk.scope == "cell" and target.backend not in backends:

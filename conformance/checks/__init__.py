@@ -8,8 +8,12 @@ passes) or raised one at a time — without naming itself or the class: the regi
 runner the class and target. It raises :class:`~conformance.results.NotApplicable` to be skipped with a reason.
 A ``"cell"``-scope check (the coverage matrix) returns its :class:`~conformance.results.Cell` instead.
 
+``kinds`` says which classes a check is for: ``"torchbind"`` (a C++ TorchBind class and its fake class; ``ctx``
+a :class:`~conformance.context.ClassContext`) and/or ``"custom"`` (a Python custom class; ``ctx`` a
+:class:`~conformance.custom_context.CustomClassContext`).
+
 ``scope`` says what ``target`` is: ``"class"`` (``None``), ``"method"`` (a C++ method name), ``"op"`` (an
-:class:`~conformance.discovery.OpInfo`) or ``"cell"`` (a coverage-matrix cell, listed by the check's own
+:class:`~conformance.discovery.OpInfo`, or a :class:`~conformance.custom_classes.CustomOpInfo`) or ``"cell"`` (a coverage-matrix cell, listed by the check's own
 ``targets``). ``targets(ctx)`` lists the targets a check applies to (so, e.g., the ``tracing_mode`` check
 exists only for classes that define ``tracing_mode``).
 """
@@ -35,7 +39,8 @@ class Check:
 
     ``targets(ctx)`` lists the targets of a class (``ctx``: its :class:`~conformance.context.ClassContext`).
     ``lost(qualname, target, reason)``, when given, returns the :class:`~conformance.results.Cell` of an item
-    whose worker process crashed or hung, so that reports still show it (as a failed cell).
+    whose worker process crashed or hung, so that reports still show it (as a failed cell). ``kinds``: the kinds of
+    class (``ctx.kind``) it applies to.
     """
 
     name: str
@@ -44,6 +49,7 @@ class Check:
     targets: Callable[[Any], list[Any]]
     description: str
     lost: Callable[[str, Any, str], Cell] | None = None
+    kinds: tuple[str, ...] = ("torchbind",)
 
     def target_id(self, target: Any) -> str | None:
         """The bracketed part of the test id: a method name, an op's short name, or ``None``."""
@@ -71,8 +77,8 @@ _DEFAULT_TARGETS = {"class": _class_targets, "method": _method_targets, "op": _o
 
 
 def check(name: str, scope: str = "class", targets: Callable[[Any], list[Any]] | None = None,
-          lost: Callable[[str, Any, str], Cell] | None = None):
-    """Register the decorated function as the check ``name`` (``lost``: see :class:`Check`). Raises
+          lost: Callable[[str, Any, str], Cell] | None = None, kinds: tuple[str, ...] = ("torchbind",)):
+    """Register the decorated function as the check ``name`` (``lost``, ``kinds``: see :class:`Check`). Raises
     ``ValueError`` on a duplicate name."""
     if scope not in _DEFAULT_TARGETS:
         raise ValueError(f"unknown scope {scope!r}")
@@ -82,7 +88,7 @@ def check(name: str, scope: str = "class", targets: Callable[[Any], list[Any]] |
             raise ValueError(f"check {name!r} registered twice")
         doc = (func.__doc__ or "").strip().splitlines()
         _REGISTRY[name] = Check(name, scope, func, targets or _DEFAULT_TARGETS[scope], doc[0] if doc else name,
-                                lost)
+                                lost, tuple(kinds))
         return func
 
     return register
