@@ -98,7 +98,7 @@ class CustomClassContext:
 
     def _factory_recipes(self) -> list[Recipe]:
         out = []
-        for factory, _derive in self.registry.factories(self.info.name):
+        for factory in self.registry.factories(self.info.name):
             name = getattr(factory, "__name__", "factory")
             with self.calling(f"the example factory {name}() of {self.info.name}"):
                 count = len(list(factory()))
@@ -213,7 +213,7 @@ class CustomClassContext:
         lines += repro_lines(cls.__module__)
         top = cls.__qualname__.split(".")[0]
         lines.append(f"from {cls.__module__} import {top}")
-        lines += [f"from {f.__module__} import {f.__name__}" for f, _ in self.registry.factories(self.info.name)
+        lines += [f"from {f.__module__} import {f.__name__}" for f in self.registry.factories(self.info.name)
                   if getattr(f, "__module__", None) and f.__name__.isidentifier()]
         lines.append(f"# {self.info.name}: a {api_names()[self.info.kind]} custom class")
         lines.append("")
@@ -237,31 +237,42 @@ class _Found(Exception):
     """Carries a check's failure out of a hypothesis example (hypothesis shrinks towards the simplest one)."""
 
     def __init__(self, failure):
-        super().__init__(failure.summary)
+        super().__init__(str(failure))
         self.failure = failure
 
 
-def find_failure(strategy: SearchStrategy, test: Callable[[Any], Any], examples: int):
-    """Search ``strategy`` with hypothesis for a value on which ``test`` returns a
-    :class:`~conformance.results.Failure` (``None``: the value is fine), over ``examples`` examples with the
-    differential test's hypothesis settings (:func:`conformance.differential.driver.hypothesis_settings`: the
-    user's profile, derandomized on CI). Returns the failure of the shrunk (simplest) value, or ``None``."""
-    from hypothesis import given
+def find_failure(strategy: SearchStrategy, test: Callable[[Any], Any], examples: int, *, shrink: bool = True):
+    """Search ``strategy`` with hypothesis for a value on which ``test`` returns something (a finding: a
+    :class:`~conformance.results.Failure`, or what the caller turns into one; ``None``: the value is fine), over
+    ``examples`` examples with the differential test's hypothesis settings
+    (:func:`conformance.differential.driver.hypothesis_settings`: the user's profile, derandomized on CI).
+    Returns the finding of the shrunk (simplest) value, or ``None``. Keep ``test`` cheap (no compiling): shrinking
+    calls it many times; confirm the finding afterwards. ``shrink=False`` returns the first finding as found."""
+    from hypothesis import Phase, given
 
     from .differential.driver import hypothesis_settings
 
-    @hypothesis_settings(examples)
+    base = hypothesis_settings(examples)
+    phases = base.phases if shrink else tuple(p for p in base.phases if p is not Phase.shrink)
+
+    @settings_with(base, phases)
     @given(strategy)
     def run(value):
-        failure = test(value)
-        if failure is not None:
-            raise _Found(failure)
+        finding = test(value)
+        if finding is not None:
+            raise _Found(finding)
 
     try:
         run()
     except _Found as found:
         return found.failure
     return None
+
+
+def settings_with(base, phases):
+    from hypothesis import settings
+
+    return settings(base, phases=phases)
 
 
 def _eval_globals() -> dict[str, Any]:

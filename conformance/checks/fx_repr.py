@@ -10,6 +10,8 @@ against eager.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch._library.opaque_object import get_opaque_obj_repr
 
@@ -76,14 +78,13 @@ def _violation(ctx, recipe) -> Failure | None:
                  or not _same(before[k], after[k])]
     if not diffs:
         return None
-    numbers, lines = _compiled_vs_eager(ctx, recipe)
     fields = ", ".join(d.split(":")[0] for d in diffs)
-    return Failure(f"__fx_repr__ does not rebuild the object: {text!r} evaluates to an object that differs in "
+    return recipe, Failure(f"__fx_repr__ does not rebuild the object: {text!r} evaluates to an object that differs in "
                    f"{fields}; torch.compile bakes that rebuilt object into the generated code", target="__fx_repr__",
-                   example=f"obj = {recipe.code}", details=tuple(diffs + numbers),
+                   example=f"obj = {recipe.code}", details=tuple(diffs),
                    repro=ctx.repro([f"obj = {recipe.code}", "text, names = obj.__fx_repr__()",
                                     "print('__fx_repr__:', text)", "print('state:  ', vars(obj))",
-                                    "print('rebuilt:', vars(eval(text, dict(names))))", *lines]))
+                                    "print('rebuilt:', vars(eval(text, dict(names))))"]))
 
 
 def _same(a, b) -> bool:
@@ -99,5 +100,12 @@ def _same(a, b) -> bool:
 @check("fx_repr", targets=_targets, kinds=("custom",))
 def fx_repr(ctx, _target) -> list[Failure]:
     """A constant custom class: evaluating __fx_repr__'s string rebuilds an object of the same type and state."""
-    failure = find_failure(ctx.objects(), lambda recipe: _violation(ctx, recipe), ctx.settings.examples)
-    return [failure] if failure else []
+    finding = find_failure(ctx.objects(), lambda recipe: _violation(ctx, recipe), ctx.settings.examples)
+    if finding is None:
+        return []
+    if isinstance(finding, Failure):  # __fx_repr__ does not even evaluate
+        return [finding]
+    recipe, failure = finding  # confirmed once, after shrinking: what compiled programs do with the object
+    numbers, lines = _compiled_vs_eager(ctx, recipe)
+    return [dataclasses.replace(failure, details=failure.details + tuple(numbers),
+                                repro=failure.repro.rstrip("\n") + "\n" + "\n".join(lines) + "\n")]

@@ -95,23 +95,33 @@ def _violation(ctx, op, draw) -> Failure | None:
             diffs = value_differences(ra, rb, "result")
             if not diffs:
                 continue
-            value = state_of(b)[field]
-            first, stale = _stale(ctx, op, args, a, b)
-            call_a, call_b = ctx.call_code(op, args, "a"), ctx.call_code(op, args, "b")
-            short = ctx.info.cls.__qualname__
-            return Failure(
-                f"{short}.__eq__ ignores {field!r}: a == b, but {op.qualname} gives different results for them, "
-                f"so a program compiled for a is reused for b and returns a's result (stale)",
-                target=op.short_name, example=f"a = {a_recipe.code}\nb = copy.copy(a); b.{field} = {value!r}",
-                call=f"{call_b}  (after the same compiled program ran with a)",
-                details=(f"eager, b:    {show(rb)}", f"compiled, b: {show(stale)}  (stale)",
-                         f"eager, a:    {show(ra)}   compiled, a: {show(first)}"),
-                repro=ctx.repro(["import copy", f"a = {a_recipe.code}", "b = copy.copy(a)",
-                                 f"b.{field} = {value!r}", "print('a == b:', a == b)",
-                                 f"program = torch.compile(lambda o: {ctx.call_code(op, args, 'o')}, "
-                                 "backend='eager', fullgraph=True)",
-                                 "print('compiled, a:', program(a))", "print('compiled, b:', program(b))",
-                                 f"print('eager, a:   ', {call_a})", f"print('eager, b:   ', {call_b})"]))
+            return a_recipe, field, state_of(b)[field], args, ra, rb
+    return None
+
+
+def _stale_failure(ctx, op, finding) -> Failure:
+    """The failure for an equal pair found by the search, confirmed by a compiled program: a's result for b."""
+    a_recipe, field, value, args, ra, rb = finding
+    a = a_recipe.build()
+    b = copy.copy(a)
+    setattr(b, field, value)
+    first, stale = _stale(ctx, op, args, a, b)
+    call_a, call_b = ctx.call_code(op, args, "a"), ctx.call_code(op, args, "b")
+    short = ctx.info.cls.__qualname__
+    return Failure(
+        f"{short}.__eq__ ignores {field!r}: a == b, but {op.qualname} gives different results for them, "
+        f"so a program compiled for a is reused for b and returns a's result (stale)",
+        target=op.short_name, example=f"a = {a_recipe.code}\nb = copy.copy(a); b.{field} = {value!r}",
+        call=f"{call_b}  (after the same compiled program ran with a)",
+        details=(f"eager, b:    {show(rb)}", f"compiled, b: {show(stale)}"
+                 + ("  (stale)" if not value_differences(ra, stale, "result") else ""),
+                 f"eager, a:    {show(ra)}   compiled, a: {show(first)}"),
+        repro=ctx.repro(["import copy", f"a = {a_recipe.code}", "b = copy.copy(a)",
+                         f"b.{field} = {value!r}", "print('a == b:', a == b)",
+                         f"program = torch.compile(lambda o: {ctx.call_code(op, args, 'o')}, "
+                         "backend='eager', fullgraph=True)",
+                         "print('compiled, a:', program(a))", "print('compiled, b:', program(b))",
+                         f"print('eager, a:   ', {call_a})", f"print('eager, b:   ', {call_b})"]))
     return None
 
 
@@ -236,9 +246,11 @@ def guards(ctx, target) -> list[Failure]:
     objects = ctx.objects()
     if ctx.info.kind == "constant":
         draws = st.tuples(objects, objects, ctx.op_arguments(target))
-        failure = find_failure(draws, lambda draw: _violation(ctx, target, draw), ctx.settings.examples)
+        finding = find_failure(draws, lambda draw: _violation(ctx, target, draw), ctx.settings.examples)
+        failure = _stale_failure(ctx, target, finding) if finding else None
     else:
         draws = st.tuples(objects, objects, _mutator_args(ctx))
+        # Every sequence compiles (once per change): a tenth of the examples, and the first finding as found.
         failure = find_failure(draws, lambda draw: _symbolic_violation(ctx, target, draw),
-                               max(1, ctx.settings.examples // 10))
+                               max(1, ctx.settings.examples // 10), shrink=False)
     return [failure] if failure else []

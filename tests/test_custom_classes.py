@@ -1,0 +1,334 @@
+"""Python custom classes (opaque objects): each rule the checks enforce, shown first with plain torch (a compiled
+program against eager), then the verdict the plugin gives on the sample classes (sample_classes/custom_classes.py)
+and on classes written here, in the test, that the plugin has never seen.
+
+Every class is registered with the API the running torch has (``register_custom_class`` on 2.14+,
+``register_opaque_type`` before); one test registers with the old spelling on purpose.
+"""
+
+from __future__ import annotations
+
+import copy
+import textwrap
+
+import pytest
+import torch
+from torch._dynamo.testing import CompileCounter
+
+import conformance
+from conformance.custom_classes import api_names, discover_custom, registered_custom_classes
+from conformance.discovery import SelectorError, expand_selector
+from conformance.qualname import node_id, qualname_of_id
+from conformance.registry import REGISTRY
+from conformance.runner import Engine, run_class
+from conformance.settings import Settings
+
+from conftest import run_inprocess
+
+MOD = "sample_classes.custom_classes"
+
+
+class OldSpelling:
+    """Registered with torch 2.11-2.13's spelling (``register_opaque_type``, ``typ="value"``), which torch 2.14
+    still accepts (logging a deprecation warning): the plugin sees it through torch's query functions."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __eq__(self, other):
+        return isinstance(other, OldSpelling) and self.n == other.n
+
+    def __hash__(self):
+        return hash(self.n)
+
+    def __fx_repr__(self):
+        return f"OldSpelling({self.n!r})", {"OldSpelling": OldSpelling}
+
+
+torch._library.opaque_object.register_opaque_type(OldSpelling, typ="value")
+
+
+@pytest.fixture(scope="module")
+def cc():
+    import sample_classes.custom_classes as module
+
+    return module
+
+
+def compiled(fn, backend="eager"):
+    """A fresh compiled program (dynamo's caches reset first, so no earlier test's program is reused)."""
+    torch._dynamo.reset()
+    return torch.compile(fn, backend=backend, fullgraph=True)
+
+
+def verdicts(name: str, **settings) -> dict[tuple[str, str | None], object]:
+    outcomes = run_class(f"{MOD}.{name}", engine=Engine(Settings(**settings)))
+    return {(o.check, o.target): o for o in outcomes}
+
+
+def only_failure(outcomes, key):
+    """The one failure of the item ``key``; every other item passed (or was skipped with a reason)."""
+    failed = {k for k, o in outcomes.items() if o.status == "failed"}
+    assert failed == {key}, {k: outcomes[k].render() for k in failed}
+    [failure] = outcomes[key].failures
+    return failure, failure.render(outcomes[key].qualname, outcomes[key].target)
+
+
+# ----- discovery and selection ---------------------------------------------------------------------------------
+
+
+def test_discovery_through_torchs_query_functions(cc):
+    names = registered_custom_classes()
+    assert f"{MOD}.Affine" in names and f"{MOD}.Stepper" in names and "enum.Enum" not in names
+    affine = discover_custom(f"{MOD}.Affine")
+    assert (affine.kind, affine.cls, affine.hoist) == ("constant", cc.Affine, False)
+    assert [op.qualname for op in affine.ops] == ["samples_custom::affine"]
+    assert affine.ops[0].positions == (1,) and "PyObject" in str(affine.ops[0].schema)
+    stepper = discover_custom(f"{MOD}.Stepper")
+    assert (stepper.kind, stepper.members) == ("symbolic", {"get_step": "use_real"})
+    assert stepper.guard_fn(cc.Stepper(4)) == [4]
+    # An op annotated with a base class takes its registered subclasses too.
+    assert [op.qualname for op in discover_custom(f"{MOD}.StepperFakeReadsStep").ops] == [
+        "samples_custom::scale", "samples_custom::widen"]
+    assert api_names()["register"] == ("register_custom_class" if hasattr(
+        torch._library.opaque_object, "register_custom_class") else "register_opaque_type")
+
+
+def test_the_old_api_spelling_is_recognised():
+    name = f"{__name__}.OldSpelling"
+    info = discover_custom(name)
+    assert (info.kind, info.cls) == ("constant", OldSpelling)
+    outcomes = run_class(name, engine=Engine(Settings(examples=20)))
+    assert {(o.check, o.status) for o in outcomes} == {("eq_hash", "passed"), ("fx_repr", "passed")}
+
+
+def test_selectors_ids_and_unknown_names(cc):
+    assert expand_selector(f"{MOD}.Affine") == [f"{MOD}.Affine"]
+    assert expand_selector(f"{MOD}.Stepper*") == [f"{MOD}.Stepper", f"{MOD}.StepperFakeReadsStep",
+                                                 f"{MOD}.StepperGuardMissesStep"]
+    with pytest.raises(SelectorError, match=r"no Python custom class sample_classes\.nope\.X is registered.*"
+                                            r"Registered: .*sample_classes\.custom_classes\.Affine"):
+        expand_selector("sample_classes.nope.X")
+    item = node_id(f"{MOD}.Affine", "guards[affine]")
+    assert item == f"torchbind[py:{MOD}.Affine]::guards[affine]" and qualname_of_id(item) == f"{MOD}.Affine"
+    assert qualname_of_id(node_id("ns::Cls", "coverage[a]")) == "ns::Cls"  # TorchBind ids unchanged
+
+
+def test_the_torchbind_checks_do_not_apply_and_the_custom_ones_do_not_apply_to_torchbind(cc):
+    import sample_classes  # noqa: F401 - builds (cached) and loads the TorchBind samples
+
+    checks = {o.check for o in run_class(f"{MOD}.Affine", engine=Engine(Settings(examples=5)))}
+    assert checks == {"eq_hash", "fx_repr", "guards"}
+    symbolic = {o.check for o in run_class(f"{MOD}.Stepper", engine=Engine(Settings(examples=5)))}
+    assert symbolic == {"guards", "fake_kernel"}
+    from conformance.runner import plan
+
+    assert not {u.check.name for u in plan("samples::Counter")} & {"eq_hash", "fx_repr", "guards", "fake_kernel"}
+
+
+# ----- constant (value) types: plain torch first, then the verdicts ---------------------------------------------
+
+
+def test_plain_torch_a_guard_that_ignores_a_field_reuses_a_stale_program(cc):
+    x = torch.ones(1)
+    for cls, second in ((cc.Affine, 7.0), (cc.AffineEqIgnoresOffset, 3.0)):
+        program = compiled(lambda x, s: cc.affine(x, s))
+        assert program(x, cls(2.0, 1.0)).item() == 3.0
+        assert program(x, cls(2.0, 5.0)).item() == second  # eager: 7
+        assert cc.affine(x, cls(2.0, 5.0)).item() == 7.0
+
+
+def test_guards_names_the_ignored_field_and_the_stale_numbers(cc):
+    outcomes = verdicts("AffineEqIgnoresOffset")
+    failure, text = only_failure(outcomes, ("guards", "affine"))
+    assert "AffineEqIgnoresOffset.__eq__ ignores 'offset': a == b, but samples_custom::affine gives different " \
+           "results" in text
+    assert "b = copy.copy(a); b.offset = " in text
+    eager_b = next(d for d in failure.details if d.startswith("eager, b:"))
+    stale = next(d for d in failure.details if d.startswith("compiled, b:"))
+    assert "(stale)" in stale and eager_b.split(":", 1)[1].split("(stale)")[0].strip() != \
+        stale.split(":", 1)[1].split("(stale)")[0].strip()
+    assert all(o.status == "passed" for o in verdicts("Affine").values())
+
+
+def test_plain_torch_fx_repr_that_drops_a_field_bakes_in_the_wrong_object(cc):
+    x = torch.ones(1)
+    program = compiled(lambda x, s: cc.affine(x, s))
+    assert program(x, cc.AffineReprDropsOffset(2.0, 1.0)).item() == 2.0  # eager: 3
+    assert compiled(lambda x, s: cc.affine(x, s))(x, cc.Affine(2.0, 1.0)).item() == 3.0
+
+
+def test_fx_repr_names_the_lost_field_with_compiled_and_eager_numbers(cc):
+    failure, text = only_failure(verdicts("AffineReprDropsOffset"), ("fx_repr", None))
+    assert "__fx_repr__ does not rebuild the object" in text and "differs in offset" in text
+    assert any(d.startswith("offset: ") and " rebuilt as 0.0" in d for d in failure.details)
+    numbers = next(d for d in failure.details if "samples_custom.affine" in d)
+    eager, compiled_ = numbers.split("eager ")[1].split(", compiled ")
+    assert eager != compiled_  # the numbers differ, as plain torch showed
+
+
+def test_plain_torch_identity_equality_recompiles_for_every_object(cc):
+    for cls, frames in ((cc.Affine, 1), (cc.AffineEqIdentity, 3)):
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        program = torch.compile(lambda x, s: cc.affine(x, s), backend=counter, fullgraph=True)
+        for _ in range(3):
+            program(torch.ones(1), cls(2.0, 1.0))
+        assert counter.frame_count == frames
+    a, a2 = cc.AffineHashById(2.0, 1.0), cc.AffineHashById(2.0, 1.0)
+    assert a == a2 and a2 not in {a}  # equal, yet a set (or torch's cache keyed by hash) does not find it
+
+
+def test_eq_hash_contract(cc):
+    _, text = only_failure(verdicts("AffineEqIdentity"), ("eq_hash", None))
+    assert "two objects built the same way (equal state) compare unequal" in text
+    failure, text = only_failure(verdicts("AffineHashById"), ("eq_hash", None))
+    assert failure.target == "__hash__" and "objects that compare equal hash differently" in text
+
+
+# ----- symbolic (reference) types --------------------------------------------------------------------------------
+
+
+def test_plain_torch_a_guard_fn_that_misses_a_field_keeps_a_stale_member(cc):
+    for cls, after in ((cc.Stepper, 5), (cc.StepperGuardMissesStep, 2)):
+        program = compiled(lambda s: s.get_step())
+        s = cls(2)
+        assert program(s) == 2
+        s.bump(3)
+        assert (program(s), s.get_step()) == (after, 5)
+
+
+def test_guards_on_a_symbolic_class_name_the_call_the_field_and_guard_fn(cc):
+    failure, text = only_failure(verdicts("StepperGuardMissesStep"), ("guards", "get_step"))
+    # The trigger is a state-changing call (obj.bump(n)) or an attribute set (obj.step = n), whichever came first.
+    assert "a compiled program that read get_step() returns a stale result after obj." in text
+    assert "the change to 'step' is not guarded (guard_fn returned [] before, [] after)" in text
+    assert failure.details[0].startswith("eager:") and failure.details[1].startswith("compiled:")
+    assert failure.details[0].split(":")[1] != failure.details[1].split(":")[1]
+    assert all(o.status == "passed" for o in verdicts("Stepper").values())
+
+
+def test_plain_torch_a_fake_kernel_reading_an_unregistered_member_does_not_compile(cc):
+    x = torch.ones(3)
+    assert cc.widen(x, cc.StepperFakeReadsStep(2)).shape == (2, 3)  # eager is fine
+    with pytest.raises(Exception, match="attr 'step' on a FakeScriptObject"):
+        compiled(lambda x, s: cc.widen(x, s))(x, cc.StepperFakeReadsStep(2))
+
+
+def test_fake_kernel_names_the_member(cc):
+    outcomes = verdicts("StepperFakeReadsStep")
+    _, text = only_failure(outcomes, ("fake_kernel", "widen"))
+    assert "the fake kernel of samples_custom::widen reads 'step'" in text and "registered: get_step" in text
+    # The guards item of that op cannot judge a program that does not compile: a skip pointing at fake_kernel.
+    assert outcomes[("guards", "widen")].status == "skipped"
+    assert "see the fake_kernel item" in outcomes[("guards", "widen")].reason
+
+
+# ----- classes the plugin has never seen -------------------------------------------------------------------------
+
+NEW_CLASSES = '''
+import enum
+import torch
+from torch._library import opaque_object as oo
+try:
+    from torch._custom_class_base import CustomClassBase as Base
+except ImportError:
+    from torch._opaque_base import OpaqueBase as Base
+
+def constant(cls):
+    if hasattr(oo, "register_custom_class"):
+        oo.register_custom_class(cls, typ="constant")
+    else:
+        oo.register_opaque_type(cls, typ="value")
+    return cls
+
+def symbolic(guard_fn, **members):
+    def register(cls):
+        m = {k: oo.MemberType.USE_REAL for k in members}
+        if hasattr(oo, "register_custom_class"):
+            oo.register_custom_class(cls, typ="symbolic", guard_fn=guard_fn, members=m)
+        else:
+            oo.register_opaque_type(cls, typ="reference", guard_fn=guard_fn, members=m)
+        return cls
+    return register
+
+@constant
+class Quant:
+    """scale and zero point; __eq__ forgets the zero point."""
+    def __init__(self, scale: float, zero: int):
+        self.scale, self.zero = scale, zero
+    def __eq__(self, other):
+        return isinstance(other, Quant) and self.scale == other.scale
+    def __hash__(self):
+        return hash(self.scale)
+    def __fx_repr__(self):
+        return f"Quant({self.scale!r}, {self.zero!r})", {"Quant": Quant}
+
+@torch.library.custom_op("{NS}::quantize", mutates_args=())
+def quantize(x: torch.Tensor, q: Quant) -> torch.Tensor:
+    return torch.round(x / q.scale) + q.zero
+
+@quantize.register_fake
+def _(x, q):
+    return torch.empty_like(x)
+
+@symbolic(guard_fn=lambda c: [c.capacity])
+class Cache(Base):
+    """guard_fn covers capacity, not length, which length_now() reads."""
+    def __init__(self, capacity: int):
+        self.capacity, self.length = capacity, 0
+    def length_now(self) -> int:
+        return self.length
+    def append(self, n: int) -> None:
+        if n < 0:
+            raise ValueError("n must be >= 0")
+        self.length = min(self.capacity, self.length + n)
+'''
+
+
+@pytest.fixture
+def new_classes(pytester, request):
+    """A module of classes written here (names unique to the test, so torch's registries hold no earlier ones)."""
+    ns = f"t{abs(hash(request.node.name)) % 10**8}"
+    module = f"newlib_{ns}"
+    source = NEW_CLASSES.replace("{NS}", ns)
+    source = source.replace("@symbolic(guard_fn=lambda c: [c.capacity])",
+                            "@symbolic(guard_fn=lambda c: [c.capacity], length_now=1)")
+    pytester.makepyfile(**{module: source})
+    pytester.syspathinsert()
+    return module
+
+
+def test_traps_in_classes_never_seen_are_found_by_the_gate(pytester, new_classes):
+    result = run_inprocess(pytester, f"--torchbind-load={new_classes}", f"--torchbind-class={new_classes}.*",
+                           "-rA")
+    out = result.stdout.str()
+    result.assert_outcomes(failed=2, passed=2)  # eq_hash, fx_repr pass; guards on both classes fail
+    assert f"FAILED torchbind[py:{new_classes}.Quant]::guards[quantize]" in out
+    assert "Quant.__eq__ ignores 'zero'" in out
+    assert f"FAILED torchbind[py:{new_classes}.Cache]::guards[length_now]" in out
+    assert "the change to 'length' is not guarded (guard_fn returned [" in out
+    # append(n) raises for n < 0: such calls are not state changes and never a failure of their own.
+    assert "ValueError" not in out
+
+
+def test_adopter_examples_for_a_custom_class(pytester, new_classes):
+    pytester.makeconftest(f'''
+import conformance
+from {new_classes} import Quant
+
+@conformance.examples("{new_classes}.Quant")
+def quants():
+    return [Quant(0.5, 0), Quant(0.5, 3)]
+''')
+    result = run_inprocess(pytester, f"--torchbind-load={new_classes}", f"--torchbind-class={new_classes}.Quant",
+                           "-rA")
+    out = result.stdout.str()
+    result.assert_outcomes(failed=1, passed=2)
+    assert "list(quants())[" in out and "from conftest import quants" in out  # the reproducer builds them the same way
+
+
+def test_unknown_custom_class_is_a_usage_error(pytester, cc):
+    result = run_inprocess(pytester, "--torchbind-class=nosuchmodule.Thing")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "no Python custom class nosuchmodule.Thing is registered" in result.stderr.str()
