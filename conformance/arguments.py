@@ -26,6 +26,7 @@ import ast
 import inspect
 import math
 import string
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +40,7 @@ from .results import NotApplicable
 from .registry import REGISTRY, Registry
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets, candidates
 
-__all__ = ["strategy", "value_strategy", "tensor_strategy", "ArgumentSource", "Excluded",
+__all__ = ["strategy", "value_strategy", "tensor_strategy", "annotation_type", "ArgumentSource", "Excluded",
            "draw_fixed", "EMPTY"]
 
 # ----- user strategy overrides -------------------------------------------------------------------------------
@@ -237,6 +238,25 @@ def value_strategy(jit_type: torch._C.Type, resolver=None) -> SearchStrategy[Val
     return walk(jit_type, _Strategies(resolver))
 
 
+#: Python annotations as the TorchScript types :func:`value_strategy` knows.
+_ANNOTATION_TYPES = {float: torch._C.FloatType.get, int: torch._C.IntType.get, bool: torch._C.BoolType.get,
+                     str: torch._C.StringType.get, torch.Tensor: torch._C.TensorType.get}
+
+
+def annotation_type(annotation: Any) -> torch._C.Type:
+    """The TorchScript type of a Python annotation (``float``, ``int``, ``bool``, ``str``, ``torch.Tensor``,
+    and what TorchScript's own annotation parser types: ``Optional[int]``, ``list[float]``, ...). Raises
+    :class:`~conformance.values.UnsupportedType` for anything else."""
+    if annotation in _ANNOTATION_TYPES:
+        return _ANNOTATION_TYPES[annotation]()
+    try:
+        from torch.jit.annotations import ann_to_type
+
+        return ann_to_type(annotation, torch._sources.fake_range())
+    except Exception as exc:  # noqa: BLE001 - anything TorchScript cannot type
+        raise UnsupportedType(f"{annotation!r}") from exc
+
+
 def _int_values() -> SearchStrategy[Value]:
     return st.integers(-2, 8).map(lambda i: Value(repr(i)))
 
@@ -427,6 +447,48 @@ class ArgumentSource:
         if not parts:
             return st.just(EMPTY)
         return st.tuples(*parts).map(build)
+
+    def for_signature(self, key: str, func: Callable, what: str) -> SearchStrategy[ArgumentSet] | None:
+        """The :class:`ArgumentSet` strategy for a Python callable (a Python custom class's ``__init__`` or
+        method, ``self`` left out), named ``key`` as in :func:`strategy`, honouring overrides like
+        :meth:`strategy`; without one, each parameter is drawn from its annotation (:func:`annotation_type`,
+        then :func:`value_strategy`); a parameter with a default and no annotation keeps its default. ``None``
+        when the adopter excluded ``key``. Raises :class:`~conformance.results.NotApplicable` for a parameter that
+        cannot be generated (naming it, ``what`` naming the callee, and the override that would help)."""
+        overrides = self.overrides
+        if (key, None) in overrides:
+            whole = _resolve_override(overrides[(key, None)])
+            return None if whole is None else whole.map(_as_argument_set)
+        params = [p for p in inspect.signature(func).parameters.values()][1:]
+        try:
+            hints = typing.get_type_hints(func)
+        except Exception:  # noqa: BLE001 - unresolvable annotations: as written
+            hints = dict(getattr(func, "__annotations__", {}))
+        parts, names = [], []
+        for i, p in enumerate(params):
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            factory = overrides.get((key, p.name), overrides.get((key, i)))
+            if factory is not None:
+                parts.append(_resolve_override(factory).map(_as_value))
+            elif p.name in hints:
+                try:
+                    parts.append(value_strategy(annotation_type(hints[p.name]), self.resolver))
+                except UnsupportedType as exc:
+                    raise NotApplicable(f"cannot generate {what}'s parameter {p.name!r} ({exc}); give it with "
+                                        f"conformance.strategy({self.qualname!r}, {key!r}, arg={p.name!r})") from None
+            elif p.default is not p.empty:
+                continue
+            else:
+                raise NotApplicable(f"{what}'s parameter {p.name!r} has no annotation, so it cannot be generated; "
+                                    f"give it with conformance.strategy({self.qualname!r}, {key!r}, arg={p.name!r})")
+            names.append((p.name, p.kind is p.KEYWORD_ONLY))
+
+        def build(values) -> ArgumentSet:
+            return ArgumentSet(tuple(v for v, (_, kw) in zip(values, names) if not kw),
+                               tuple((n, v) for v, (n, kw) in zip(values, names) if kw))
+
+        return st.tuples(*parts).map(build) if parts else st.just(EMPTY)
 
     def fixed(self, key: str, schema: torch.FunctionSchema, skip: int, limit: int = 3,
               obj: Any = None, state: str = "") -> list[ArgumentSet]:

@@ -162,6 +162,17 @@ def _annotations(fn) -> dict[str, Any]:
         return dict(getattr(fn, "__annotations__", {}))
 
 
+def _takes(annotation: Any, cls: type) -> bool:
+    """Whether a parameter annotated ``annotation`` takes objects of ``cls``: a registered custom class that
+    ``cls`` is (or derives from); generics such as ``list[int]`` are not."""
+    if not isinstance(annotation, type) or typing.get_origin(annotation) is not None:
+        return False
+    try:
+        return issubclass(cls, annotation) and is_custom_class(annotation)
+    except TypeError:  # Python 3.10 calls some generic aliases types
+        return False
+
+
 def _ops_taking(cls: type) -> tuple[CustomOpInfo, ...]:
     from torch._library.custom_ops import OPDEFS
 
@@ -169,8 +180,7 @@ def _ops_taking(cls: type) -> tuple[CustomOpInfo, ...]:
     for qualname, opdef in list(OPDEFS.items()):
         hints = _annotations(opdef._init_fn)
         params = list(inspect.signature(opdef._init_fn).parameters)
-        positions = tuple(i for i, p in enumerate(params)
-                          if isinstance(hints.get(p), type) and issubclass(cls, hints[p]) and is_custom_class(hints[p]))
+        positions = tuple(i for i, p in enumerate(params) if _takes(hints.get(p), cls))
         if positions:
             overload = opdef._opoverload
             found.append(CustomOpInfo(qualname, overload._schema, positions, overload))

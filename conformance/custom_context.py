@@ -11,8 +11,8 @@ can print it. Every object is a :class:`Recipe`: its source and a way to build a
 from __future__ import annotations
 
 import dataclasses
+import enum
 import inspect
-import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -20,21 +20,16 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from .arguments import ArgumentSource, value_strategy
+from .arguments import ArgumentSource
 from .breadcrumbs import Tracer
 from .custom_classes import CustomClassInfo, CustomOpInfo, api_names
 from .loading import repro_lines
 from .registry import Registry
 from .results import NotApplicable
 from .settings import Settings
-from .values import ArgumentSet, UnsupportedType, Value
+from .values import ArgumentSet, UnsupportedType
 
-__all__ = ["Recipe", "CustomClassContext", "state_of", "find_failure", "show"]
-
-#: Python annotations of constructor parameters, as the TorchScript types the value strategies know.
-_SIMPLE_TYPES = {float: torch._C.FloatType.get, int: torch._C.IntType.get, bool: torch._C.BoolType.get,
-                 str: torch._C.StringType.get, torch.Tensor: torch._C.TensorType.get}
-
+__all__ = ["Recipe", "CustomClassContext", "state_of", "show"]
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
@@ -64,17 +59,6 @@ def state_of(obj: Any) -> dict[str, Any]:
     raise TypeError(f"{type(obj).__name__} has neither __dict__, __slots__ nor a dict __getstate__")
 
 
-def _torch_type(annotation: Any) -> torch._C.Type:
-    if annotation in _SIMPLE_TYPES:
-        return _SIMPLE_TYPES[annotation]()
-    try:
-        from torch.jit.annotations import ann_to_type
-
-        return ann_to_type(annotation, torch._sources.fake_range())
-    except Exception as exc:  # noqa: BLE001 - anything TorchScript cannot type
-        raise UnsupportedType(f"{annotation!r}") from exc
-
-
 class CustomClassContext:
     """What the checks of one Python custom class share. ``kind`` is ``"custom"`` (the checks registered for
     custom classes apply); ``info`` the :class:`~conformance.custom_classes.CustomClassInfo`."""
@@ -84,7 +68,8 @@ class CustomClassContext:
     def __init__(self, info: CustomClassInfo, settings: Settings, registry: Registry, tracer: Tracer):
         self.info, self.settings, self.registry, self.tracer = info, settings, registry, tracer
         self.arguments = ArgumentSource(info.name, registry)
-        self._fixed: list[Recipe] | None = None
+        #: What the constructor last raised for generated arguments (for the message when it accepts none).
+        self.rejected: str | None = None
 
     @property
     def qualname(self) -> str:
@@ -106,45 +91,44 @@ class CustomClassContext:
                 out.append(Recipe(f"list({name}())[{i}]", lambda f=factory, i=i: list(f())[i]))
         return out
 
-    def arguments_of(self, func: Callable, what: str) -> SearchStrategy[str]:
-        """The arguments of a call of ``func`` (``self`` left out) as Python source (``1.5, 2``), drawn from its
-        parameters' annotations with the plugin's value strategies; parameters with defaults and no annotation
-        are left to their defaults. ``what`` names the callee in messages. Raises
-        :class:`~conformance.results.NotApplicable` for a parameter that cannot be generated."""
-        params = [p for p in inspect.signature(func).parameters.values()][1:]
-        try:
-            hints = typing.get_type_hints(func)
-        except Exception:  # noqa: BLE001 - unresolvable annotations: as written
-            hints = dict(getattr(func, "__annotations__", {}))
-        parts = []
-        for p in params:
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or (p.name not in hints and p.default is not p.empty):
-                continue
-            hint = f"give them with @conformance.examples({self.info.name!r})" if what.endswith("__init__") else (
-                f"exclude it with conformance.strategy({self.info.name!r}, {what.rpartition('.')[2]!r})"
-                "(lambda: None)")
-            if p.name not in hints:
-                raise NotApplicable(f"{what}'s parameter {p.name!r} has no annotation, so it cannot be generated; "
-                                    + hint)
-            try:
-                parts.append((p, value_strategy(_torch_type(hints[p.name]))))
-            except UnsupportedType as exc:
-                raise NotApplicable(f"cannot generate {what}'s parameter {p.name!r} ({exc}); {hint}") from None
-
-        def source(values) -> str:
-            return ", ".join(f"{p.name}={v.code}" if p.kind is p.KEYWORD_ONLY else v.code
-                             for (p, _), v in zip(parts, values))
-
-        return st.tuples(*[s for _, s in parts]).map(source)
+    def arguments_of(self, key: str) -> SearchStrategy[str] | None:
+        """The arguments of a call of the class's ``__init__`` or method ``key`` as Python source (``1.5, 2``),
+        from the argument source (:meth:`~conformance.arguments.ArgumentSource.for_signature`: the adopter's
+        ``conformance.strategy(name, key, ...)`` overrides, else the parameters' annotations). ``None`` when the
+        adopter excluded it. Raises :class:`~conformance.results.NotApplicable` for a parameter that cannot be
+        generated."""
+        func = getattr(self.info.cls, key)
+        strat = self.arguments.for_signature(key, func, f"{self.info.name}.{key}")
+        return None if strat is None else strat.map(lambda args: args.code())
 
     def _init_strategy(self) -> SearchStrategy[Recipe]:
         cls, name = self.info.cls, self.info.cls.__qualname__
+        if isinstance(cls, enum.EnumMeta):  # an Enum's objects are its members
+            return st.sampled_from([Recipe(f"{name}.{m.name}", lambda m=m: m) for m in cls])
 
         def recipe(args: str) -> Recipe:
             code = f"{name}({args})"
             return Recipe(code, lambda: eval(code, {**_eval_globals(), name: cls}))  # noqa: S307 - our source
 
-        return self.arguments_of(cls.__init__, f"{self.info.name}.__init__").map(recipe)
+        try:
+            args = self.arguments_of("__init__")
+        except NotApplicable as exc:
+            raise NotApplicable(f"{exc}; or give objects with @conformance.examples({self.info.name!r})") from None
+        if args is None:
+            raise NotApplicable(f"{self.info.name}.__init__ is excluded by conformance.strategy: give objects with "
+                                f"@conformance.examples({self.info.name!r})")
+        return args.map(recipe).filter(self._accepted)
+
+    def _accepted(self, recipe: Recipe) -> bool:
+        """Whether the constructor accepts the recipe's arguments: objects it refuses are not inputs of the class
+        (like arguments a C++ constructor rejects), so the search draws others."""
+        try:
+            with self.calling(lambda: f"{recipe.code}, the constructor of {self.info.name}"):
+                recipe.build()
+        except Exception as exc:  # noqa: BLE001 - a precondition of the class
+            self.rejected = f"{type(exc).__name__}: {exc}"
+            return False
+        return True
 
     def mutators(self) -> list[str]:
         """The class's public methods that are not registered members: the calls that may change an object's
@@ -159,7 +143,7 @@ class CustomClassContext:
                     out.append(name)
         return out
 
-    def call_method(self, obj: Any, method: str, args: str) -> Any:
+    def call_method(self, obj: Any, method: str, args: str) -> Any:  # args: Python source
         """``obj.method(<args source>)``."""
         return eval(f"obj.{method}({args})", {**_eval_globals(), "obj": obj})  # noqa: S307 - our source
 
@@ -170,6 +154,43 @@ class CustomClassContext:
         if recipes:
             return st.sampled_from(recipes)
         return self._init_strategy()
+
+    # ----- the search ------------------------------------------------------------------------------------------
+
+    def search(self, strategy: SearchStrategy, test: Callable[[Any], Any], examples: int, *, shrink: bool = True):
+        """Search ``strategy`` with hypothesis for a value on which ``test`` returns something (a finding: a
+        :class:`~conformance.results.Failure`, or what the caller turns into one; ``None``: the value is fine),
+        over ``examples`` examples with the differential test's hypothesis settings
+        (:func:`conformance.differential.driver.hypothesis_settings`: the user's profile, derandomized on CI).
+        Returns the finding of the shrunk (simplest) value, or ``None``. Keep ``test`` cheap (no compiling):
+        shrinking calls it many times; confirm the finding afterwards. ``shrink=False`` returns the first finding
+        as found. Raises :class:`~conformance.results.NotApplicable` when the constructor accepted none of the
+        generated arguments (nothing was compared)."""
+        from hypothesis import Phase, given, settings
+        from hypothesis.errors import Unsatisfiable
+
+        from .differential.driver import hypothesis_settings
+
+        base = hypothesis_settings(examples)
+        phases = base.phases if shrink else tuple(p for p in base.phases if p is not Phase.shrink)
+
+        @settings(base, phases=phases)
+        @given(strategy)
+        def run(value):
+            finding = test(value)
+            if finding is not None:
+                raise _Found(finding)
+
+        try:
+            run()
+        except _Found as found:
+            return found.failure
+        except Unsatisfiable:
+            raise NotApplicable(
+                f"{self.info.name}'s constructor rejected every generated argument set (last: {self.rejected}), so "
+                f"nothing was compared; give objects with @conformance.examples({self.info.name!r}) or arguments "
+                f"with conformance.strategy({self.info.name!r}, '__init__', ...)") from None
+        return None
 
     # ----- ops -------------------------------------------------------------------------------------------------
 
@@ -217,7 +238,11 @@ class CustomClassContext:
                   if getattr(f, "__module__", None) and f.__name__.isidentifier()]
         lines.append(f"# {self.info.name}: a {api_names()[self.info.kind]} custom class")
         lines.append("")
-        return "\n".join(lines + body) + "\n"
+        # A line the load specs already give (the class's own module, loaded with --torchbind-load) once only;
+        # blank lines and repeated statements of the body (print(...)) stay.
+        seen: set[str] = set()
+        head = [ln for ln in lines if not ln or not (ln in seen or seen.add(ln))]
+        return "\n".join(head + body) + "\n"
 
 
 def show(value: Any, limit: int = 12) -> str:
@@ -239,40 +264,6 @@ class _Found(Exception):
     def __init__(self, failure):
         super().__init__(str(failure))
         self.failure = failure
-
-
-def find_failure(strategy: SearchStrategy, test: Callable[[Any], Any], examples: int, *, shrink: bool = True):
-    """Search ``strategy`` with hypothesis for a value on which ``test`` returns something (a finding: a
-    :class:`~conformance.results.Failure`, or what the caller turns into one; ``None``: the value is fine), over
-    ``examples`` examples with the differential test's hypothesis settings
-    (:func:`conformance.differential.driver.hypothesis_settings`: the user's profile, derandomized on CI).
-    Returns the finding of the shrunk (simplest) value, or ``None``. Keep ``test`` cheap (no compiling): shrinking
-    calls it many times; confirm the finding afterwards. ``shrink=False`` returns the first finding as found."""
-    from hypothesis import Phase, given
-
-    from .differential.driver import hypothesis_settings
-
-    base = hypothesis_settings(examples)
-    phases = base.phases if shrink else tuple(p for p in base.phases if p is not Phase.shrink)
-
-    @settings_with(base, phases)
-    @given(strategy)
-    def run(value):
-        finding = test(value)
-        if finding is not None:
-            raise _Found(finding)
-
-    try:
-        run()
-    except _Found as found:
-        return found.failure
-    return None
-
-
-def settings_with(base, phases):
-    from hypothesis import settings
-
-    return settings(base, phases=phases)
 
 
 def _eval_globals() -> dict[str, Any]:

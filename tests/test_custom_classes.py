@@ -61,8 +61,10 @@ def compiled(fn, backend="eager"):
     return torch.compile(fn, backend=backend, fullgraph=True)
 
 
-def verdicts(name: str, **settings) -> dict[tuple[str, str | None], object]:
-    outcomes = run_class(f"{MOD}.{name}", engine=Engine(Settings(**settings)))
+def verdicts(name: str, examples: int = 30) -> dict[tuple[str, str | None], object]:
+    """Every item's outcome for the sample class ``name``: 30 hypothesis examples (3 call sequences for a
+    symbolic class's guards), enough for every trap in the samples; the gate's default is 100."""
+    outcomes = run_class(f"{MOD}.{name}", engine=Engine(Settings(examples=examples)))
     return {(o.check, o.target): o for o in outcomes}
 
 
@@ -332,3 +334,115 @@ def test_unknown_custom_class_is_a_usage_error(pytester, cc):
     result = run_inprocess(pytester, "--torchbind-class=nosuchmodule.Thing")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "no Python custom class nosuchmodule.Thing is registered" in result.stderr.str()
+
+
+EDGE_CLASSES = '''
+import enum
+import torch
+from torch._library import opaque_object as oo
+try:
+    from torch._custom_class_base import CustomClassBase as Base
+except ImportError:
+    from torch._opaque_base import OpaqueBase as Base
+
+def register(cls, typ, **kw):
+    if hasattr(oo, "register_custom_class"):
+        oo.register_custom_class(cls, typ={"value": "constant", "reference": "symbolic"}[typ], **kw)
+    else:
+        oo.register_opaque_type(cls, typ=typ, **kw)
+    return cls
+
+class Positive:
+    """A precondition: the constructor rejects scale <= 0 (most generated floats)."""
+    __slots__ = ("scale",)
+    def __init__(self, scale: float):
+        if scale <= 0:
+            raise ValueError(f"scale must be positive, got {scale}")
+        self.scale = scale
+    def __eq__(self, other):
+        return isinstance(other, Positive) and self.scale == other.scale
+    def __hash__(self):
+        return hash(self.scale)
+    def __fx_repr__(self):
+        return f"Positive({self.scale!r})", {"Positive": Positive}
+register(Positive, "value")
+
+class Never:
+    """Rejects every argument."""
+    def __init__(self, n: int):
+        raise ValueError("no")
+    def __eq__(self, other):
+        return self is other
+    def __hash__(self):
+        return 0
+    def __fx_repr__(self):
+        return "Never(0)", {"Never": Never}
+register(Never, "value")
+
+class Mode(enum.Enum):
+    FAST = 1
+    EXACT = 2
+register(Mode, "value")
+
+class Budget(Base):
+    """spend's parameter has no annotation; guard_fn covers total but not spent, which only spend() changes
+    (every new object starts with spent = 0) and remaining() reads."""
+    def __init__(self, total: int):
+        self.total, self.spent = total, 0
+    def remaining(self) -> int:
+        return self.total - self.spent
+    def spend(self, n):
+        self.spent += n
+register(Budget, "reference", guard_fn=lambda b: [b.total], members={"remaining": oo.MemberType.USE_REAL})
+'''
+
+
+@pytest.fixture
+def edge_classes(pytester, request):
+    module = f"edgelib_{abs(hash(request.node.name)) % 10**8}"
+    pytester.makepyfile(**{module: EDGE_CLASSES})
+    pytester.syspathinsert()
+    return module
+
+
+def _by_item(result, module):
+    out = result.stdout.str()
+    return {line.split(" ", 1)[1].split(" ")[0].replace(f"torchbind[py:{module}.", ""): line.split(" ", 1)[0]
+            for line in out.splitlines() if line.startswith(("PASSED ", "FAILED ", "SKIPPED "))
+            and "torchbind[py:" in line}, out
+
+
+def test_preconditions_enums_slots_and_uncallable_methods(pytester, edge_classes):
+    result = run_inprocess(pytester, f"--torchbind-load={edge_classes}", f"--torchbind-class={edge_classes}.*",
+                           "-rA")
+    _, out = _by_item(result, edge_classes)
+    # A constructor that rejects arguments: no failure; the objects it accepts are checked (and pass).
+    for item in ("Positive]::eq_hash", "Positive]::fx_repr"):
+        assert f"PASSED torchbind[py:{edge_classes}.{item}" in out
+    # Nothing accepted: nothing compared, so a skip that says what to give.
+    assert "Never's constructor rejected every generated argument set (last: ValueError: no)" in out
+    assert f"@conformance.examples('{edge_classes}.Never')" in out
+    # An Enum's objects are its members.
+    assert f"PASSED torchbind[py:{edge_classes}.Mode]::eq_hash" in out
+    assert f"PASSED torchbind[py:{edge_classes}.Mode]::fx_repr" in out
+    # A state-changing method the plugin cannot call: no pass (the guard_fn is wrong, and only spend shows it).
+    assert f"SKIPPED [1] {edge_classes}.py" in out and "but some methods were never called: " in out
+    assert f"{edge_classes}.Budget.spend's parameter 'n' has no annotation" in out
+    assert f"PASSED torchbind[py:{edge_classes}.Budget]::guards[remaining]" not in out
+    assert "Traceback" not in out and "could not complete" not in out
+
+
+def test_a_strategy_for_a_method_reaches_the_guard_search(pytester, edge_classes):
+    pytester.makeconftest(f'''
+import conformance
+from hypothesis import strategies as st
+
+conformance.strategy("{edge_classes}.Budget", "spend", arg="n")(lambda: st.integers(1, 3).map(str))
+conformance.strategy("{edge_classes}.Positive", "__init__", arg="scale")(lambda: st.sampled_from(["0.5", "2.0"]))
+''')
+    result = run_inprocess(pytester, f"--torchbind-load={edge_classes}", f"--torchbind-class={edge_classes}.Budget",
+                           f"--torchbind-class={edge_classes}.Positive", "-rA")
+    out = result.stdout.str()
+    assert f"FAILED torchbind[py:{edge_classes}.Budget]::guards[remaining]" in out
+    assert "returns a stale result after obj.spend(" in out and "the change to 'spent' is not guarded" in out
+    assert "Positive(0.5)" in out or "Positive(2.0)" in out or f"PASSED torchbind[py:{edge_classes}.Positive]" in out

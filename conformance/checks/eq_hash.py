@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from ..custom_context import find_failure, state_of
+from ..custom_context import state_of
 from ..results import Failure
 from . import check
 
@@ -62,5 +62,5 @@ def _violation(ctx, a_recipe, b_recipe) -> Failure | None:
 def eq_hash(ctx, _target) -> list[Failure]:
     """A constant custom class: __eq__ reflexive, symmetric, true for equal state; equal objects hash equal."""
     objects = ctx.objects()
-    failure = find_failure(st.tuples(objects, objects), lambda pair: _violation(ctx, *pair), ctx.settings.examples)
+    failure = ctx.search(st.tuples(objects, objects), lambda pair: _violation(ctx, *pair), ctx.settings.examples)
     return [failure] if failure else []

@@ -15,7 +15,8 @@ import dataclasses
 import torch
 from torch._library.opaque_object import get_opaque_obj_repr
 
-from ..custom_context import find_failure, show, state_of
+from ..compare import value_differences
+from ..custom_context import show, state_of
 from ..results import Failure
 from . import check
 
@@ -25,36 +26,60 @@ def _targets(ctx):
 
 
 def _compiled_vs_eager(ctx, recipe) -> tuple[list[str], list[str]]:
-    """Details and reproducer lines: each op taking the class, called by a compiled program (dynamo, backend
-    ``eager``: the object is rebuilt from its ``__fx_repr__`` in the code dynamo generates) and in eager."""
-    details, lines = [], []
+    """Details and reproducer lines: the first call of an op taking the class whose compiled program (dynamo,
+    backend ``eager``: the object is rebuilt from its ``__fx_repr__`` in the code dynamo generates) returns
+    something else than eager, trying the found object and a few more (the same on every run) with the op's fixed
+    argument sets; a line saying so when none differs (the lost state may not matter to these ops)."""
+    from ..arguments import draw_fixed
+
+    recipes = [recipe] + [r for r in draw_fixed(ctx.objects(), 4, f"{ctx.info.name}:fx_repr") if r.code != recipe.code]
+    tried = 0
     for op in ctx.info.ops:
         try:
-            args = find_failure_args(ctx, op)
-        except Exception:  # noqa: BLE001 - no arguments: no numbers to show
+            arg_sets = ctx.arguments.fixed(op.qualname, op.schema, op.positions[0], limit=3)
+        except Exception:  # noqa: BLE001 - no arguments: no numbers from this op
             continue
-        torch._dynamo.reset()
-        program = torch.compile(lambda *a, **k: op.op(*a, **k), backend="eager", fullgraph=True)
-        try:
-            with ctx.calling(f"{op.qualname} on {recipe.code}, compiled and eager"):
-                eager = ctx.call_op(op, args, recipe.build())
-                compiled = ctx.call_op(op, args, recipe.build(), program)
-        except Exception as exc:  # noqa: BLE001 - the rebuilt object may not even work
-            details.append(f"{op.qualname}: the compiled program raised {type(exc).__name__}: {exc}")
-            continue
-        finally:
-            torch._dynamo.reset()
-        details.append(f"{ctx.call_code(op, args, 'obj')} with obj = {recipe.code}: eager {show(eager)}, "
-                       f"compiled {show(compiled)}")
-        lines += [f"program = torch.compile(lambda o: {ctx.call_code(op, args, 'o')}, backend='eager', "
-                  "fullgraph=True)", f"print('eager:   ', {ctx.call_code(op, args, 'obj')})",
-                  "print('compiled:', program(obj))"]
-    return details, lines
+        for candidate in recipes:
+            for args in arg_sets:
+                if _rebuilt_differently(candidate) is None:
+                    continue  # this object survives its __fx_repr__: no difference to show with it
+                torch._dynamo.reset()
+                program = torch.compile(lambda *a, **k: op.op(*a, **k), backend="eager", fullgraph=True)
+                try:
+                    with ctx.calling(f"{op.qualname} on {candidate.code}, compiled and eager"):
+                        eager = ctx.call_op(op, args, candidate.build())
+                        compiled = ctx.call_op(op, args, candidate.build(), program)
+                except Exception:  # noqa: BLE001 - arguments the op rejects, or a rebuilt object that fails
+                    continue
+                finally:
+                    torch._dynamo.reset()
+                tried += 1
+                if not value_differences(eager, compiled, "result"):
+                    continue
+                call = ctx.call_code(op, args, "obj")
+                return ([f"{call} with obj = {candidate.code}: eager {show(eager)}, compiled {show(compiled)}"],
+                        [f"obj = {candidate.code}",
+                         f"program = torch.compile(lambda o: {ctx.call_code(op, args, 'o')}, backend='eager', "
+                         "fullgraph=True)", f"print('eager:   ', {call})", "print('compiled:', program(obj))"])
+    if not ctx.info.ops:
+        return ["no custom op takes the class, so no compiled program's numbers are shown"], []
+    return [f"compiled programs gave eager's results in the {tried} calls tried (ops: "
+            f"{', '.join(op.qualname for op in ctx.info.ops)}): the lost state did not change these results"], []
 
 
-def find_failure_args(ctx, op):
-    """The first fixed argument set of ``op`` (the object's position left out)."""
-    return ctx.arguments.fixed(op.qualname, op.schema, op.positions[0], limit=1)[0]
+def _rebuilt_differently(recipe):
+    """The object ``__fx_repr__`` rebuilds for the recipe's object when its state differs, else ``None``."""
+    try:
+        obj = recipe.build()
+        text, names = get_opaque_obj_repr(obj)
+        rebuilt = eval(text, dict(names))  # noqa: S307 - what torch's generated code does with it
+        if type(rebuilt) is not type(obj):
+            return rebuilt
+        before, after = state_of(obj), state_of(rebuilt)
+        same = set(before) == set(after) and all(_same(before[k], after[k]) for k in before)
+        return None if same else rebuilt
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _violation(ctx, recipe) -> Failure | None:
@@ -83,8 +108,11 @@ def _violation(ctx, recipe) -> Failure | None:
                    f"{fields}; torch.compile bakes that rebuilt object into the generated code", target="__fx_repr__",
                    example=f"obj = {recipe.code}", details=tuple(diffs),
                    repro=ctx.repro([f"obj = {recipe.code}", "text, names = obj.__fx_repr__()",
-                                    "print('__fx_repr__:', text)", "print('state:  ', vars(obj))",
-                                    "print('rebuilt:', vars(eval(text, dict(names))))"]))
+                                    f"fields = {tuple(sorted(before, key=str))!r}",
+                                    "print('__fx_repr__:', text)",
+                                    "print('state:  ', {f: getattr(obj, f, '(missing)') for f in fields})",
+                                    "rebuilt = eval(text, dict(names))",
+                                    "print('rebuilt:', {f: getattr(rebuilt, f, '(missing)') for f in fields})"]))
 
 
 def _same(a, b) -> bool:
@@ -100,7 +128,7 @@ def _same(a, b) -> bool:
 @check("fx_repr", targets=_targets, kinds=("custom",))
 def fx_repr(ctx, _target) -> list[Failure]:
     """A constant custom class: evaluating __fx_repr__'s string rebuilds an object of the same type and state."""
-    finding = find_failure(ctx.objects(), lambda recipe: _violation(ctx, recipe), ctx.settings.examples)
+    finding = ctx.search(ctx.objects(), lambda recipe: _violation(ctx, recipe), ctx.settings.examples)
     if finding is None:
         return []
     if isinstance(finding, Failure):  # __fx_repr__ does not even evaluate
