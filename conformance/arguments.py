@@ -34,13 +34,13 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from .jit_types import TypeHandler, walk
+from .jit_types import TypeHandler, annotation_type, walk
 from .qualname import is_class_name
 from .results import NotApplicable
 from .registry import REGISTRY, Registry
-from .values import ArgumentSet, UnsupportedType, Value, argument_sets, candidates
+from .values import ArgumentSet, UnsupportedType, Value, argument_sets, candidates, tensor_code
 
-__all__ = ["strategy", "value_strategy", "tensor_strategy", "annotation_type", "ArgumentSource", "Excluded",
+__all__ = ["strategy", "value_strategy", "tensor_strategy", "ArgumentSource", "Excluded",
            "draw_fixed", "EMPTY"]
 
 # ----- user strategy overrides -------------------------------------------------------------------------------
@@ -178,35 +178,6 @@ _DTYPES = ("float32", "float64", "int64", "bool")
 _LAYOUTS = ("contiguous", "transposed", "sliced")
 
 
-def _tensor_code(spec: tuple[tuple[int, ...], str, str]) -> str:
-    """Python source for a tensor of ``shape`` / ``dtype`` / layout, with deterministic values."""
-    shape, dtype, layout = spec
-    if not shape:
-        literal = {"float32": "1.5", "float64": "1.5, dtype=torch.float64", "int64": "3", "bool": "True"}[dtype]
-        return f"torch.tensor({literal})"
-    if layout == "transposed" and len(shape) < 2:
-        layout = "contiguous"
-    made = list(shape)
-    if layout == "transposed":
-        made[-2], made[-1] = made[-1], made[-2]
-    elif layout == "sliced":
-        made[-1] *= 2
-    n = math.prod(made)
-    if dtype == "bool":
-        base = f"(torch.arange({n}) % 2 == 0)"
-    elif dtype == "int64":
-        base = f"torch.arange({n})"
-    else:
-        base = f"torch.arange({n}, dtype=torch.{dtype})"
-    if len(made) > 1:
-        base += f".reshape({', '.join(map(str, made))})"
-    if layout == "transposed":
-        base += ".t()" if len(made) == 2 else ".transpose(-2, -1)"
-    elif layout == "sliced":
-        base += "[::2]" if len(made) == 1 else "[..., ::2]"
-    return base
-
-
 def tensor_strategy() -> SearchStrategy[Value]:
     """Tensors as :class:`Value` source: rank 0–3 with sizes 0–3 (so 0-dim and 0-size tensors occur), dtype
     float32 / float64 / int64 / bool, layout contiguous / transposed / strided slice. Shrinks towards a 0-dim
@@ -218,7 +189,7 @@ def tensor_strategy() -> SearchStrategy[Value]:
     """
     spec = st.tuples(st.lists(st.integers(0, 3), max_size=3).map(tuple), st.sampled_from(_DTYPES),
                      st.sampled_from(_LAYOUTS))
-    return spec.map(lambda s: Value(_tensor_code(s)))
+    return spec.map(lambda s: Value(tensor_code(s)))
 
 
 def _join(template: str, parts) -> Value:
@@ -236,25 +207,6 @@ def value_strategy(jit_type: torch._C.Type, resolver=None) -> SearchStrategy[Val
     Device, ...). Raises :class:`conformance.values.UnsupportedType` for anything else.
     """
     return walk(jit_type, _Strategies(resolver))
-
-
-#: Python annotations as the TorchScript types :func:`value_strategy` knows.
-_ANNOTATION_TYPES = {float: torch._C.FloatType.get, int: torch._C.IntType.get, bool: torch._C.BoolType.get,
-                     str: torch._C.StringType.get, torch.Tensor: torch._C.TensorType.get}
-
-
-def annotation_type(annotation: Any) -> torch._C.Type:
-    """The TorchScript type of a Python annotation (``float``, ``int``, ``bool``, ``str``, ``torch.Tensor``,
-    and what TorchScript's own annotation parser types: ``Optional[int]``, ``list[float]``, ...). Raises
-    :class:`~conformance.values.UnsupportedType` for anything else."""
-    if annotation in _ANNOTATION_TYPES:
-        return _ANNOTATION_TYPES[annotation]()
-    try:
-        from torch.jit.annotations import ann_to_type
-
-        return ann_to_type(annotation, torch._sources.fake_range())
-    except Exception as exc:  # noqa: BLE001 - anything TorchScript cannot type
-        raise UnsupportedType(f"{annotation!r}") from exc
 
 
 def _int_values() -> SearchStrategy[Value]:
@@ -366,6 +318,17 @@ def draw_fixed(strat: SearchStrategy, count: int, digest: str) -> list[Any]:
     return list(out.values())
 
 
+def _argument_sets(parts: list[SearchStrategy[Value]], names: list[tuple[str, bool]]
+                   ) -> SearchStrategy[ArgumentSet]:
+    """One :class:`ArgumentSet` per draw of ``parts``, the values of keyword-only names (``(name, kwarg_only)``)
+    passed by keyword."""
+    def build(values) -> ArgumentSet:
+        return ArgumentSet(tuple(v for v, (_, kw) in zip(values, names) if not kw),
+                           tuple((n, v) for v, (n, kw) in zip(values, names) if kw))
+
+    return st.tuples(*parts).map(build) if parts else st.just(EMPTY)
+
+
 class ArgumentSource:
     """Where every caller gets the arguments of one class's methods and ops (see the module docstring).
 
@@ -439,27 +402,24 @@ class ArgumentSource:
                 parts.append(value_strategy(a.type, self.resolver))
             names.append((a.name, a.kwarg_only))
 
-        def build(values) -> ArgumentSet:
-            pos = tuple(v for v, (_, kw) in zip(values, names) if not kw)
-            kw = tuple((n, v) for v, (n, k) in zip(values, names) if k)
-            return ArgumentSet(pos, kw)
-
-        if not parts:
-            return st.just(EMPTY)
-        return st.tuples(*parts).map(build)
+        return _argument_sets(parts, names)
 
     def for_signature(self, key: str, func: Callable, what: str) -> SearchStrategy[ArgumentSet] | None:
         """The :class:`ArgumentSet` strategy for a Python callable (a Python custom class's ``__init__`` or
         method, ``self`` left out), named ``key`` as in :func:`strategy`, honouring overrides like
-        :meth:`strategy`; without one, each parameter is drawn from its annotation (:func:`annotation_type`,
-        then :func:`value_strategy`); a parameter with a default and no annotation keeps its default. ``None``
-        when the adopter excluded ``key``. Raises :class:`~conformance.results.NotApplicable` for a parameter that
+        :meth:`strategy`; without one, each parameter is drawn from its annotation
+        (:func:`conformance.jit_types.annotation_type`, then :func:`value_strategy`); a parameter with a default
+        and no annotation keeps its default. ``None`` when the adopter excluded ``key``. Raises :class:`~conformance.results.NotApplicable` for a parameter that
         cannot be generated (naming it, ``what`` naming the callee, and the override that would help)."""
         overrides = self.overrides
         if (key, None) in overrides:
             whole = _resolve_override(overrides[(key, None)])
             return None if whole is None else whole.map(_as_argument_set)
-        params = [p for p in inspect.signature(func).parameters.values()][1:]
+        try:
+            params = [p for p in inspect.signature(func).parameters.values()][1:]
+        except (TypeError, ValueError):  # a C++ (pybind11) function: no Python signature
+            raise NotApplicable(f"{what} has no Python signature (a C++ binding), so its arguments cannot be "
+                                f"generated; give them with conformance.strategy({self.qualname!r}, {key!r}, ...)") from None
         try:
             hints = typing.get_type_hints(func)
         except Exception:  # noqa: BLE001 - unresolvable annotations: as written
@@ -473,7 +433,10 @@ class ArgumentSource:
                 parts.append(_resolve_override(factory).map(_as_value))
             elif p.name in hints:
                 try:
-                    parts.append(value_strategy(annotation_type(hints[p.name]), self.resolver))
+                    typ = annotation_type(hints[p.name])
+                    if typ is None:
+                        raise UnsupportedType(f"{hints[p.name]!r}")
+                    parts.append(value_strategy(typ, self.resolver))
                 except UnsupportedType as exc:
                     raise NotApplicable(f"cannot generate {what}'s parameter {p.name!r} ({exc}); give it with "
                                         f"conformance.strategy({self.qualname!r}, {key!r}, arg={p.name!r})") from None
@@ -484,11 +447,7 @@ class ArgumentSource:
                                     f"give it with conformance.strategy({self.qualname!r}, {key!r}, arg={p.name!r})")
             names.append((p.name, p.kind is p.KEYWORD_ONLY))
 
-        def build(values) -> ArgumentSet:
-            return ArgumentSet(tuple(v for v, (_, kw) in zip(values, names) if not kw),
-                               tuple((n, v) for v, (n, kw) in zip(values, names) if kw))
-
-        return st.tuples(*parts).map(build) if parts else st.just(EMPTY)
+        return _argument_sets(parts, names)
 
     def fixed(self, key: str, schema: torch.FunctionSchema, skip: int, limit: int = 3,
               obj: Any = None, state: str = "") -> list[ArgumentSet]:

@@ -29,7 +29,7 @@ from .results import NotApplicable
 from .settings import Settings
 from .values import ArgumentSet, UnsupportedType
 
-__all__ = ["Recipe", "CustomClassContext", "state_of", "show"]
+__all__ = ["Recipe", "CustomClassContext", "state_of", "same_value", "show"]
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
@@ -243,6 +243,18 @@ class CustomClassContext:
         seen: set[str] = set()
         head = [ln for ln in lines if not ln or not (ln in seen or seen.add(ln))]
         return "\n".join(head + body) + "\n"
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two field values of objects are the same: tensors of one shape and dtype with equal values, else
+    the same type and ``==`` (values that cannot be compared are not the same)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                and a.dtype == b.dtype and bool(torch.equal(a, b)))
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 - incomparable values are not the same
+        return False
 
 
 def show(value: Any, limit: int = 12) -> str:

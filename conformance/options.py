@@ -27,8 +27,9 @@ def add_options(parser: pytest.Parser, check_names: list[str], backend_names: li
     """Register the ``--torchbind-*`` options and ``torchbind_*`` ini keys (see docs/reference/options.md)."""
     group = parser.getgroup("torchbind", "TorchBind class conformance (torchbind-conformance)")
     group.addoption("--torchbind-class", action="append", default=[], metavar="NS::CLS",
-                    help="TorchBind class to check against its fake class; NS::* selects a whole namespace. "
-                         "Repeatable. Ini: torchbind_classes.")
+                    help="TorchBind class to check against its fake class; NS::* selects a whole namespace. A "
+                         "Python custom class (opaque object) by its torch name, module.QualName, or an fnmatch "
+                         "pattern on those names. Repeatable. Ini: torchbind_classes.")
     group.addoption("--torchbind-load", action="append", default=[], metavar="SPEC",
                     help="load before collection, in order: a .so (torch.ops.load_library), a .py file or dotted "
                          "module (imported), or module:function (imported, then called). Repeatable. "

@@ -28,6 +28,7 @@ __all__ = [
     "candidates",
     "argument_sets",
     "ArgumentSet",
+    "tensor_code",
 ]
 
 _EVAL_GLOBALS = {"torch": torch, "math": math}
@@ -238,3 +239,34 @@ def _defaults_omitted(arguments, pools) -> ArgumentSet:
         else:
             pos.append(pool[0])
     return ArgumentSet(tuple(pos), tuple(kw))
+
+
+def tensor_code(spec: tuple[tuple[int, ...], str, str]) -> str:
+    """Python source for a tensor of ``spec`` = ``(shape, dtype, layout)`` (dtype ``float32`` / ``float64`` /
+    ``int64`` / ``bool``; layout ``contiguous`` / ``transposed`` / ``sliced``), with deterministic values: what
+    :func:`conformance.arguments.tensor_strategy` draws."""
+    shape, dtype, layout = spec
+    if not shape:
+        literal = {"float32": "1.5", "float64": "1.5, dtype=torch.float64", "int64": "3", "bool": "True"}[dtype]
+        return f"torch.tensor({literal})"
+    if layout == "transposed" and len(shape) < 2:
+        layout = "contiguous"
+    made = list(shape)
+    if layout == "transposed":
+        made[-2], made[-1] = made[-1], made[-2]
+    elif layout == "sliced":
+        made[-1] *= 2
+    n = math.prod(made)
+    if dtype == "bool":
+        base = f"(torch.arange({n}) % 2 == 0)"
+    elif dtype == "int64":
+        base = f"torch.arange({n})"
+    else:
+        base = f"torch.arange({n}, dtype=torch.{dtype})"
+    if len(made) > 1:
+        base += f".reshape({', '.join(map(str, made))})"
+    if layout == "transposed":
+        base += ".t()" if len(made) == 2 else ".transpose(-2, -1)"
+    elif layout == "sliced":
+        base += "[::2]" if len(made) == 1 else "[..., ::2]"
+    return base

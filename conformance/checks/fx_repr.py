@@ -1,8 +1,9 @@
 """Check C2: a constant (value) custom class's ``__fx_repr__`` rebuilds an object in the same state.
 
 Rule source: torch.compile bakes a constant object into the generated code as the string ``__fx_repr__`` returns,
-evaluated with the globals it names (``get_opaque_obj_repr``, ``torch/_library/opaque_object.py``); torch checks
-only that the method exists and returns ``(str, dict)``. So the rebuilt object must have the original's type and
+evaluated with the globals it names and ``torch``, which generated code always has (``get_opaque_obj_repr``,
+``torch/_library/opaque_object.py``; ``torch/fx/graph.py``); torch checks only that the method exists and returns
+``(str, dict)``. So the rebuilt object must have the original's type and
 state (``__dict__``, or ``__getstate__``): compared field by field, not with ``==``, since ``__eq__`` may be the
 defect. When a custom op takes the class, the failure shows what a compiled program returns with the object
 against eager.
@@ -16,7 +17,7 @@ import torch
 from torch._library.opaque_object import get_opaque_obj_repr
 
 from ..compare import value_differences
-from ..custom_context import show, state_of
+from ..custom_context import same_value, show, state_of
 from ..results import Failure
 from . import check
 
@@ -72,11 +73,11 @@ def _rebuilt_differently(recipe):
     try:
         obj = recipe.build()
         text, names = get_opaque_obj_repr(obj)
-        rebuilt = eval(text, dict(names))  # noqa: S307 - what torch's generated code does with it
+        rebuilt = eval(text, _codegen_globals(names))  # noqa: S307 - what torch's generated code does
         if type(rebuilt) is not type(obj):
             return rebuilt
         before, after = state_of(obj), state_of(rebuilt)
-        same = set(before) == set(after) and all(_same(before[k], after[k]) for k in before)
+        same = set(before) == set(after) and all(same_value(before[k], after[k]) for k in before)
         return None if same else rebuilt
     except Exception:  # noqa: BLE001
         return None
@@ -87,20 +88,20 @@ def _violation(ctx, recipe) -> Failure | None:
         obj = recipe.build()
         text, names = get_opaque_obj_repr(obj)
         try:
-            rebuilt = eval(text, dict(names))  # noqa: S307 - what torch's generated code does with it
+            rebuilt = eval(text, _codegen_globals(names))  # noqa: S307 - what torch's generated code does
         except Exception as exc:  # noqa: BLE001 - the rule's failure
             return Failure(f"__fx_repr__ returned {text!r}, which does not evaluate with the globals it names "
-                           f"({', '.join(names) or 'none'}): {type(exc).__name__}: {exc}", target="__fx_repr__",
+                           f"({', '.join(names) or 'none'}) and torch: {type(exc).__name__}: {exc}", target="__fx_repr__",
                            example=f"obj = {recipe.code}",
                            repro=ctx.repro([f"obj = {recipe.code}", "text, names = obj.__fx_repr__()",
-                                            "print(text, names)", "print(eval(text, dict(names)))"]))
+                                            "print(text, names)", "print(eval(text, {'torch': torch, **names}))"]))
         before, after = state_of(obj), state_of(rebuilt) if type(rebuilt) is type(obj) else None
     if after is None:
         diffs = [f"type: {type(obj).__qualname__} rebuilt as {type(rebuilt).__qualname__}"]
     else:
         diffs = [f"{k}: {before.get(k, '(missing)')!r} rebuilt as {after.get(k, '(missing)')!r}"
                  for k in sorted(set(before) | set(after), key=str) if k not in before or k not in after
-                 or not _same(before[k], after[k])]
+                 or not same_value(before[k], after[k])]
     if not diffs:
         return None
     fields = ", ".join(d.split(":")[0] for d in diffs)
@@ -111,18 +112,14 @@ def _violation(ctx, recipe) -> Failure | None:
                                     f"fields = {tuple(sorted(before, key=str))!r}",
                                     "print('__fx_repr__:', text)",
                                     "print('state:  ', {f: getattr(obj, f, '(missing)') for f in fields})",
-                                    "rebuilt = eval(text, dict(names))",
+                                    "rebuilt = eval(text, {'torch': torch, **names})",
                                     "print('rebuilt:', {f: getattr(rebuilt, f, '(missing)') for f in fields})"]))
 
 
-def _same(a, b) -> bool:
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
-                and a.dtype == b.dtype and bool(torch.equal(a, b)))
-    try:
-        return bool(a == b) and type(a) is type(b)
-    except Exception:  # noqa: BLE001 - incomparable values are not the same
-        return False
+def _codegen_globals(names: dict) -> dict:
+    """The globals ``__fx_repr__``'s string is evaluated with: those it names, and ``torch``, which the code FX and
+    inductor generate always has (``torch/fx/graph.py`` adds the names with ``add_global``)."""
+    return {"torch": torch, **names}
 
 
 @check("fx_repr", targets=_targets, kinds=("custom",))

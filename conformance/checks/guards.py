@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from ..compare import value_differences
-from ..custom_context import show, state_of
+from ..custom_context import same_value, show, state_of
 from ..results import NotApplicable
 from ..results import Failure
 from . import check
@@ -49,23 +49,13 @@ def _variants(a, donor):
     """``(field, b)``: ``a`` with one field of ``donor`` where the two differ (a shallow copy of ``a``)."""
     mine, theirs = state_of(a), state_of(donor)
     for field in sorted(mine, key=str):
-        if field in theirs and not _same(mine[field], theirs[field]):
+        if field in theirs and not same_value(mine[field], theirs[field]):
             b = copy.copy(a)
             try:
                 setattr(b, field, theirs[field])
             except (AttributeError, TypeError):
                 continue
             yield field, b
-
-
-def _same(x, y) -> bool:
-    if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
-        return isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape == y.shape and bool(
-            torch.equal(x, y))
-    try:
-        return type(x) is type(y) and bool(x == y)
-    except Exception:  # noqa: BLE001
-        return False
 
 
 def _stale(ctx, op, args, a, b) -> tuple[object, object]:
@@ -214,7 +204,7 @@ def _symbolic_violation(ctx, target, draw) -> Failure | None:
             except Exception:  # noqa: BLE001 - arguments the method rejects: not a state change
                 continue
             after = state_of(obj)
-            changed = [k for k in after if k not in before or not _same(before[k], after[k])]
+            changed = [k for k in after if k not in before or not same_value(before[k], after[k])]
             if changed:
                 steps.append(f"obj.{method}({args})")
                 failure = compare(f"after obj.{method}({args})", changed, guards)
@@ -222,7 +212,7 @@ def _symbolic_violation(ctx, target, draw) -> Failure | None:
                     return failure
         donor = donor_recipe.build()
         for field, value in state_of(donor).items():  # an attribute set to another object's value
-            if field in state_of(obj) and not _same(state_of(obj)[field], value):
+            if field in state_of(obj) and not same_value(state_of(obj)[field], value):
                 guards = _guard_values(ctx, obj)
                 try:
                     setattr(obj, field, copy.deepcopy(value))
@@ -233,7 +223,7 @@ def _symbolic_violation(ctx, target, draw) -> Failure | None:
                 if failure:
                     return failure
         guards = _guard_values(ctx, obj)
-        changed = [k for k, v in state_of(donor).items() if not _same(state_of(obj).get(k), v)]
+        changed = [k for k, v in state_of(donor).items() if not same_value(state_of(obj).get(k), v)]
         obj = donor_recipe.build()  # a new object
         steps.append(f"obj = {donor_recipe.code}")
         return compare("with a new object", changed, guards) if changed else None
