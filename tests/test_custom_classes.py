@@ -484,3 +484,38 @@ def test_torchs_placements_pass_and_mask_partial_is_reported(placements):
     assert "two objects built the same way (equal state) compare unequal" in found["eq_hash"].failures[0].summary
     a, b = pt._MaskPartial(), pt._MaskPartial()
     assert vars(a) == vars(b) and a != b
+
+
+# ----- the gate around them: xdist, isolation, baseline, reports, merge --------------------------------------------
+
+
+@pytest.mark.process
+def test_custom_class_items_go_through_xdist_isolation_baseline_and_merge(pytester, cc):
+    import json
+
+    from conformance.__main__ import main
+
+    args = ["-p", "no:cacheprovider", f"--torchbind-load={MOD}", f"--torchbind-class={MOD}.Affine*",
+            "--torchbind-examples=20"]
+    # Under xdist, each item in a forked worker (process isolation is the default), accepting the failures found.
+    accept = pytester.runpytest_subprocess(*args, "-n", "2", "--torchbind-baseline=b.json", "--torchbind-accept",
+                                           "--torchbind-report=shard.json", "-k", "eq_hash or fx_repr")
+    assert accept.ret == pytest.ExitCode.TESTS_FAILED, accept.stdout.str()[-2000:]
+    entries = json.loads((pytester.path / "b.json").read_text())
+    keys = set(entries["known_failures"])
+    assert {f"torchbind[py:{MOD}.AffineEqIdentity]::eq_hash", f"torchbind[py:{MOD}.AffineHashById]::eq_hash",
+            f"torchbind[py:{MOD}.AffineReprDropsOffset]::fx_repr"} <= keys
+    # The baseline makes the gate green: the known failures are strict xfails.
+    gated = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json", "--torchbind-report=rest.json",
+                                          "-k", "eq_hash or fx_repr")
+    assert gated.ret == pytest.ExitCode.OK, gated.stdout.str()[-2000:]
+    gated.assert_outcomes(passed=7, xfailed=3)
+    # Two reports (one under xdist, one serial) merge into one; each class keeps its verdicts.
+    assert main(["merge", str(pytester.path / "shard.json"), str(pytester.path / "rest.json"),
+                 "--output", str(pytester.path / "merged.json")]) == 0
+    merged = json.loads((pytester.path / "merged.json").read_text())
+    assert f"{MOD}.AffineReprDropsOffset" in json.dumps(merged)
+    doc = json.loads((pytester.path / "rest.json").read_text())
+    verdicts = {c["qualname"]: {v["item"]: v["status"] for v in c["verdicts"]} for c in doc["classes"]}
+    assert verdicts[f"{MOD}.Affine"] == {"eq_hash": "passed", "fx_repr": "passed"}
+    assert verdicts[f"{MOD}.AffineReprDropsOffset"]["fx_repr"] == "failed"
