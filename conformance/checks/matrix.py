@@ -1,5 +1,5 @@
 """Check ``matrix``: one item per coverage-matrix cell — a scenario (row) through a backend (column) — compared
-with plain eager. The work is in :mod:`conformance.matrix`; this module maps cells onto the check registry, so
+with plain eager (for a Python custom class, a row is an op taking it: :mod:`conformance.matrix.custom`). The work is in :mod:`conformance.matrix`; this module maps cells onto the check registry, so
 each cell is an ordinary item ``torchbind[ns.Cls]::matrix[<row>-<backend>]`` and its data reaches the reports.
 """
 
@@ -10,6 +10,7 @@ import dataclasses
 from ..arguments import Excluded
 from ..matrix.backend import all_backends
 from ..matrix.cell import new_cell, run_cell
+from ..matrix.custom import custom_rows, run_custom_cell
 from ..matrix.scenarios import row_names
 from ..results import Cell, NotApplicable, Status
 from . import check
@@ -31,7 +32,8 @@ class CellTarget:
 
 def _targets(ctx) -> list[CellTarget]:
     names = [b.name for b in all_backends()]
-    return [CellTarget(r, b, i, j) for i, r in enumerate(row_names(ctx)) for j, b in enumerate(names)]
+    rows = custom_rows(ctx) if ctx.kind == "custom" else row_names(ctx)
+    return [CellTarget(r, b, i, j) for i, r in enumerate(rows) for j, b in enumerate(names)]
 
 
 def _lost(qualname: str, target: CellTarget, reason: str) -> Cell:
@@ -39,10 +41,12 @@ def _lost(qualname: str, target: CellTarget, reason: str) -> Cell:
     return Cell(qualname, target.row, target.backend, target.row_index, target.backend_index, Status.FAILED, reason)
 
 
-@check("matrix", scope="cell", targets=_targets, lost=_lost)
+@check("matrix", scope="cell", targets=_targets, lost=_lost, kinds=("torchbind", "custom"))
 def matrix(ctx, target: CellTarget) -> Cell:
     """The scenario runs through the backend and matches plain eager: outputs, final object state, and an
     untouched traced object."""
+    if ctx.kind == "custom":  # a Python custom class: an op called with a sequence of objects
+        return run_custom_cell(ctx, target.row, target.backend)
     # A cell that cannot run still appears in every report, saying why.
     cell = new_cell(ctx, target.row, target.backend)
     try:

@@ -23,7 +23,9 @@ class Limitation:
     Tensor in it, e.g. ``int``, ``str[]``, ``(int, float)``), one of which some call of the scenario must return,
     or ``None``;
     ``dunder``: the scenario calls a dunder method by name (``obj.__eq__(other)``, not ``obj == other``);
-    ``error``: regex over ``"ExceptionType: message"``; ``reason``: the report's footnote; ``source``: evidence."""
+    ``error``: regex over ``"ExceptionType: message"``; ``reason``: the report's footnote; ``source``: evidence;
+    ``kind``: the kind of class (``"torchbind"``, or ``"custom"`` for a Python custom class, whose scenarios carry
+    ``class_kind``); ``class_kind``: ``"constant"`` or ``"symbolic"`` for a custom-class entry about one of them."""
 
     key: str
     backends: frozenset[str]
@@ -33,9 +35,13 @@ class Limitation:
     placement: str | None = None
     returns: tuple[str, ...] | None = None
     dunder: bool = False
+    kind: str = "torchbind"
+    class_kind: str | None = None
 
     def applies(self, backend: str, scenario) -> bool:
-        if backend not in self.backends:
+        if backend not in self.backends or getattr(scenario, "kind", "torchbind") != self.kind:
+            return False
+        if self.class_kind is not None and getattr(scenario, "class_kind", None) != self.class_kind:
             return False
         if self.dunder and not any(call.call.callee.name.startswith("__") and not call.call.callee.operator
                                    for call in scenario.calls):
@@ -59,6 +65,39 @@ def _returns_match(returned: str, wanted: tuple[str, ...]) -> bool:
 
 
 LIMITATIONS: tuple[Limitation, ...] = (
+    # ----- Python custom classes (opaque objects): conformance.matrix.custom ---------------------------------------
+    Limitation(
+        key="custom-aoti-object",
+        kind="custom",
+        backends=frozenset({"aoti"}),
+        error=r"Unsupported input type as_\w+ for extern kernel",
+        reason="AOTInductor cannot pass a Python custom class object to a custom op (its proxy executor has no "
+               "input type for it)",
+        source="torch/csrc/inductor/aoti_torch/oss_proxy_executor.cpp: 'Unsupported input type ... for extern "
+               "kernel' (as_custom_obj for a constant class, as_none for a symbolic one; torch 2.13, 2.14.1)",
+    ),
+    Limitation(
+        key="custom-saveload-object-input",
+        kind="custom",
+        backends=frozenset({"export_saveload"}),
+        error=r"SerializeError: Failed serializing node",
+        reason="torch.export.save cannot serialize a program that takes a Python custom class object as an input",
+        source="torch/_export/serde/serialize.py serialize_graph: 'Failed serializing node' for the object's "
+               "placeholder (torch 2.13, 2.14.1)",
+    ),
+    Limitation(
+        key="custom-export-constant-object",
+        kind="custom",
+        class_kind="constant",
+        backends=frozenset({"export", "export_strict"}),
+        error=r"^(unequal|changed): obj = ",
+        reason="torch.export bakes a constant custom class object into the program (the op takes the traced "
+               "object as a constant, the input is unused, and nothing checks it at run time): a program exported "
+               "with one object returns that object's result for any other",
+        source="torch.export specialises constant (value) opaque objects like other non-tensor inputs "
+               "(torch/_library/opaque_object.py, 'value' types are constants); ExportedProgram.module() has no "
+               "input check for them (torch 2.13, 2.14.1)",
+    ),
     Limitation(
         key="burned-in-constants",
         backends=frozenset({"export", "export_strict", "export_saveload", "aoti"}),

@@ -1,0 +1,220 @@
+"""The coverage matrix of a Python custom class (opaque object): one row per custom op taking the class, through
+each backend, called with a sequence of objects and compared call by call with eager.
+
+The sequence: the first object (the program is compiled or exported with it), an equal one built the same way, an
+unequal one (another object with a different state), and the first changed: for a symbolic class after a
+state-changing method call, for a constant one with a field set to the unequal object's value. Each call runs the
+backend's program on one object and plain eager on a twin built the same way; outputs must be equal, and for a
+symbolic class the objects' states afterwards too. Backends and their ``prepare`` are the TorchBind matrix's
+(:mod:`conformance.matrix.backend`); what torch does not support is a row of the limitation table
+(:mod:`conformance.matrix.limitations`, entries with ``kind="custom"``).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..arguments import draw_fixed
+from ..compare import value_differences
+from ..custom_context import CustomClassContext, Recipe, same_value, show, state_of
+from ..results import Cell, NotApplicable, Status, exception_line
+from ..values import ArgumentSet
+from .backend import Backend, all_backends, get_backend
+from .limitations import find_limitation
+
+__all__ = ["custom_rows", "run_custom_cell", "CustomScenario"]
+
+
+def custom_rows(ctx: CustomClassContext) -> list[str]:
+    """The matrix rows of a custom class: the short names of the ops taking it."""
+    return [op.short_name for op in ctx.info.ops]
+
+
+@dataclasses.dataclass
+class CustomScenario:
+    """One row: ``op`` called as ``program`` (source of an ``nn.Module`` whose ``forward`` takes the op's tensor
+    arguments and the object), with the object ``steps``: ``(label, make)`` where ``make()`` returns a new object
+    in that step's state. The attributes the backends and the limitation table read: ``dynamic`` (never),
+    ``placement`` (``"input"``), ``kind`` (``"custom"``), ``class_kind`` (``"constant"`` / ``"symbolic"``),
+    ``calls`` (none of the TorchBind kind)."""
+
+    row: str
+    op: Any
+    args: ArgumentSet
+    steps: list[tuple[str, Callable[[], Any]]]
+    program: str
+    tensor_positions: tuple[int, ...]
+    class_kind: str = "constant"
+    kind: str = "custom"
+    dynamic: bool = False
+    placement: str = "input"
+    calls: tuple = ()
+    has_object_input: bool = True
+
+    def dynamic_shapes(self) -> None:
+        return None
+
+    def module(self) -> torch.nn.Module:
+        namespace: dict[str, Any] = {"torch": torch, "math": __import__("math")}
+        exec(compile(self.program, "<conformance custom-class program>", "exec"), namespace)  # noqa: S102 - ours
+        return namespace["Program"]()
+
+    def inputs(self) -> list[Any]:
+        """New tensor arguments of the op, in the program's order."""
+        values = [v.make() for v in self.args.args]
+        return [values[i] for i in self.tensor_positions]
+
+
+def _recipes(ctx: CustomClassContext) -> tuple[Recipe, list[Recipe]]:
+    """The first object's recipe and those of the drawn objects whose state differs from it."""
+    drawn = draw_fixed(ctx.objects(), 6, f"{ctx.info.name}:matrix")
+    if not drawn:
+        raise NotApplicable(f"no object of {ctx.info.name} could be built")
+    first = drawn[0]
+    return first, [r for r in drawn[1:] if not _equal_state(first.build(), r.build())]
+
+
+def _equal_state(a: Any, b: Any) -> bool:
+    sa, sb = state_of(a), state_of(b)
+    return set(sa) == set(sb) and all(same_value(sa[k], sb[k]) for k in sa)
+
+
+def _mutations(ctx: CustomClassContext, first: Recipe, others: list[Recipe]
+               ) -> list[tuple[str, Callable[[Any], None]]]:
+    """How to change the first object: the first public method call that changes its state (symbolic), or, for
+    each field, setting it to the value a drawn object has there (constant; an ``__eq__`` that ignores the field
+    then shows as a stale compiled result)."""
+    if ctx.info.kind == "symbolic":
+        for method in ctx.mutators():
+            try:
+                strat = ctx.arguments_of(method)
+            except NotApplicable:
+                continue
+            if strat is None:
+                continue
+            for args in draw_fixed(strat, 3, f"{ctx.info.name}:matrix:{method}"):
+                obj = first.build()
+                before = state_of(obj)
+                try:
+                    ctx.call_method(obj, method, args)
+                except Exception:  # noqa: BLE001 - arguments the method rejects
+                    continue
+                if not _equal_state_dicts(before, state_of(obj)):
+                    return [(f"obj.{method}({args})", lambda o, m=method, a=args: ctx.call_method(o, m, a))]
+        return []
+    out = []
+    mine = state_of(first.build())
+    for field in sorted(mine, key=str):
+        for other in others:
+            theirs = state_of(other.build())
+            if field in theirs and not same_value(mine[field], theirs[field]):
+                value = theirs[field]
+                out.append((f"obj.{field} = {value!r}", lambda o, f=field, v=value: setattr(o, f, copy.deepcopy(v))))
+                break
+    return out
+
+
+def _equal_state_dicts(a: dict, b: dict) -> bool:
+    return set(a) == set(b) and all(same_value(a[k], b[k]) for k in a)
+
+
+def scenario(ctx: CustomClassContext, row: str) -> CustomScenario:
+    """The scenario of ``row`` (an op's short name). Raises :class:`~conformance.results.NotApplicable` when no
+    argument set of the op runs in eager with the first object."""
+    op = next(o for o in ctx.info.ops if o.short_name == row)
+    first, others = _recipes(ctx)
+    arg_sets = ctx.arguments.fixed(op.qualname, op.schema, op.positions[0], limit=3)
+    for args in arg_sets:
+        try:
+            ctx.call_op(op, args, first.build())
+            break
+        except Exception:  # noqa: BLE001 - arguments the op rejects
+            continue
+    else:
+        raise NotApplicable(f"{op.qualname} rejected every argument set with {first.code}; "
+                            + ctx.arguments.hint(op.qualname))
+    values = [v.make() for v in args.args]
+    tensor_positions = tuple(i for i, v in enumerate(values) if isinstance(v, torch.Tensor))
+    params = [f"t{i}" for i in range(len(tensor_positions))]
+    call = [f"t{tensor_positions.index(i)}" if i in tensor_positions else v.code for i, v in enumerate(args.args)]
+    call.insert(op.positions[0], "obj")
+    call += [f"{k}={v.code}" for k, v in args.kwargs]
+    ns, name = op.qualname.split("::")
+    program = (f"class Program(torch.nn.Module):\n    def forward(self, {', '.join(params + ['obj'])}):\n"
+               f"        return torch.ops.{ns}.{name}({', '.join(call)})\n")
+    steps: list[tuple[str, Callable[[], Any]]] = [(f"first: obj = {first.code}", first.build),
+                                                  (f"equal: obj = {first.code} (built again)", first.build)]
+    if others:
+        steps.append((f"unequal: obj = {others[0].code}", others[0].build))
+    for label, mutate in _mutations(ctx, first, others):
+
+        def mutated(mutate=mutate):
+            obj = first.build()
+            mutate(obj)
+            return obj
+
+        steps.append((f"changed: obj = {first.code}; {label}", mutated))
+    return CustomScenario(row, op, args, steps, program, tensor_positions, ctx.info.kind)
+
+
+def _run(ctx: CustomClassContext, scn: CustomScenario, backend: Backend) -> list[str]:
+    """Compile/export with the first object, then call the program with each object of the sequence; every
+    difference from eager on a twin object."""
+    reference = scn.module()
+    program = backend.prepare(scn, scn.module(), (*scn.inputs(), scn.steps[0][1]()))
+    diffs: list[str] = []
+    for label, make in scn.steps:
+        expected_obj, obj = make(), make()
+        expected = reference(*scn.inputs(), expected_obj)
+        got = program(*scn.inputs(), obj)
+        differences = value_differences(expected, got, "output")
+        if differences:
+            diffs += [f"{label}: eager {show(expected)}, {backend.name} {show(got)}"]
+            diffs += [f"{label}: {d}" for d in differences]
+        if ctx.info.kind == "symbolic" and backend.state_visible:
+            before, after = state_of(expected_obj), state_of(obj)
+            diffs += [f"{label}: object state {k}: eager {before.get(k)!r}, {backend.name} {after.get(k)!r}"
+                      for k in sorted(set(before) | set(after), key=str)
+                      if not same_value(before.get(k), after.get(k))]
+    return diffs
+
+
+def run_custom_cell(ctx: CustomClassContext, row: str, backend: str | Backend) -> Cell:
+    """Run the cell of ``ctx``'s class for ``row`` (an op) through ``backend``; never raises for errors in torch
+    or the class (they become ``FAILED`` or ``UNSUPPORTED``); a row with no eager reference is ``SKIPPED``."""
+    backend = get_backend(backend) if isinstance(backend, str) else backend
+    names = [b.name for b in all_backends()]
+    rows = custom_rows(ctx)
+    cell = Cell(ctx.info.name, row, backend.name, rows.index(row),
+                names.index(backend.name) if backend.name in names else len(names))
+    try:
+        scn = scenario(ctx, row)
+    except NotApplicable as exc:
+        cell.status, cell.reason = Status.SKIPPED, f"no eager reference: {exc}"
+        return cell
+    cell.program = scn.program + "\n# objects, in order:\n" + "\n".join(f"#   {label}" for label, _ in scn.steps)
+    try:
+        with ctx.calling(f"{row} of {ctx.info.name} through {backend.title} (compile and run)", timed=False):
+            torch._dynamo.reset()
+            diffs = _run(ctx, scn, backend)
+        evidence, failure_details, matched = diffs, diffs, diffs[0] if diffs else ""
+    except Exception as exc:  # noqa: BLE001 - compile/export/runtime errors are this cell's result
+        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        evidence = [exception_line(exc, limit=400)]
+        failure_details, matched = [ln.rstrip() for ln in tb[-4:]], f"{type(exc).__name__}: {exc}"
+    finally:
+        torch._dynamo.reset()
+    if evidence:
+        limitation = find_limitation(backend.name, scn, matched)
+        if limitation is not None:
+            cell.status, cell.reason, cell.limitation = Status.UNSUPPORTED, limitation.reason, limitation.key
+            cell.details = evidence + [f"known limitation {limitation.key}: {limitation.source}"]
+        else:
+            cell.status, cell.reason, cell.details = Status.FAILED, evidence[0], failure_details
+    return cell
