@@ -182,12 +182,15 @@ def _symbolic_violation(ctx, target, draw) -> Failure | None:
                 expected, got = run(eager_fn, obj), run(program, obj)
             if not value_differences(expected, got, "result"):
                 return None
-            fields = ", ".join(repr(f) for f in changed) or "(no field)"
-            guard_now = _guard_values(ctx, obj)
+            guard_now = _guard_values(ctx, obj).removeprefix("guard_fn returned ")
+            if changed:
+                summary = (f"a compiled program that read {what} returns a stale result {trigger}: the change to "
+                           f"{', '.join(repr(f) for f in changed)} is not guarded ({guards_before} before, "
+                           f"{guard_now} after)")
+            else:
+                summary = f"a compiled program that read {what} returns something else than eager {trigger}"
             return Failure(
-                f"a compiled program that read {what} returns a stale result {trigger}: {changed and 'the change to '}"
-                f"{fields} is not guarded ({guards_before} before, {guard_now.removeprefix('guard_fn returned ')} "
-                f"after)", target=target if isinstance(target, str) else target.short_name,
+                summary, target=target if isinstance(target, str) else target.short_name,
                 example="\n".join(steps), details=(f"eager:    {show(expected)}", f"compiled: {show(got)}"),
                 repro=ctx.repro([*steps[:1], f"program = torch.compile({program_code}, backend='eager', "
                                  "fullgraph=True)", "print('compiled:', program(obj))", *steps[1:],
