@@ -131,15 +131,14 @@ class CustomClassContext:
         return True
 
     def mutators(self) -> list[str]:
-        """The class's public methods that are not registered members: the calls that may change an object's
-        state (whether one did is seen by comparing :func:`state_of` before and after)."""
+        """The class's public methods (registered members included): the calls that may change an object's state
+        (whether one did is seen by comparing :func:`state_of` before and after)."""
         out = []
         for klass in self.info.cls.__mro__:
             if klass.__module__ in ("builtins", "torch._opaque_base", "torch._custom_class_base"):
                 continue
             for name, value in vars(klass).items():
-                if (not name.startswith("_") and inspect.isfunction(value) and name not in self.info.members
-                        and name not in out):
+                if not name.startswith("_") and inspect.isfunction(value) and name not in out:
                     out.append(name)
         return out
 

@@ -29,6 +29,7 @@ CHECKS = (
     ("fx_repr", "fx_repr"),
     ("guards", "guards"),
     ("fake_kernel", "fake_kernel"),
+    ("inlined", "inlined"),
     ("matrix", "matrix"),
 )
 CHECK_NAMES = tuple(name for name, _module in CHECKS)

@@ -25,6 +25,10 @@ changed by ``bump``; ``guard_fn`` covers ``step``), with the op ``samples_custom
   value it baked in after ``bump(3)``: 2 where eager gives 5.
 * :class:`StepperFakeReadsStep`: the fake kernel of ``samples_custom::widen`` reads ``s.step``, which is not a
   registered member: torch.compile fails with an ``AttributeError`` on the ``FakeScriptObject``.
+
+``INLINED`` members: :class:`Gauge` (``doubled()``, traced by dynamo, reads ``level`` through the ``USE_REAL``
+member ``get_level``) and :class:`GaugeInlinedReadsLevel`, whose ``INLINED`` ``bump(n)`` reads and sets ``level``
+directly, which is not a registered member: a program calling it cannot be compiled.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ except ImportError:  # torch 2.11-2.13
 
 __all__ = ["Affine", "AffineEqIgnoresOffset", "AffineReprDropsOffset", "AffineHashById", "AffineEqIdentity",
            "affine", "register_constant", "register_symbolic", "Stepper", "StepperGuardMissesStep",
-           "StepperFakeReadsStep", "scale", "widen"]
+           "StepperFakeReadsStep", "scale", "widen", "Gauge", "GaugeInlinedReadsLevel"]
 
 
 def register_constant(cls: type) -> type:
@@ -51,10 +55,11 @@ def register_constant(cls: type) -> type:
     return cls
 
 
-def register_symbolic(guard_fn=None, use_real: tuple[str, ...] = ()):
-    """A decorator: register the class as a symbolic (reference) custom class with ``guard_fn`` and the
-    ``USE_REAL`` members ``use_real``, with the API the running torch has."""
+def register_symbolic(guard_fn=None, use_real: tuple[str, ...] = (), inlined: tuple[str, ...] = ()):
+    """A decorator: register the class as a symbolic (reference) custom class with ``guard_fn``, the ``USE_REAL``
+    members ``use_real`` and the ``INLINED`` ones ``inlined``, with the API the running torch has."""
     members = {m: _opaque.MemberType.USE_REAL for m in use_real}
+    members.update({m: _opaque.MemberType.INLINED for m in inlined})
 
     def register(cls: type) -> type:
         if hasattr(_opaque, "register_custom_class"):
@@ -185,3 +190,26 @@ def widen(x: torch.Tensor, s: StepperFakeReadsStep) -> torch.Tensor:
 @widen.register_fake
 def _widen_fake(x, s):
     return x.new_empty((max(s.step, 0), *x.shape))  # the defect: s is a FakeScriptObject while tracing
+
+
+@register_symbolic(guard_fn=lambda g: [g.level], use_real=("get_level",), inlined=("doubled",))
+class Gauge(_SymbolicBase):
+    """A symbolic custom class with an ``INLINED`` member that reads the object only through a ``USE_REAL`` one."""
+
+    def __init__(self, level: int):
+        self.level = level
+
+    def get_level(self) -> int:
+        return self.level
+
+    def doubled(self) -> int:
+        return 2 * self.get_level()
+
+
+@register_symbolic(guard_fn=lambda g: [g.level], use_real=("get_level",), inlined=("doubled", "bump"))
+class GaugeInlinedReadsLevel(Gauge):
+    """Broken: the ``INLINED`` member ``bump`` reads ``level``, which is not registered."""
+
+    def bump(self, n: int) -> int:
+        self.level += n
+        return self.level

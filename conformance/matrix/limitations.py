@@ -86,6 +86,16 @@ LIMITATIONS: tuple[Limitation, ...] = (
                "placeholder (torch 2.13, 2.14.1)",
     ),
     Limitation(
+        key="custom-export-weakref",
+        kind="custom",
+        backends=frozenset({"export", "export_strict", "export_saveload", "aoti"}),
+        error=r"TypeError: cannot create weak reference to",
+        reason="torch.export keeps a weak reference to each custom class object it traces, so a class with "
+               "__slots__ and no '__weakref__' slot cannot be exported (adding '__weakref__' to __slots__ lifts it)",
+        source="torch/fx/experimental/proxy_tensor.py fetch_object_proxy / get_proxy_slot: the tracer's table of "
+               "objects is keyed by weak reference (torch 2.13, 2.14.1)",
+    ),
+    Limitation(
         key="custom-export-constant-object",
         kind="custom",
         class_kind="constant",
