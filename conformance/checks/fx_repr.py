@@ -34,6 +34,8 @@ def _compiled_vs_eager(ctx, recipe) -> tuple[list[str], list[str]]:
     from ..arguments import draw_fixed
 
     recipes = [recipe] + [r for r in draw_fixed(ctx.objects(), 4, f"{ctx.info.name}:fx_repr") if r.code != recipe.code]
+    # Only objects that do not survive their __fx_repr__ can show a difference.
+    recipes = [r for r in recipes if _rebuilt_differently(r)]
     tried = 0
     for op in ctx.info.ops:
         try:
@@ -42,8 +44,6 @@ def _compiled_vs_eager(ctx, recipe) -> tuple[list[str], list[str]]:
             continue
         for candidate in recipes:
             for args in arg_sets:
-                if _rebuilt_differently(candidate) is None:
-                    continue  # this object survives its __fx_repr__: no difference to show with it
                 torch._dynamo.reset()
                 program = torch.compile(lambda *a, **k: op.op(*a, **k), backend="eager", fullgraph=True)
                 try:
@@ -68,40 +68,39 @@ def _compiled_vs_eager(ctx, recipe) -> tuple[list[str], list[str]]:
             f"{', '.join(op.qualname for op in ctx.info.ops)}): the lost state did not change these results"], []
 
 
-def _rebuilt_differently(recipe):
-    """The object ``__fx_repr__`` rebuilds for the recipe's object when its state differs, else ``None``."""
+def _rebuild(obj) -> tuple[str, dict, list[str]]:
+    """``__fx_repr__``'s string and globals for ``obj``, and how the object they evaluate to differs from it (its
+    type, or each field: ``offset: 1.0 rebuilt as 0.0``). Raises what evaluating the string raises."""
+    text, names = get_opaque_obj_repr(obj)
+    rebuilt = eval(text, _codegen_globals(names))  # noqa: S307 - what torch's generated code does
+    if type(rebuilt) is not type(obj):
+        return text, names, [f"type: {type(obj).__qualname__} rebuilt as {type(rebuilt).__qualname__}"]
+    before, after = state_of(obj), state_of(rebuilt)
+    return text, names, [f"{k}: {before.get(k, '(missing)')!r} rebuilt as {after.get(k, '(missing)')!r}"
+                         for k in sorted(set(before) | set(after), key=str)
+                         if k not in before or k not in after or not same_value(before[k], after[k])]
+
+
+def _rebuilt_differently(recipe) -> bool:
+    """Whether the recipe's object does not survive its ``__fx_repr__`` (or cannot be rebuilt at all)."""
     try:
-        obj = recipe.build()
-        text, names = get_opaque_obj_repr(obj)
-        rebuilt = eval(text, _codegen_globals(names))  # noqa: S307 - what torch's generated code does
-        if type(rebuilt) is not type(obj):
-            return rebuilt
-        before, after = state_of(obj), state_of(rebuilt)
-        same = set(before) == set(after) and all(same_value(before[k], after[k]) for k in before)
-        return None if same else rebuilt
+        return bool(_rebuild(recipe.build())[2])
     except Exception:  # noqa: BLE001
-        return None
+        return False
 
 
 def _violation(ctx, recipe) -> Failure | None:
     with ctx.calling(lambda: f"__fx_repr__ of {recipe.code}, evaluated"):
         obj = recipe.build()
-        text, names = get_opaque_obj_repr(obj)
         try:
-            rebuilt = eval(text, _codegen_globals(names))  # noqa: S307 - what torch's generated code does
+            text, names, diffs = _rebuild(obj)
         except Exception as exc:  # noqa: BLE001 - the rule's failure
+            text, names = get_opaque_obj_repr(obj)
             return Failure(f"__fx_repr__ returned {text!r}, which does not evaluate with the globals it names "
                            f"({', '.join(names) or 'none'}) and torch: {type(exc).__name__}: {exc}", target="__fx_repr__",
                            example=f"obj = {recipe.code}",
                            repro=ctx.repro([f"obj = {recipe.code}", "text, names = obj.__fx_repr__()",
                                             "print(text, names)", "print(eval(text, {'torch': torch, **names}))"]))
-        before, after = state_of(obj), state_of(rebuilt) if type(rebuilt) is type(obj) else None
-    if after is None:
-        diffs = [f"type: {type(obj).__qualname__} rebuilt as {type(rebuilt).__qualname__}"]
-    else:
-        diffs = [f"{k}: {before.get(k, '(missing)')!r} rebuilt as {after.get(k, '(missing)')!r}"
-                 for k in sorted(set(before) | set(after), key=str) if k not in before or k not in after
-                 or not same_value(before[k], after[k])]
     if not diffs:
         return None
     fields = ", ".join(d.split(":")[0] for d in diffs)
@@ -109,7 +108,7 @@ def _violation(ctx, recipe) -> Failure | None:
                    f"{fields}; torch.compile bakes that rebuilt object into the generated code", target="__fx_repr__",
                    example=f"obj = {recipe.code}", details=tuple(diffs),
                    repro=ctx.repro([f"obj = {recipe.code}", "text, names = obj.__fx_repr__()",
-                                    f"fields = {tuple(sorted(before, key=str))!r}",
+                                    f"fields = {tuple(sorted(state_of(obj), key=str))!r}",
                                     "print('__fx_repr__:', text)",
                                     "print('state:  ', {f: getattr(obj, f, '(missing)') for f in fields})",
                                     "rebuilt = eval(text, {'torch': torch, **names})",
