@@ -78,12 +78,7 @@ def _recipes(ctx: CustomClassContext) -> tuple[Recipe, list[Recipe]]:
     if not drawn:
         raise NotApplicable(f"no object of {ctx.info.name} could be built")
     first = drawn[0]
-    return first, [r for r in drawn[1:] if not _equal_state(first.build(), r.build())]
-
-
-def _equal_state(a: Any, b: Any) -> bool:
-    sa, sb = state_of(a), state_of(b)
-    return set(sa) == set(sb) and all(same_value(sa[k], sb[k]) for k in sa)
+    return first, [r for r in drawn[1:] if not _same_state(state_of(first.build()), state_of(r.build()))]
 
 
 def _mutations(ctx: CustomClassContext, first: Recipe, others: list[Recipe]
@@ -106,7 +101,7 @@ def _mutations(ctx: CustomClassContext, first: Recipe, others: list[Recipe]
                     ctx.call_method(obj, method, args)
                 except Exception:  # noqa: BLE001 - arguments the method rejects
                     continue
-                if not _equal_state_dicts(before, state_of(obj)):
+                if not _same_state(before, state_of(obj)):
                     return [(f"obj.{method}({args})", lambda o, m=method, a=args: ctx.call_method(o, m, a))]
         return []
     out = []
@@ -142,7 +137,8 @@ def _valid_after(first: Recipe, mutate: Callable[[Any], None]) -> bool:
     return True
 
 
-def _equal_state_dicts(a: dict, b: dict) -> bool:
+def _same_state(a: dict, b: dict) -> bool:
+    """Whether two states (:func:`~conformance.custom_context.state_of`) have the same fields and values."""
     return set(a) == set(b) and all(same_value(a[k], b[k]) for k in a)
 
 
