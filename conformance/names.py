@@ -30,6 +30,7 @@ CHECKS = (
     ("guards", "guards"),
     ("fake_kernel", "fake_kernel"),
     ("inlined", "inlined"),
+    ("baked", "baked"),
     ("matrix", "matrix"),
 )
 CHECK_NAMES = tuple(name for name, _module in CHECKS)

@@ -18,6 +18,9 @@ objects ``(2, 1)`` then ``(2, 5)``; the tests pin each):
 * :class:`AffineEqIdentity`: ``__eq__`` is identity, so an object never equals its state-equal copy and no guard
   ever holds for a new object: one recompilation per call, until torch's recompile limit.
 
+Hoisted constant types (``hoist=True``: objects are graph inputs): :class:`AffineHoisted` and
+:class:`AffineHoistedEqIgnoresOffset`, whose wrong ``__eq__`` cannot make an op's result stale (3, 7 as eager).
+
 Symbolic (reference) types: :class:`Stepper` (``step``, read through the ``USE_REAL`` member ``get_step``,
 changed by ``bump``; ``guard_fn`` covers ``step``), with the op ``samples_custom::scale(x, s) = x * s.step``.
 
@@ -29,6 +32,9 @@ changed by ``bump``; ``guard_fn`` covers ``step``), with the op ``samples_custom
 ``INLINED`` members: :class:`Gauge` (``doubled()``, traced by dynamo, reads ``level`` through the ``USE_REAL``
 member ``get_level``) and :class:`GaugeInlinedReadsLevel`, whose ``INLINED`` ``bump(n)`` reads and sets ``level``
 directly, which is not a registered member: a program calling it cannot be compiled.
+
+An op that changes its object: :class:`Ticker` and ``samples_custom::tick`` (``count += 1``, then ``x * count``);
+an object made inside a program exported non-strict is baked in and shared by the program's calls.
 """
 
 from __future__ import annotations
@@ -42,16 +48,20 @@ except ImportError:  # torch 2.11-2.13
     from torch._opaque_base import OpaqueBase as _SymbolicBase
 
 __all__ = ["Affine", "AffineEqIgnoresOffset", "AffineReprDropsOffset", "AffineHashById", "AffineEqIdentity",
+           "AffineHoisted", "AffineHoistedEqIgnoresOffset",
            "affine", "register_constant", "register_symbolic", "Stepper", "StepperGuardMissesStep",
-           "StepperFakeReadsStep", "scale", "widen", "Gauge", "GaugeInlinedReadsLevel"]
+           "StepperFakeReadsStep", "scale", "widen", "Gauge", "GaugeInlinedReadsLevel", "Ticker", "tick"]
 
 
-def register_constant(cls: type) -> type:
-    """Register ``cls`` as a constant (value) custom class with the API the running torch has; returns ``cls``."""
+def register_constant(cls: type | None = None, *, hoist: bool = False):
+    """Register ``cls`` as a constant (value) custom class with the API the running torch has; returns ``cls``.
+    ``hoist=True`` lifts its objects to graph inputs. Also a decorator factory: ``@register_constant(hoist=True)``."""
+    if cls is None:
+        return lambda c: register_constant(c, hoist=hoist)
     if hasattr(_opaque, "register_custom_class"):
-        _opaque.register_custom_class(cls, typ="constant")
+        _opaque.register_custom_class(cls, typ="constant", hoist=hoist)
     else:
-        _opaque.register_opaque_type(cls, typ="value")
+        _opaque.register_opaque_type(cls, typ="value", hoist=hoist)
     return cls
 
 
@@ -145,6 +155,17 @@ class AffineEqIdentity(Affine):
         return id(self)
 
 
+@register_constant(hoist=True)
+class AffineHoisted(Affine):
+    """A hoisted constant custom class (``hoist=True``): its objects are graph inputs, not constants."""
+
+
+@register_constant(hoist=True)
+class AffineHoistedEqIgnoresOffset(AffineEqIgnoresOffset):
+    """Hoisted, with ``__eq__``/``__hash__`` ignoring ``offset``: harmless for an op, which runs on the object
+    passed in (a compiled program gives eager's 3, 7), unlike :class:`AffineEqIgnoresOffset`'s 3, 3."""
+
+
 @register_symbolic(guard_fn=lambda s: [s.step], use_real=("get_step",))
 class Stepper(_SymbolicBase):
     """A symbolic custom class: an integer ``step``; ``get_step()`` is read on the real object while compiling
@@ -213,3 +234,26 @@ class GaugeInlinedReadsLevel(Gauge):
     def bump(self, n: int) -> int:
         self.level += n
         return self.level
+
+
+@register_symbolic()
+class Ticker(_SymbolicBase):
+    """A symbolic custom class changed by the op that takes it: ``samples_custom::tick`` adds one to ``count``
+    (like a generator's state or a cache position). Correct in eager, compiled and passed into an exported program;
+    an object created inside a program that is exported non-strict is baked in and shared by its calls (the
+    ``baked`` check): eager gives 3, 3 for ``Ticker(2)`` made per call, the exported program 3, 4."""
+
+    def __init__(self, count: int):
+        self.count = count
+
+
+@torch.library.custom_op("samples_custom::tick", mutates_args=())
+def tick(x: torch.Tensor, t: Ticker) -> torch.Tensor:
+    """Adds one to ``t.count``, then returns ``x * t.count``: a new tensor, ``x``'s shape."""
+    t.count += 1
+    return x * t.count
+
+
+@tick.register_fake
+def _tick_fake(x, t):
+    return torch.empty_like(x)

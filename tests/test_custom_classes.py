@@ -123,10 +123,11 @@ def test_the_torchbind_checks_do_not_apply_and_the_custom_ones_do_not_apply_to_t
     checks = {o.check for o in run_class(f"{MOD}.Affine", engine=engine, backends=("eager",))}
     assert checks == {"eq_hash", "fx_repr", "guards", "matrix"}
     symbolic = {o.check for o in run_class(f"{MOD}.Stepper", engine=engine, backends=("eager",))}
-    assert symbolic == {"guards", "fake_kernel", "matrix"}
+    assert symbolic == {"guards", "fake_kernel", "baked", "matrix"}
     from conformance.runner import plan
 
-    assert not {u.check.name for u in plan("samples::Counter")} & {"eq_hash", "fx_repr", "guards", "fake_kernel"}
+    assert not {u.check.name for u in plan("samples::Counter")} & {"eq_hash", "fx_repr", "guards", "fake_kernel",
+                                                                    "inlined", "baked"}
 
 
 # ----- constant (value) types: plain torch first, then the verdicts ---------------------------------------------
@@ -152,6 +153,46 @@ def test_guards_names_the_ignored_field_and_the_stale_numbers(cc):
     assert "(stale)" in stale and eager_b.split(":", 1)[1].split("(stale)")[0].strip() != \
         stale.split(":", 1)[1].split("(stale)")[0].strip()
     assert all(o.status == "passed" for o in verdicts("Affine").values())
+
+
+def test_plain_torch_a_hoisted_object_is_a_graph_input_so_its_equality_cannot_make_a_result_stale(cc):
+    x, inputs = torch.ones(1), []
+
+    def backend(gm, example_inputs):
+        inputs.append([type(i) for i in example_inputs])
+        return gm.forward
+
+    torch._dynamo.reset()
+    program = torch.compile(lambda x, s: cc.affine(x, s), backend=backend, fullgraph=True)
+    assert program(x, cc.AffineHoistedEqIgnoresOffset(2.0, 1.0)).item() == 3.0
+    assert program(x, cc.AffineHoistedEqIgnoresOffset(2.0, 5.0)).item() == 7.0  # as eager; not hoisted: 3
+    assert inputs == [[torch.Tensor, cc.AffineHoistedEqIgnoresOffset]]  # one graph, the object among its inputs
+
+
+def _without_hoisting(monkeypatch):
+    """torch as if it ignored ``hoist=True`` (dynamo's two readers of the flag): objects are baked in again."""
+    from torch._dynamo.variables import builder, script_object
+
+    for module in (builder, script_object):
+        monkeypatch.setattr(module, "should_hoist", lambda cls: False)
+
+
+def test_guards_checks_hoisted_classes_as_graph_inputs(cc, monkeypatch):
+    for name in ("AffineHoisted", "AffineHoistedEqIgnoresOffset"):
+        outcomes = verdicts(name)
+        assert outcomes[("guards", "affine")].status == "passed", outcomes[("guards", "affine")].render()
+    # The same check on the same class, with torch baking the object in: the stale result is found and shown.
+    _without_hoisting(monkeypatch)
+    failure, text = only_failure(verdicts("AffineHoistedEqIgnoresOffset"), ("guards", "affine"))
+    assert "registered with hoist=True, yet a compiled program calling samples_custom::affine returns something " \
+           "else than eager for a with offset = " in text
+    eager, got = failure.details
+    assert eager.startswith("eager:") and got.startswith("compiled:") and eager[9:] != got[9:]
+    assert "program = torch.compile(lambda obj: torch.ops.samples_custom.affine(" in failure.repro
+    # With a sound __eq__ no result differs, but the graph has no input for the object: baked in, named as such.
+    _, text = only_failure(verdicts("AffineHoisted"), ("guards", "affine"))
+    assert "AffineHoisted is registered with hoist=True, but the graph compiled for samples_custom::affine does " \
+           "not take the object as an input: it was baked in as a constant" in text
 
 
 def test_plain_torch_fx_repr_that_drops_a_field_bakes_in_the_wrong_object(cc):
@@ -302,6 +343,21 @@ class Cache(Base):
         if n < 0:
             raise ValueError("n must be >= 0")
         self.length = min(self.capacity, self.length + n)
+
+@symbolic(None)
+class Cursor(Base):
+    """advance() moves it: one made inside a program exported non-strict is shared by the program's calls."""
+    def __init__(self, pos: int):
+        self.pos = pos
+
+@torch.library.custom_op("{NS}::advance", mutates_args=())
+def advance(x: torch.Tensor, c: Cursor) -> torch.Tensor:
+    c.pos += 1
+    return x + c.pos
+
+@advance.register_fake
+def _(x, c):
+    return torch.empty_like(x)
 '''
 
 
@@ -325,7 +381,7 @@ def test_traps_in_classes_never_seen_are_found_by_the_gate(pytester, new_classes
     # eq_hash and fx_repr pass; guards fails on both classes. The matrix cell's first object (the simplest drawn:
     # scale 0.0) makes every result inf or nan, whatever the zero point, so the stale result cannot show there:
     # the guards search is what finds it.
-    result.assert_outcomes(failed=2, passed=3)
+    result.assert_outcomes(failed=3, passed=6)
     assert f"PASSED torchbind[py:{new_classes}.Quant]::matrix[quantize-eager]" in out
     assert f"FAILED torchbind[py:{new_classes}.Quant]::guards[quantize]" in out
     assert "Quant.__eq__ ignores 'zero'" in out
@@ -333,6 +389,11 @@ def test_traps_in_classes_never_seen_are_found_by_the_gate(pytester, new_classes
     assert "the change to 'length' is not guarded (guard_fn returned [" in out
     # append(n) raises for n < 0: such calls are not state changes and never a failure of their own.
     assert "ValueError" not in out
+    # An op that moves its object: compiled on a passed-in object it is right; made inside an exported program, the
+    # object is baked in and the second call sees the first call's move.
+    assert f"PASSED torchbind[py:{new_classes}.Cursor]::guards[advance]" in out
+    assert f"FAILED torchbind[py:{new_classes}.Cursor]::baked[advance]" in out
+    assert "non-strict export bakes the Cursor created in forward into the program as a constant" in out
 
 
 def test_adopter_examples_for_a_custom_class(pytester, new_classes):
@@ -542,7 +603,7 @@ def test_custom_class_items_go_through_xdist_isolation_baseline_and_merge(pytest
     gated = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json", "--torchbind-report=rest.json",
                                           "-k", "eq_hash or fx_repr")
     assert gated.ret == pytest.ExitCode.OK, gated.stdout.str()[-2000:]
-    gated.assert_outcomes(passed=7, xfailed=3)
+    gated.assert_outcomes(passed=11, xfailed=3)  # 7 classes, 2 items each
     # Two reports (one under xdist, one serial) merge into one; each class keeps its verdicts.
     assert main(["merge", str(pytester.path / "shard.json"), str(pytester.path / "rest.json"),
                  "--output", str(pytester.path / "merged.json")]) == 0
@@ -552,6 +613,42 @@ def test_custom_class_items_go_through_xdist_isolation_baseline_and_merge(pytest
     verdicts = {c["qualname"]: {v["item"]: v["status"] for v in c["verdicts"]} for c in doc["classes"]}
     assert verdicts[f"{MOD}.Affine"] == {"eq_hash": "passed", "fx_repr": "passed"}
     assert verdicts[f"{MOD}.AffineReprDropsOffset"]["fx_repr"] == "failed"
+
+
+# ----- objects baked into a program as constants -------------------------------------------------------------------
+
+
+class _MakesTicker(torch.nn.Module):
+    def forward(self, x):
+        from sample_classes.custom_classes import Ticker
+
+        return torch.ops.samples_custom.tick(x, Ticker(2))
+
+
+def test_plain_torch_non_strict_export_bakes_an_object_made_in_forward_into_the_program(cc):
+    x = torch.ones(1)
+    assert [_MakesTicker()(x).item() for _ in range(2)] == [3.0, 3.0]  # a new Ticker per call
+    ep = torch.export.export(_MakesTicker(), (x,), strict=False)
+    assert [s.kind.name for s in ep.graph_signature.input_specs] == ["CUSTOM_OBJ", "USER_INPUT"]
+    program = ep.module()
+    assert [program(x).item() for _ in range(2)] == [3.0, 4.0]  # one Ticker, shared by the calls
+    with pytest.raises(Exception, match="opaque object was created in the middle of the program"):
+        torch.export.export(_MakesTicker(), (x,), strict=True)  # strict export and torch.compile refuse it
+    # Passed in, the object is followed: the op that changes it is compiled and compared fairly.
+    program, t = compiled(lambda x, t: cc.tick(x, t)), cc.Ticker(2)
+    assert [program(x, t).item() for _ in range(2)] == [3.0, 4.0] and t.count == 4
+
+
+def test_baked_names_the_object_the_op_and_both_calls(cc):
+    outcomes = verdicts("Ticker")
+    failure, text = only_failure(outcomes, ("baked", "tick"))
+    assert "non-strict export bakes the Ticker created in forward into the program as a constant " \
+           "(lifted_custom_0), and samples_custom::tick changes it, so call 2 of the exported program" in text
+    eager, exported = failure.details
+    assert eager.startswith("eager, calls 1 and 2:") and exported.startswith("exported, calls 1 and 2:")
+    assert "strict=False).module()" in failure.repro
+    assert outcomes[("guards", "tick")].status == "passed"  # eager on a twin: the op's own change is no stale result
+    assert verdicts("Stepper")[("baked", "scale")].status == "passed"  # baked in too, but scale leaves it as it is
 
 
 # ----- the coverage matrix ---------------------------------------------------------------------------------------
@@ -588,9 +685,10 @@ def test_the_matrix_of_constant_and_symbolic_classes(cc):
     assert cells["export"].limitation == "custom-export-constant-object"
     assert cells["export_saveload"].limitation == "custom-saveload-object-input"
     assert "# objects, in order:" in cells["eager"].program and "#   unequal: obj = Affine(" in cells["eager"].program
-    # A symbolic object is a real graph input: export follows it.
+    # A symbolic object is a real graph input: export follows it; so is a hoisted constant one (hoist=True).
     for backend in ("eager", "export", "export_strict"):
         assert _cell("Stepper", "scale", backend).status.value == "passed", backend
+        assert _cell("AffineHoistedEqIgnoresOffset", "affine", backend).status.value == "passed", backend
     # The guard bug shows in the matrix too: the object changed in the field __eq__ ignores gets a stale result.
     broken = _cell("AffineEqIgnoresOffset", "affine", "eager")
     assert broken.status.value == "failed"

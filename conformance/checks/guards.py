@@ -2,10 +2,10 @@
 
 **Constant (value) types**: objects that compare equal are interchangeable for every custom op that takes them.
 
-Rule source: torch.compile guards a constant object with ``__eq__`` (``torch/_dynamo``'s handling of opaque
-constant objects; ``register_custom_class`` in ``torch/_library/opaque_object.py``): a program compiled for one
-object is reused for any object equal to it. If two equal objects give different results from an op, the reused
-program returns the first object's result for the second: silently stale numbers.
+Rule source: torch.compile guards a constant object with ``__eq__`` (``torch/_dynamo``'s handling of opaque constant
+objects; ``register_custom_class`` in ``torch/_library/opaque_object.py``): a program compiled for one object is
+reused for any object equal to it. If two equal objects give different results from an op, the reused program
+returns the first object's result for the second: silently stale numbers.
 
 The search (hypothesis): an object ``a``, the op's other arguments, and ``b`` = a copy of ``a`` with one field
 (``__dict__`` entry) taken from a second drawn object, for each field in turn. ``a == b`` with different eager
@@ -13,15 +13,25 @@ results names the field ``__eq__`` ignores; the failure then calls a compiled pr
 with ``a``, then ``b``, and shows its stale result beside eager's.
 
 **Symbolic (reference) types** (targets: each ``USE_REAL`` member and each op taking the class): a symbolic object
-is a graph input guarded by its type and the values ``guard_fn`` returns, not by identity; a ``USE_REAL`` member
-is evaluated on the real object while compiling and baked into the program as a constant (``MemberType`` in
+is a graph input guarded by its type and the values ``guard_fn`` returns, not by identity; a ``USE_REAL`` member is
+evaluated on the real object while compiling and baked into the program as a constant (``MemberType`` in
 ``torch/_library/opaque_object.py``). So one compiled program (dynamo, backend ``eager``) reading the member (or
 calling the op) is called on an object, then again after each call of a public method that changed the object's
 state, after an attribute is set to another object's value, and with a new object; every result is compared with
-eager. A difference names what changed and what ``guard_fn`` returned before and after: a field it does not
-cover. The object's public methods are called with arguments drawn from their annotations (exclude one with
-``conformance.strategy(name, method)(lambda: None)``); a tenth of ``--torchbind-examples`` objects are tried
-(each sequence compiles once more per change).
+eager's on a twin object that gets the same calls (so an op that changes its object is compared fairly). A
+difference names what changed and what ``guard_fn`` returned before and after: a field it does not cover. The
+object's public methods are called with arguments drawn from their annotations (exclude one with
+``conformance.strategy(name, method)(lambda: None)``); a tenth of ``--torchbind-examples`` objects are tried (each
+sequence compiles once more per change).
+
+**Hoisted constant types** (``hoist=True``): the object is lifted to a graph input instead of being baked in
+(``register_custom_class``'s ``hoist`` in ``torch/_library/opaque_object.py``;
+``TorchScriptObjectVariable.as_proxy`` in ``torch/_dynamo/variables/script_object.py``), so a stale result cannot
+come from ``__eq__``: the op runs on the object passed in. One compiled program per op (dynamo, a backend that
+records the graph) is called with an object, with that object with one field taken from another object (field by
+field), and with the other object; every result is compared with eager, and the captured graph must take the object
+as a placeholder. A difference, or an object baked in as a constant, fails; a tenth of ``--torchbind-examples``
+objects are tried.
 """
 
 from __future__ import annotations
@@ -40,7 +50,7 @@ from . import check
 
 
 def _targets(ctx):
-    if ctx.info.kind == "constant":
+    if ctx.info.kind == "constant":  # hoisted or not: the ops taking the class
         return list(ctx.info.ops)
     return [m for m, how in ctx.info.members.items() if how == "use_real"] + list(ctx.info.ops)
 
@@ -116,6 +126,70 @@ def _stale_failure(ctx, op, finding) -> Failure:
     return None
 
 
+# ----- hoisted constant types ---------------------------------------------------------------------------------
+
+
+def _graph_recorder(cls):
+    """A dynamo backend that runs the graph as captured and records, per compiled graph, whether an object of
+    ``cls`` is one of its example inputs (a graph input) rather than a constant baked into it."""
+    seen: list[bool] = []
+
+    def backend(gm, inputs):
+        seen.append(any(isinstance(i, cls) for i in inputs))
+        return gm.forward
+
+    return backend, seen
+
+
+def _hoisted_violation(ctx, op, draw, baked: list[Failure]) -> Failure | None:
+    """The first call of the sequence whose compiled result differs from eager's; a graph that baked the object in
+    (results equal) is appended to ``baked`` instead, reported only if no search finds a difference."""
+    a_recipe, donor_recipe, args = draw
+    name, short = ctx.info.name, ctx.info.cls.__qualname__
+    sequence = [("a", a_recipe.code, a_recipe.build)]
+    a, donor = a_recipe.build(), donor_recipe.build()
+    for field, b in _variants(a, donor):
+        value = state_of(b)[field]
+        sequence.append((f"a with {field} = {value!r}", f"copy.copy(a); obj.{field} = {value!r}",
+                         lambda field=field, value=value: _with_field(a_recipe.build(), field, value)))
+    sequence.append(("another object", donor_recipe.code, donor_recipe.build))
+    backend, placeholders = _graph_recorder(ctx.info.cls)
+    torch._dynamo.reset()
+    try:
+        program = torch.compile(lambda *x, **k: op.op(*x, **k), backend=backend, fullgraph=True)
+        for label, code, build in sequence:
+            try:
+                with ctx.calling(lambda: f"{op.qualname} on {name} {label}, eager"):
+                    expected = ctx.call_op(op, args, build())
+            except Exception:  # noqa: BLE001 - an object the op rejects in eager: nothing to compare
+                continue
+            with ctx.calling(lambda: f"{op.qualname} on {name} {label}, compiled"):
+                got = ctx.call_op(op, args, build(), program)
+            call = ctx.call_code(op, args, "obj")
+            repro = ctx.repro(["import copy", f"a = {a_recipe.code}", f"obj = {code}",
+                               f"program = torch.compile(lambda obj: {call}, backend='eager', fullgraph=True)",
+                               "print('compiled:', program(a))", f"print('eager:   ', {call})",
+                               "print('compiled:', program(obj))"])
+            if value_differences(expected, got, "result"):
+                return Failure(f"{short} is registered with hoist=True, yet a compiled program calling "
+                               f"{op.qualname} returns something else than eager for {label}",
+                               target=op.short_name, example=f"a = {a_recipe.code}\nobj = {code}", call=call,
+                               details=(f"eager:    {show(expected)}", f"compiled: {show(got)}"), repro=repro)
+            if not baked and placeholders and not placeholders[-1]:
+                baked.append(Failure(f"{short} is registered with hoist=True, but the graph compiled for "
+                                     f"{op.qualname} does not take the object as an input: it was baked in as a "
+                                     "constant", target=op.short_name, example=f"obj = {code}", call=call,
+                                     repro=repro))
+    finally:
+        torch._dynamo.reset()
+    return None
+
+
+def _with_field(obj, field, value):
+    setattr(obj, field, copy.deepcopy(value))
+    return obj
+
+
 # ----- symbolic (reference) types ------------------------------------------------------------------------------
 
 
@@ -159,7 +233,7 @@ def _symbolic_violation(ctx, target, draw) -> Failure | None:
     a_recipe, donor_recipe, calls = draw
     eager_fn, run, program_code = _reader(ctx, target)
     what = f"{target}()" if isinstance(target, str) else target.qualname
-    obj = a_recipe.build()
+    obj, twin = a_recipe.build(), a_recipe.build()  # compiled calls on obj, eager ones on its twin
     steps = [f"obj = {a_recipe.code}"]
     torch._dynamo.reset()
     try:
@@ -179,7 +253,7 @@ def _symbolic_violation(ctx, target, draw) -> Failure | None:
 
         def compare(trigger: str, changed: list[str], guards_before: str) -> Failure | None:
             with ctx.calling(lambda: f"a compiled program reading {what} of {ctx.info.name}, {trigger}"):
-                expected, got = run(eager_fn, obj), run(program, obj)
+                expected, got = run(eager_fn, twin), run(program, obj)
             if not value_differences(expected, got, "result"):
                 return None
             guard_now = _guard_values(ctx, obj).removeprefix("guard_fn returned ")
@@ -203,8 +277,11 @@ def _symbolic_violation(ctx, target, draw) -> Failure | None:
             before, guards = state_of(obj), _guard_values(ctx, obj)
             try:
                 with ctx.calling(lambda: f"{ctx.info.name}.{method}({args})"):
+                    ctx.call_method(twin, method, args)
                     ctx.call_method(obj, method, args)
             except Exception:  # noqa: BLE001 - arguments the method rejects: not a state change
+                for field, value in state_of(obj).items():  # the twin back to obj's state
+                    setattr(twin, field, copy.deepcopy(value))
                 continue
             after = state_of(obj)
             changed = [k for k in after if k not in before or not same_value(before[k], after[k])]
@@ -219,6 +296,7 @@ def _symbolic_violation(ctx, target, draw) -> Failure | None:
                 guards = _guard_values(ctx, obj)
                 try:
                     setattr(obj, field, copy.deepcopy(value))
+                    setattr(twin, field, copy.deepcopy(value))
                 except (AttributeError, TypeError):
                     continue
                 steps.append(f"obj.{field} = {value!r}")
@@ -227,7 +305,7 @@ def _symbolic_violation(ctx, target, draw) -> Failure | None:
                     return failure
         guards = _guard_values(ctx, obj)
         changed = [k for k, v in state_of(donor).items() if not same_value(state_of(obj).get(k), v)]
-        obj = donor_recipe.build()  # a new object
+        obj, twin = donor_recipe.build(), donor_recipe.build()  # a new object
         steps.append(f"obj = {donor_recipe.code}")
         return compare("with a new object", changed, guards) if changed else None
     finally:
@@ -238,10 +316,15 @@ def _symbolic_violation(ctx, target, draw) -> Failure | None:
 def guards(ctx, target) -> list[Failure]:
     """A compiled program on a custom class's objects returns what eager returns (its guards are sound).
 
-    Constant types: equal objects are interchangeable for each op; symbolic types: guard_fn covers what a program
-    reads."""
+    Constant types: equal objects are interchangeable for each op; hoisted constant types: the object reaches each
+    op as a graph input; symbolic types: guard_fn covers what a program reads."""
     objects = ctx.objects()
-    if ctx.info.kind == "constant":
+    if ctx.info.kind == "constant" and ctx.info.hoist:  # a graph input: compared call by call, compiling
+        draws = st.tuples(objects, objects, ctx.op_arguments(target))
+        baked: list[Failure] = []
+        failure = ctx.search(draws, lambda draw: _hoisted_violation(ctx, target, draw, baked),
+                             max(1, ctx.settings.examples // 10), shrink=False) or (baked[0] if baked else None)
+    elif ctx.info.kind == "constant":
         draws = st.tuples(objects, objects, ctx.op_arguments(target))
         finding = ctx.search(draws, lambda draw: _violation(ctx, target, draw), ctx.settings.examples)
         failure = _stale_failure(ctx, target, finding) if finding else None
