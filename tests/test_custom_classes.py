@@ -183,7 +183,8 @@ def test_guards_checks_hoisted_classes_as_graph_inputs(cc, monkeypatch):
         assert outcomes[("guards", "affine")].status == "passed", outcomes[("guards", "affine")].render()
     # The same check on the same class, with torch baking the object in: the stale result is found and shown.
     _without_hoisting(monkeypatch)
-    failure, text = only_failure(verdicts("AffineHoistedEqIgnoresOffset"), ("guards", "affine"))
+    # (the gate's default 100 examples: 10 object sequences, each compiled)
+    failure, text = only_failure(verdicts("AffineHoistedEqIgnoresOffset", 100), ("guards", "affine"))
     assert "registered with hoist=True, yet a compiled program calling samples_custom::affine returns something " \
            "else than eager for a with offset = " in text
     eager, got = failure.details
