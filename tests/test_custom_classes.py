@@ -333,6 +333,26 @@ def quantize(x: torch.Tensor, q: Quant) -> torch.Tensor:
 def _(x, q):
     return torch.empty_like(x)
 
+@constant
+class Window:
+    """lo and width; __fx_repr__ forgets width (the constructor's default comes back)."""
+    def __init__(self, lo: int, width: int = 1):
+        self.lo, self.width = lo, width
+    def __eq__(self, other):
+        return isinstance(other, Window) and (self.lo, self.width) == (other.lo, other.width)
+    def __hash__(self):
+        return hash((self.lo, self.width))
+    def __fx_repr__(self):
+        return f"Window({self.lo!r})", {"Window": Window}
+
+@torch.library.custom_op("{NS}::shift", mutates_args=())
+def shift(x: torch.Tensor, w: Window) -> torch.Tensor:
+    return x + w.lo * w.width
+
+@shift.register_fake
+def _(x, w):
+    return torch.empty_like(x)
+
 @symbolic(guard_fn=lambda c: [c.capacity])
 class Cache(Base):
     """guard_fn covers capacity, not length, which length_now() reads."""
@@ -379,10 +399,10 @@ def test_traps_in_classes_never_seen_are_found_by_the_gate(pytester, new_classes
     result = run_inprocess(pytester, f"--torchbind-load={new_classes}", f"--torchbind-class={new_classes}.*",
                            "--torchbind-backends=eager", "-rA")
     out = result.stdout.str()
-    # eq_hash and fx_repr pass; guards fails on both classes. The matrix cell's first object (the simplest drawn:
-    # scale 0.0) makes every result inf or nan, whatever the zero point, so the stale result cannot show there:
-    # the guards search is what finds it.
-    result.assert_outcomes(failed=3, passed=6)
+    # One trap per class: Quant (guards), Cache (guards), Window (fx_repr and its matrix cell), Cursor (baked).
+    # Quant's matrix cell passes: its first object (the simplest drawn: scale 0.0) makes every result inf or nan,
+    # whatever the zero point, so the stale result cannot show there; the guards search is what finds it.
+    result.assert_outcomes(failed=5, passed=8)
     assert f"PASSED torchbind[py:{new_classes}.Quant]::matrix[quantize-eager]" in out
     assert f"FAILED torchbind[py:{new_classes}.Quant]::guards[quantize]" in out
     assert "Quant.__eq__ ignores 'zero'" in out
@@ -395,6 +415,11 @@ def test_traps_in_classes_never_seen_are_found_by_the_gate(pytester, new_classes
     assert f"PASSED torchbind[py:{new_classes}.Cursor]::guards[advance]" in out
     assert f"FAILED torchbind[py:{new_classes}.Cursor]::baked[advance]" in out
     assert "non-strict export bakes the Cursor created in forward into the program as a constant" in out
+    # __fx_repr__ forgets width: the rebuilt object differs, named with compiled-vs-eager numbers (the matrix too).
+    assert f"FAILED torchbind[py:{new_classes}.Window]::fx_repr" in out
+    assert "Window.__fx_repr__: __fx_repr__ does not rebuild the object: 'Window(" in out
+    assert "evaluates to an object that differs in width" in out and ": eager tensor([" in out
+    assert f"FAILED torchbind[py:{new_classes}.Window]::matrix[shift-eager]" in out
 
 
 def test_adopter_examples_for_a_custom_class(pytester, new_classes):
