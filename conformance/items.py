@@ -21,6 +21,7 @@ import pytest
 from .baseline import Entry
 from .names import ITEM_DATA
 from .results import Outcome
+from .reuse import ReuseStore, reused_note
 from .runner import CheckTarget, Engine, plan
 
 __all__ = ["Collection", "CheckFailed", "TorchbindClass", "TorchbindCheckItem", "STATUS"]
@@ -36,13 +37,14 @@ class Collection:
     ``baseline_path``) that apply to this ``torch_version`` marked as strict xfails, and the table of collected
     items (node id -> :class:`~conformance.runner.CheckTarget`)
     an isolation worker forked later runs by node id. ``run_item(nodeid, unit)`` runs one item (the setup role's
-    :meth:`conformance.pytest_run.PluginRun.run_item`); ``on_register(nodeid)`` is told of every collected item."""
+    :meth:`conformance.pytest_run.PluginRun.run_item`); ``on_register(nodeid)`` is told of every collected item;
+    ``reuse``: the store of earlier passes (``--torchbind-reuse=on``), or ``None``."""
 
     def __init__(self, engine: Engine, classes: list[str], known: dict[str, Entry], torch_version: str,
                  run_item: Callable[[str, CheckTarget], Outcome], on_register: Callable[[str], None] | None = None,
-                 baseline_path: Path | None = None):
+                 baseline_path: Path | None = None, reuse: ReuseStore | None = None):
         self.engine, self.classes, self.known, self.torch_version = engine, classes, known, torch_version
-        self.baseline_path = baseline_path
+        self.baseline_path, self.reuse = baseline_path, reuse
         self.run_item, self.on_register = run_item, on_register
         self.items: dict[str, CheckTarget] = {}
         #: Node id prefixes the command line named the gate by (``torchbind[ns.Cls]::matrix``); empty: all items.
@@ -75,6 +77,16 @@ class Collection:
                 item.add_marker(pytest.mark.xfail(strict=True, reason=(
                     f"baseline: {entry.reason} (known failure on {entry.where()}; if it passes now, remove the entry "
                     f"from {self.baseline_path} or run with --torchbind-accept)")))
+
+    def reuse_key(self, nodeid: str, unit: CheckTarget, expected_to_fail: bool) -> str | None:
+        """The item's reuse key (:class:`~conformance.reuse.KeyMaker`), or ``None`` when reuse is off or does not
+        apply: an item the baseline expects to fail always runs, and so does one whose key cannot be computed."""
+        if self.reuse is None or expected_to_fail:
+            return None
+        try:
+            return self.reuse.keys.key(unit.qualname, unit.check.name, unit.name)
+        except Exception:  # noqa: BLE001 - a key the plugin cannot compute: the item runs
+            return None
 
     def register(self, nodeid: str, unit: CheckTarget) -> None:
         """Remember a collected item, so a worker process forked later can run it by node id."""
@@ -126,22 +138,35 @@ class TorchbindCheckItem(pytest.Item):
             self.user_properties.append(("torchbind_target", unit.target_name))
 
     def runtest(self) -> None:
+        store = self.collection.reuse
+        key = self.collection.reuse_key(self.nodeid, self.unit, self.get_closest_marker("xfail") is not None)
+        entry = store.lookup(self.nodeid, key) if key is not None else None
+        if entry is not None:  # an earlier pass with the same key: reported as passed, saying so
+            data = dict(entry["data"], notes=[*entry["data"].get("notes", []), reused_note(entry)])
+            self._report(data)
+            return
         outcome = self.collection.run_item(self.nodeid, self.unit)
-        self.user_properties.append((STATUS, outcome.status.value))
         data = {"status": outcome.status.value, "summary": outcome.summary, "notes": list(outcome.notes),
                 "qualname": self.unit.qualname, "check": self.unit.check.name, "target": self.unit.target_name}
-        if outcome.notes:
-            # What the check found that does not change its status (shown by -rA / -rP and in the JSON report).
-            self.add_report_section("call", "torchbind notes", "\n".join(outcome.notes))
         if outcome.cell is not None:
             # Through JSON, so a serial run's recorder reads exactly what pytest-xdist carries from a worker.
             data["cell"] = json.loads(json.dumps(outcome.cell.to_json()))
-        setattr(self, ITEM_DATA, data)
+        self._report(data)
+        if key is not None and outcome.status.value == "passed" and outcome.reason is None and not outcome.failures:
+            store.store(self.nodeid, key, data)  # only passes are kept
         if outcome.reason is not None:
             # Reported at the item (its fake class), not at this line: what `pytest -rs` shows as the location.
             raise pytest.skip.Exception(outcome.reason, _use_item_location=True)
         if outcome.failures:
             raise CheckFailed(outcome)
+
+    def _report(self, data: dict) -> None:
+        """Give the item's status to ``--junitxml`` and its data to the controller's recorder; notes (what the
+        check found that does not change its status, and a reuse) are shown by -rA / -rP."""
+        self.user_properties.append((STATUS, data["status"]))
+        if data["notes"]:
+            self.add_report_section("call", "torchbind notes", "\n".join(data["notes"]))
+        setattr(self, ITEM_DATA, data)
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, CheckFailed):

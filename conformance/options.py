@@ -66,7 +66,13 @@ def add_options(parser: pytest.Parser, check_names: list[str], backend_names: li
     group.addoption("--torchbind-examples", type=int, default=None, metavar="N",
                     help=f"hypothesis examples per class for the differential test (default {DEFAULT_EXAMPLES}). "
                          "Ini: torchbind_examples.")
+    group.addoption("--torchbind-reuse", default=None, choices=("on", "off"),
+                    help="on: an item that passed is not run again while nothing its verdict depends on changed "
+                         "(libraries, fakes, schemas, examples, torch, the plugin, verdict options); its pass is kept "
+                         "in pytest's cache (.pytest_cache; --cache-clear forgets it). Only passes are reused. "
+                         "Default off. Ini: torchbind_reuse.")
     parser.addini("torchbind_device", "device of the examples' tensors and program inputs (cpu, cuda)", default="")
+    parser.addini("torchbind_reuse", "on: reuse passes whose inputs did not change (off: default)", default="")
     parser.addini("torchbind_classes", "TorchBind classes to check (NS::CLS or NS::*)", type="linelist",
                   default=[])
     parser.addini("torchbind_load", "libraries / modules to load before collection", type="linelist", default=[])
@@ -83,7 +89,7 @@ def add_options(parser: pytest.Parser, check_names: list[str], backend_names: li
 #: Every ini key :func:`add_options` registers (``tests/test_docs.py`` keeps the two in step).
 INI_KEYS = ("torchbind_classes", "torchbind_load", "torchbind_backends", "torchbind_report", "torchbind_baseline",
             "torchbind_examples", "torchbind_timeout", "torchbind_isolation", "torchbind_memory_limit",
-            "torchbind_device")
+            "torchbind_device", "torchbind_reuse")
 
 
 def check_ini_keys(config: pytest.Config) -> None:
@@ -150,8 +156,8 @@ class RunOptions:
     """The validated options of a run: ``selectors`` (``--torchbind-class``), ``load`` specs, the engine's
     :class:`~conformance.settings.Settings`, ``report`` path, ``baseline`` path and its ``known`` failures
     (test id -> reason), ``accept``, ``timeout`` (seconds per call, 0: none), ``isolation``
-    (``"process"``/``"none"``) and ``memory_limit`` (bytes of its own resident memory an isolation worker may
-    hold, 0: none)."""
+    (``"process"``/``"none"``), ``memory_limit`` (bytes of its own resident memory an isolation worker may
+    hold, 0: none) and ``reuse`` (``--torchbind-reuse=on``: passes whose key did not change are not run again)."""
 
     selectors: list[str]
     load: list[str]
@@ -163,6 +169,7 @@ class RunOptions:
     timeout: float = DEFAULT_TIMEOUT
     isolation: str = "none"
     memory_limit: int = 0
+    reuse: bool = False
 
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 10 ** 3, "m": 1 << 20, "mib": 1 << 20, "mb": 10 ** 6,
@@ -265,6 +272,13 @@ def read_options(config: pytest.Config, check_names: list[str], backend_names: l
         raise pytest.UsageError(f"--torchbind-memory-limit: expected a size such as 12GiB, 512MiB or a number of "
                                 f"bytes (0: no limit), got {raw!r}") from None
     fields["device"] = _device(_opt(config, "torchbind_device", "torchbind_device") or "cpu")
+    reuse = _opt(config, "torchbind_reuse", "torchbind_reuse") or "off"
+    if reuse not in ("on", "off"):
+        raise pytest.UsageError(f"torchbind_reuse: expected on or off, got {reuse!r}")
+    options.reuse = reuse == "on"
+    if options.reuse and getattr(config, "cache", None) is None:
+        raise pytest.UsageError("--torchbind-reuse=on keeps passes in pytest's cache, which this run switched off "
+                                "(-p no:cacheprovider): enable the cache provider or use --torchbind-reuse=off")
     options.settings = Settings(**fields)
     return options
 

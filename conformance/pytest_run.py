@@ -38,6 +38,7 @@ from .options import RunOptions, read_options
 from .process import Supervisor, WorkerLost
 from .recorder import CrashHook, Recorder
 from .results import Outcome
+from .reuse import KeyMaker, ReuseStore
 from .runner import CheckTarget, Engine, lost_outcome, prepare_class, run_target, unsendable_outcome
 from .versions import untested_warning
 
@@ -84,8 +85,11 @@ class PluginRun:
         self.classes: list[str] = []  # the ns::Cls names selected
         self.supervisor: Supervisor | None = None
         self.controller = not hasattr(config, "workerinput")
+        reuse = None
+        if options.reuse:  # passes kept in pytest's cache (options checked that there is one)
+            reuse = ReuseStore(config.cache, KeyMaker(engine.context, engine.registry, engine.settings))
         self.collection = Collection(engine, self.classes, options.known, torch.__version__, self.run_item,
-                                     self._registered, options.baseline)
+                                     self._registered, options.baseline, reuse)
         #: The controller's (or a serial run's) recorder; ``None`` on a pytest-xdist worker.
         self.recorder = Recorder(options, engine, self.classes, self.labels) if self.controller else None
         self._sigterm_installed = False

@@ -6,6 +6,7 @@ from __future__ import annotations
 from html import escape
 
 from ..results import Status
+from ..reuse import REUSED
 from . import SYMBOLS, ClassMatrix, MatrixReport
 
 __all__ = ["render"]
@@ -35,14 +36,17 @@ def _verdicts(verdicts: list[dict]) -> list[str]:
     parts += [f"{known} known failure{'s' if known != 1 else ''} (baseline)"] if known else []
     skipped = sum(v["status"] == "skipped" for v in verdicts)
     parts += [f"{skipped} n/a"] if skipped else []
+    reused = sum(any(n.startswith(REUSED) for n in v.get("notes", ())) for v in verdicts)
+    parts += [f"{reused} reused (--torchbind-reuse)"] if reused else []
     out = [f"<details{' open' if new else ''}><summary>{len(verdicts)} checks: {', '.join(parts)}</summary>",
            "<table><tr><th>item</th><th>verdict</th><th>summary</th></tr>"]
     order = {"failed": 0, "skipped": 2, "passed": 3}  # new failures first, passes last
     for v in sorted(verdicts, key=lambda v: (order.get(v["status"], 1) + (0.5 if v.get("baseline") else 0))):
         status = Status(v["status"]) if v["status"] in {s.value for s in Status} else None
         mark = (SYMBOLS[status] if status else v["status"]) + (" (baseline)" if v.get("baseline") else "")
+        summary = "; ".join([v["summary"] or "", *(n for n in v.get("notes", ()) if n.startswith(REUSED))])
         out.append(f"<tr><td class='row'>{escape(v['item'])}</td><td class='{escape(v['status'])}'>{escape(mark)}"
-                   f"</td><td style='text-align:left'>{escape(v['summary'] or '')}</td></tr>")
+                   f"</td><td style='text-align:left'>{escape(summary)}</td></tr>")
     out.append("</table></details>")
     return out
 

@@ -1,0 +1,195 @@
+"""Reuse of passes (``--torchbind-reuse=on``): an item that passed is not run again while nothing it depends on
+has changed; its pass is read back from pytest's cache (``config.cache``, under ``torchbind/reuse/``), so CI keeps
+it between runs with its usual ``.pytest_cache`` step.
+
+An item's **key** is a SHA-256 over everything its verdict depends on that the plugin can see:
+
+* the run: torch's version, the plugin's version and the bytes of its own sources (every check, backend and
+  program generator), the bytes of every library torch loaded (``torch.ops.loaded_libraries``), the load specs,
+  and the options that change a verdict (``--torchbind-examples``, ``--torchbind-device``);
+* the class: a TorchBind class's schemas (methods, constructors, static methods, the ops taking it), the source of
+  its fake class and of the fake kernels of those ops; a Python custom class's source (its classes up to torch's
+  bases), its registration (kind, ``hoist``, members, ``guard_fn``'s source) and its ops' kernels and fakes; for
+  both, the adopter's ``@conformance.examples`` factories and ``conformance.strategy`` overrides for the class;
+* the item: its check and target (a coverage-matrix cell: its row and backend; its program is generated from the
+  class and the plugin's sources above).
+
+What it cannot see is in the docs (docs/how-to/reuse.md): environment variables, files a fake or a factory reads,
+Python modules the class's code calls into (other than its own class source), the machine.
+
+Only passes are stored: a failure, an xfail (baseline entry), a skip or an unsupported cell is never reused and
+always runs again. Imports torch lazily (only when keys are computed).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import inspect
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ReuseStore", "KeyMaker", "CACHE_PREFIX", "REUSED", "reused_note", "source_of", "class_sources"]
+
+#: The prefix of the plugin's entries in pytest's cache (``.pytest_cache/v/torchbind/reuse/...``).
+CACHE_PREFIX = "torchbind/reuse"
+#: How a reused item's note begins (the reports find reused items by it).
+REUSED = "reused from "
+#: Bumped when the key's recipe changes, so entries written by another recipe never match.
+KEY_RECIPE = 1
+
+
+def _hash(parts: Iterable[Any]) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        data = part if isinstance(part, bytes) else repr(part).encode()
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def _file_bytes(path: str | Path) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        return f"unreadable {path}: {type(exc).__name__}".encode()
+
+
+def source_of(obj: Any) -> str:
+    """The source of a function or class (``inspect.getsource``); for a closure that wraps a function in a free
+    variable named ``func``/``fn`` (torch's registration wrappers), the wrapped function's. Without source (a
+    builtin, a C extension): its module and qualified name, so a change of name still shows."""
+    seen = 0
+    while seen < 5 and callable(obj) and getattr(obj, "__closure__", None):
+        inner = dict(zip(obj.__code__.co_freevars, (c.cell_contents for c in obj.__closure__)))
+        wrapped = inner.get("func") or inner.get("fn")
+        if not callable(wrapped):
+            break
+        obj, seen = wrapped, seen + 1
+    obj = inspect.unwrap(obj) if callable(obj) else obj
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return f"<no source: {getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(type(obj)))}>"
+
+
+def class_sources(cls: type) -> list[Any]:
+    """The sources of ``cls`` and its bases outside torch and the standard library (a subclass inherits what its
+    bases define), each with the sources of the functions in its namespace: a class built with ``type()`` (a fake
+    copied with one method swapped) has no source of its own, but its methods do."""
+    out: list[Any] = []
+    for klass in cls.__mro__:
+        module = klass.__module__ or ""
+        if module == "builtins" or module.split(".")[0] in ("torch", "enum", "abc", "typing"):
+            continue
+        out.append(source_of(klass))
+        for name, value in vars(klass).items():
+            func = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+            func = func.fget if isinstance(func, property) else func
+            if inspect.isfunction(func):
+                out.append((name, source_of(func)))
+    return out
+
+
+def _fake_kernel_source(qualname: str) -> str:
+    """The source of the fake kernel registered for the op ``ns::op`` (``torch.library.register_fake``), or a
+    marker when there is none."""
+    import torch._library.simple_registry as simple_registry
+
+    entry = simple_registry.singleton.find(qualname.split(".")[0])
+    kernel = getattr(getattr(entry, "fake_impl", None), "kernel", None)
+    return "<no fake kernel>" if kernel is None else source_of(kernel.func)
+
+
+def _custom_op_source(qualname: str) -> str:
+    """The source of a ``torch.library.custom_op``'s Python kernel."""
+    from torch._library.custom_ops import OPDEFS
+
+    opdef = OPDEFS.get(qualname)
+    return "<not a Python custom op>" if opdef is None else source_of(opdef._init_fn)
+
+
+class KeyMaker:
+    """Computes item keys for one run: ``context(qualname)`` gives a class context
+    (:meth:`conformance.runner.Engine.context`), ``registry`` the adopter's factories and strategies
+    (:class:`~conformance.registry.Registry`), ``settings`` the run's :class:`~conformance.settings.Settings`.
+    The run's part and each class's part are computed once."""
+
+    def __init__(self, context: Callable[[str], Any], registry: Any, settings: Any):
+        self._context, self._registry, self._settings = context, registry, settings
+        self._run: str | None = None
+        self._classes: dict[str, str] = {}
+
+    def run_part(self) -> str:
+        if self._run is None:
+            import torch
+
+            import conformance
+
+            package = Path(conformance.__file__).parent
+            sources = sorted(package.rglob("*.py"))
+            libraries = sorted(getattr(torch.ops, "loaded_libraries", ()))
+            s = self._settings
+            self._run = _hash([KEY_RECIPE, torch.__version__, conformance.__version__, sys.version_info[:2],
+                               *[(str(p.relative_to(package)), _file_bytes(p)) for p in sources],
+                               *[(lib, _file_bytes(lib)) for lib in libraries],
+                               s.load_code, s.examples, s.device])
+        return self._run
+
+    def class_part(self, qualname: str) -> str:
+        if qualname not in self._classes:
+            ctx = self._context(qualname)
+            parts: list[Any] = [qualname, ctx.kind]
+            if ctx.kind == "torchbind":
+                info = ctx.info
+                parts += sorted((name, str(schema)) for name, schema in info.methods.items())
+                parts += [str(s) for s in info.constructors]
+                parts += sorted((name, str(schema)) for name, schema in info.static_methods.items())
+                parts += [(op.qualname, str(op.schema), _fake_kernel_source(op.qualname)) for op in info.ops]
+                parts += class_sources(info.fake_class) if info.fake_class is not None else ["<no fake class>"]
+            else:
+                info = ctx.info
+                parts += class_sources(info.cls)
+                parts += [info.kind, info.hoist, sorted(info.members.items()),
+                          source_of(info.guard_fn) if info.guard_fn is not None else None]
+                parts += [(op.qualname, str(op.schema), _custom_op_source(op.qualname),
+                           _fake_kernel_source(op.qualname)) for op in info.ops]
+            parts += [source_of(f) for f in self._registry.factories(qualname)]
+            parts += sorted((repr(k), source_of(f)) for k, f in self._registry.strategies(qualname).items())
+            self._classes[qualname] = _hash(parts)
+        return self._classes[qualname]
+
+    def key(self, qualname: str, check: str, item_name: str) -> str:
+        """The key of the item ``item_name`` (``check[target]``) of check ``check`` on the class ``qualname``."""
+        return _hash([self.run_part(), self.class_part(qualname), check, item_name])
+
+
+def reused_note(entry: dict) -> str:
+    """The line a reused item reports (``-rA``, JSON, HTML): when its pass was recorded, and the key's prefix."""
+    return f"{REUSED}{entry['date']}, key {entry['key'][:12]}"
+
+
+class ReuseStore:
+    """Passes kept in pytest's cache: ``cache`` is ``config.cache`` (``get(key, default)`` / ``set(key, value)``);
+    one entry per node id holding the item's key, the date of its pass, and the data its report carries."""
+
+    def __init__(self, cache: Any, keys: KeyMaker):
+        self.cache, self.keys = cache, keys
+
+    @staticmethod
+    def _path(nodeid: str) -> str:
+        return f"{CACHE_PREFIX}/{hashlib.sha256(nodeid.encode()).hexdigest()[:32]}"
+
+    def lookup(self, nodeid: str, key: str) -> dict | None:
+        """The stored pass of ``nodeid`` when its key is ``key``, else ``None``."""
+        entry = self.cache.get(self._path(nodeid), None)
+        if isinstance(entry, dict) and entry.get("nodeid") == nodeid and entry.get("key") == key:
+            return entry
+        return None
+
+    def store(self, nodeid: str, key: str, data: dict) -> None:
+        """Record a pass of ``nodeid`` under ``key`` with the report data ``data`` (JSON-serialisable)."""
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        self.cache.set(self._path(nodeid), {"nodeid": nodeid, "key": key, "date": now, "data": data})

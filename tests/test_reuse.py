@@ -1,0 +1,244 @@
+"""--torchbind-reuse: a pass is read back from pytest's cache while nothing its verdict depends on changed.
+
+First the key, component by component (each change gives another key; nothing changed gives the same one), then
+the gate end to end in fresh interpreters: a rerun reuses every pass and says so, never a failure or an xfail; a
+changed class re-runs its own items only; off, --cache-clear and a run without pytest's cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import types
+
+import pytest
+import torch
+
+import conformance
+from conformance.reuse import KeyMaker, source_of
+from conformance.runner import Engine
+from conformance.settings import Settings
+
+from conftest import engine_of, run_inprocess
+
+QUEUE, COUNTER = "samples::TensorQueue", "samples::Counter"
+
+
+@pytest.fixture(scope="module")
+def samples():
+    import sample_classes  # builds (cached) and loads the TorchBind samples and their fakes
+
+    return sample_classes
+
+
+def key(engine: Engine | None = None, qualname: str = QUEUE, item: str = "agreement[pop]",
+        context=None) -> str:
+    engine = engine or Engine()
+    return KeyMaker(context or engine.context, engine.registry, engine.settings).key(qualname, item.split("[")[0],
+                                                                                     item)
+
+
+def test_the_key_is_stable_and_names_the_item(samples):
+    assert key() == key()  # two runs, nothing changed
+    assert len({key(), key(item="agreement[top]"), key(item="signature[pop]"), key(qualname=COUNTER)}) == 4
+
+
+def test_options_torch_and_the_plugin_change_the_key(samples, monkeypatch, tmp_path):
+    base = key()
+    assert key(Engine(Settings(examples=7))) != base
+    assert key(Engine(Settings(device="cuda"))) != base
+    assert key(Engine(Settings(load_code=("import mylib.fakes",)))) != base
+    # Options that only choose which items run do not change an item's key.
+    assert key(Engine(Settings(checks=("agreement",), backends=("eager",)))) == base
+    with monkeypatch.context() as m:
+        m.setattr(torch, "__version__", "2.99.0")
+        assert key() != base
+    with monkeypatch.context() as m:
+        m.setattr(conformance, "__version__", "9.9.9")
+        assert key() != base
+    # The plugin's own sources: a copy of the package with one check edited.
+    package = tmp_path / "conformance"
+    shutil.copytree(conformance.__file__.rsplit("/", 1)[0], package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    with monkeypatch.context() as m:
+        m.setattr(conformance, "__file__", str(package / "__init__.py"))
+        copied = key()
+        assert copied == base  # the same bytes
+        (package / "checks" / "agreement.py").write_text((package / "checks" / "agreement.py").read_text() + "\n#")
+        assert key() != copied
+
+
+def test_loaded_library_bytes_change_the_key(samples, monkeypatch, tmp_path):
+    library = tmp_path / "libmine.so"
+    library.write_bytes(b"\x7fELF one")
+    monkeypatch.setattr(torch.ops, "loaded_libraries", {*torch.ops.loaded_libraries, str(library)})
+    before = key()
+    library.write_bytes(b"\x7fELF two")  # rebuilt in place
+    assert key() != before
+
+
+def test_a_changed_fake_method_or_op_fake_changes_that_class_only(samples):
+    from sample_classes.broken import installed_broken
+
+    base, other = key(), key(qualname=COUNTER)
+    for broken in ("queue_pop_keeps", "op_push_scaled_pushes_nothing"):  # a fake method; a custom op's fake
+        with installed_broken(broken):
+            assert key() != base, broken
+            assert key(qualname=COUNTER) == other, broken
+    assert key() == base  # the correct fakes back: the old key, so the old passes count again
+
+
+def test_examples_strategies_and_schemas_change_the_key(samples):
+    import conformance as c
+
+    def factory():
+        @c.examples(QUEUE)
+        def queues():
+            return []
+
+    def strategy():
+        c.strategy(QUEUE, "push", "x")(lambda: None)
+
+    base = key(engine_of())
+    assert key(engine_of(factory)) != base
+    assert key(engine_of(strategy)) != base
+    # A C++ schema that changed (a rebuilt library with another signature): the class's methods as torch reports.
+    engine = Engine()
+    real = engine.context(QUEUE)
+    methods = dict(real.info.methods)
+    methods["pop"] = torch._C.parse_schema("pop(__torch__.torch.classes.samples.TensorQueue _0, int n) -> Tensor")
+    changed = types.SimpleNamespace(kind="torchbind", info=dataclasses.replace(real.info, methods=methods))
+    assert key(engine, context=lambda q: changed) != key(engine)
+
+
+def test_source_of_follows_torchs_registration_wrappers():
+    def func(x):
+        return x + 1
+
+    def inner(*a):
+        return func(*a)
+
+    assert "return x + 1" in source_of(inner)
+    assert source_of(len).startswith("<no source: builtins.len")
+
+
+# ----- end to end ------------------------------------------------------------------------------------------------
+
+CLASSES = '''
+import torch
+from torch._library import opaque_object as oo
+
+def constant(cls):
+    if hasattr(oo, "register_custom_class"):
+        oo.register_custom_class(cls, typ="constant")
+    else:
+        oo.register_opaque_type(cls, typ="value")
+    return cls
+
+@constant
+class Good:
+    def __init__(self, a: int, b: int):
+        self.a, self.b = a, b
+    def __eq__(self, other):
+        return isinstance(other, Good) and (self.a, self.b) == (other.a, other.b)
+    def __hash__(self):
+        return hash((self.a, self.b))
+    def __fx_repr__(self):
+        return f"Good({self.a!r}, {self.b!r})", {"Good": Good}
+
+@constant
+class Bad:
+    """__eq__ forgets b."""
+    def __init__(self, a: int, b: int):
+        self.a, self.b = a, b
+    def __eq__(self, other):
+        return isinstance(other, Bad) and self.a == other.a
+    def __hash__(self):
+        return hash(self.a)
+    def __fx_repr__(self):
+        return f"Bad({self.a!r}, {self.b!r})", {"Bad": Bad}
+
+@torch.library.custom_op("reuse_t::good", mutates_args=())
+def good(x: torch.Tensor, g: Good) -> torch.Tensor:
+    return x * g.a + g.b
+
+@good.register_fake
+def _(x, g):
+    return torch.empty_like(x)
+
+@torch.library.custom_op("reuse_t::bad", mutates_args=())
+def bad(x: torch.Tensor, g: Bad) -> torch.Tensor:
+    return x * g.a + g.b
+
+@bad.register_fake
+def _(x, g):
+    return torch.empty_like(x)
+'''
+
+
+def _items(result, status: str) -> set[str]:
+    return {line.split(" ", 1)[1].split(" - ")[0] for line in result.stdout.lines if line.startswith(status + " ")}
+
+
+def _reused(result) -> set[str]:
+    """Items whose notes section says they were reused (-rA shows it under the item's header)."""
+    out, current = set(), None
+    for line in result.stdout.lines:
+        if line.startswith("_") and "torchbind[" in line:
+            current = line.strip("_ ")
+        elif line.startswith("reused from ") and current:
+            out.add(current)
+    return out
+
+
+@pytest.mark.process
+def test_a_rerun_reuses_every_pass_and_nothing_else_and_a_changed_class_reruns_alone(pytester):
+    pytester.makepyfile(reusemod=CLASSES)
+    args = ["--torchbind-load=reusemod", "--torchbind-class=reusemod.*", "--torchbind-reuse=on",
+            "--torchbind-backends=eager", "--torchbind-examples=20", "--torchbind-isolation=none", "-rA",
+            "--torchbind-report=report.json"]
+    cold = pytester.runpytest_subprocess(*args)
+    passed, failed = _items(cold, "PASSED"), _items(cold, "FAILED")
+    assert failed == {"torchbind[py:reusemod.Bad]::guards[bad]", "torchbind[py:reusemod.Bad]::matrix[bad-eager]"}
+    assert len(passed) == 6 and not _reused(cold), cold.stdout.str()[-3000:]
+
+    warm = pytester.runpytest_subprocess(*args)
+    assert (_items(warm, "PASSED"), _items(warm, "FAILED")) == (passed, failed)
+    assert _reused(warm) == passed  # every pass, and the failure ran again
+    assert "reusemod.Bad.bad: Bad.__eq__ ignores 'b'" in warm.stdout.str()
+    verdicts = {v["item"]: v for c in json.loads((pytester.path / "report.json").read_text())["classes"]
+                for v in c["verdicts"]}
+    assert verdicts["eq_hash"]["notes"][-1].startswith("reused from ")
+    matrix = json.loads((pytester.path / "report.json").read_text())["classes"][0]["cells"]
+    assert matrix, "a reused cell keeps its place in the matrix report"
+
+    # One class's source changes: its items run again, the other class's passes are still reused.
+    source = (pytester.path / "reusemod.py").read_text()
+    (pytester.path / "reusemod.py").write_text(source.replace("return hash((self.a, self.b))",
+                                                              "return hash((self.b, self.a))"))
+    edited = pytester.runpytest_subprocess(*args)
+    assert _items(edited, "FAILED") == failed
+    assert _reused(edited) == {i for i in passed if "reusemod.Bad]" in i}
+
+    # The baseline's known failures are strict xfails: they run every time, never reused.
+    pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json", "--torchbind-accept")
+    assert set(json.loads((pytester.path / "b.json").read_text())["known_failures"]) == failed
+    for _ in range(2):
+        known = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
+        assert not failed & _reused(known)
+        known.assert_outcomes(passed=6, xfailed=2)
+
+    # Off, or a cleared cache: everything runs.
+    assert not _reused(pytester.runpytest_subprocess(*args[:2], "--torchbind-reuse=off", *args[3:]))
+    assert not _reused(pytester.runpytest_subprocess(*args, "--cache-clear"))
+
+
+def test_reuse_needs_pytests_cache_and_a_known_value(pytester):
+    result = run_inprocess(pytester, "--torchbind-class=samples::TensorQueue", "--torchbind-reuse=on")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--torchbind-reuse=on keeps passes in pytest's cache, which this run switched off" in result.stderr.str()
+    pytester.makeini("[pytest]\ntorchbind_reuse = yes\n")
+    result = pytester.runpytest_inprocess("--torchbind-class=samples::TensorQueue", "--torchbind-isolation=none")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "torchbind_reuse: expected on or off, got 'yes'" in result.stderr.str()
