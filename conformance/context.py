@@ -105,6 +105,9 @@ class ClassContext:
         self.info = info
         self.settings, self.registry, self.tracer, self.lookup = settings, registry, tracer, lookup
         self.scenarios: dict[str, Any] = {}
+        #: Matrix cells already run, by (program and objects as source, dynamic shapes, the Backend): two rows whose
+        #: programs are the same are compiled once (:func:`conformance.matrix.cell.run_cell`).
+        self.cells_by_program: dict[tuple[str, bool, Any], Any] = {}
         self._examples: ExampleSet | None = None
         self._building = False
         self._real: bool | None = None

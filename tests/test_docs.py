@@ -103,6 +103,10 @@ def test_example_workflow_runs_each_torch_and_publishes_one_merged_page():
     assert torch_install < text.index("pip install -e .")
     gate = text[text.index("python -m pytest"):]
     assert "--torchbind-baseline=" in gate and "--torchbind-report=torchbind-matrix-${{ matrix.torch }}.json" in gate
+    # Reuse needs pytest's cache, kept between runs with torch's compile cache.
+    assert "--torchbind-reuse=on" in gate and "no:cacheprovider" not in gate
+    cache = text[text.index("actions/cache"):text.index("name: Install torch")]
+    assert ".pytest_cache" in cache and ".cache" in cache and "TORCHINDUCTOR_CACHE_DIR: ${{ github.workspace }}/.cache" in text
     merge = text[text.index("matrix-page:"):]
     assert "needs: conformance" in merge and "merge torchbind-matrix-*.json --output torchbind-matrix.html" in merge
     assert "actions/upload-artifact" in merge and "torchbind-matrix.html" in merge.split("upload-artifact")[1]

@@ -256,3 +256,21 @@ def test_a_failed_load_names_the_error_torch_logged(monkeypatch):
 
     object_input = SimpleNamespace(has_object_input=True, placement="input", calls=())
     assert find_limitation("export_saveload", object_input, str(info.value)).key == "saveload-object-input"
+
+
+def test_two_rows_with_the_same_program_compile_it_once(samples, monkeypatch):
+    """Bag's ``sequence.attr`` and ``tensors.attr`` rows generate the same program and objects (its methods take
+    no tensors): each backend compiles and runs it once, and both cells carry the verdict."""
+    import conformance.matrix.cell as cell_module
+
+    bag = Engine().context("samples_patterns::Bag")
+    assert scenario(bag, "sequence.attr").code() == scenario(bag, "tensors.attr").code()
+    runs = []
+    real_run = cell_module._run
+    monkeypatch.setattr(cell_module, "_run", lambda scn, backend: runs.append(scn.row) or real_run(scn, backend))
+    first, second = run_cell(bag, "sequence.attr", "aot_eager"), run_cell(bag, "tensors.attr", "aot_eager")
+    assert runs == ["sequence.attr"]
+    assert (first.row, second.row) == ("sequence.attr", "tensors.attr") and second.row_index == first.row_index + 1
+    assert second.status == first.status == "passed"
+    assert second.details[-1] == "the same program and objects as row sequence.attr: compiled and run once for both"
+    assert run_cell(bag, "tensors.attr", "eager").status == "passed" and runs[-1] == "tensors.attr"  # per backend

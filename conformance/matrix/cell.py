@@ -8,6 +8,8 @@ again), the backend's outputs equal eager's (``torch.testing.assert_close``) and
 
 from __future__ import annotations
 
+import dataclasses
+
 import traceback
 
 import torch
@@ -75,6 +77,12 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
     scn = scenario(ctx, row)
     cell = new_cell(ctx, row, backend_name)
     cell.program = scn.code()
+    same = (cell.program, bool(scn.dynamic), backend)  # backend: the object (a test's may reuse a name)
+    earlier = ctx.cells_by_program.get(same)
+    if earlier is not None:  # another row generated the same program and objects: compiled and run once
+        return dataclasses.replace(earlier, row=row, row_index=cell.row_index, details=[
+            *earlier.details, f"the same program and objects as row {earlier.row}: compiled and run once for both"])
+    ctx.cells_by_program[same] = cell
     try:
         with ctx.calling(f"scenario {row} of {qualname} through {backend.title} (compile and run)", timed=False):
             diffs = _run(scn, backend)

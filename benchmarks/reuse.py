@@ -1,0 +1,95 @@
+"""Benchmark: ``--torchbind-reuse=on`` — a cold run, a warm rerun with nothing changed, and a rerun after one fake
+method changed, side by side in one run on this machine.
+
+For two selections — the seed's ``samples::TensorQueue`` alone, and five sample classes together
+(``samples::TensorQueue``, ``samples::Counter``, ``samples::Config``, ``samples_patterns::Bag``,
+``samples_patterns::Versioned``) — it prints the wall time (seconds) of the whole gate (every check, every
+backend, ``-n 2``) three ways, in a scratch copy of ``sample_classes`` with its own pytest cache:
+
+* cold: ``--cache-clear`` (nothing to reuse; torch's compile caches start empty, in the scratch directory, as
+  ``TORCHINDUCTOR_CACHE_DIR``);
+* warm: the same command again (every pass reused);
+* one fake changed: ``FakeTensorQueue.size`` edited (a comment line), so TensorQueue's items run again and the other
+  classes' passes are reused;
+
+and, as the floor, the coverage matrix of TensorQueue compiled by calling torch directly
+(``benchmarks/matrix.py``'s floor). Each rerun's count of reused items is printed from its JSON report.
+
+Run: ``python benchmarks/reuse.py`` (after the sample extension is built; about 10 minutes on 2 cores). No
+thresholds: it only prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SELECTIONS = {
+    "TensorQueue": ["samples::TensorQueue"],
+    "five classes": ["samples::TensorQueue", "samples::Counter", "samples::Config", "samples_patterns::Bag",
+                     "samples_patterns::Versioned"],
+}
+
+
+def gate(project: Path, classes: list[str], *extra: str, torch_cache: str) -> tuple[float, int, int]:
+    """One run of the gate in ``project``: (seconds, items in the report, items reused)."""
+    report = project / "report.json"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-n", "2", "--torchbind-load=sample_classes",
+           *(f"--torchbind-class={c}" for c in classes), "--torchbind-reuse=on", f"--torchbind-report={report}",
+           "-o", f"cache_dir={project / 'cache'}", *extra]
+    # torch's own compile caches (FX graph, AOTAutograd) in a directory of the project, as a CI would keep them.
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(project / torch_cache)}
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    elapsed = time.perf_counter() - start
+    verdicts = [v for c in json.loads(report.read_text())["classes"] for v in c["verdicts"]]
+    reused = sum(any(n.startswith("reused from ") for n in v.get("notes", ())) for v in verdicts)
+    return elapsed, len(verdicts), reused
+
+
+def edit_fake(project: Path, undo: bool = False) -> None:
+    """Add (or take out) a comment line in ``FakeTensorQueue.size``: a changed fake method, same behaviour."""
+    fakes = project / "sample_classes" / "fakes.py"
+    marker = "    def size(self) -> int:\n"
+    text = fakes.read_text()
+    edited = marker + "        # edited by benchmarks/reuse.py\n"
+    fakes.write_text(text.replace(edited, marker) if undo else text.replace(marker, edited, 1))
+
+
+def main() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        project = Path(tmp)
+        shutil.copytree(ROOT / "sample_classes", project / "sample_classes",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        (project / "pytest.ini").write_text("[pytest]\n")
+        for i, (name, classes) in enumerate(SELECTIONS.items()):
+            cache = f"torch-cache-{i}"  # each selection's cold run starts with torch's caches empty
+            cold = gate(project, classes, "--cache-clear", torch_cache=cache)
+            warm = gate(project, classes, torch_cache=cache)
+            edit_fake(project)
+            changed = gate(project, classes, torch_cache=cache)
+            edit_fake(project, undo=True)
+            rows.append((name, cold, warm, changed))
+    from matrix import floor_wall
+
+    floor, cells = floor_wall()
+    for name, cold, warm, changed in rows:
+        print(f"{name} ({cold[1]} items):")
+        print(f"  cold (--cache-clear):    {cold[0]:7.1f} s   reused {cold[2]}")
+        print(f"  warm, nothing changed:   {warm[0]:7.1f} s   reused {warm[2]}   warm/cold {warm[0] / cold[0]:.2f}")
+        print(f"  one fake method changed: {changed[0]:7.1f} s   reused {changed[2]}")
+    print(f"floor: TensorQueue's coverage matrix ({cells} cells) compiled by torch directly: {floor:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
