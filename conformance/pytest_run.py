@@ -87,7 +87,8 @@ class PluginRun:
         self.controller = not hasattr(config, "workerinput")
         reuse = None
         if options.reuse:  # passes kept in pytest's cache (options checked that there is one)
-            reuse = ReuseStore(config.cache, KeyMaker(engine.context, engine.registry, engine.settings))
+            reuse = ReuseStore(config.cache, KeyMaker(engine.context, engine.registry, engine.settings,
+                                                      options=(options.timeout,)))
         self.collection = Collection(engine, self.classes, options.known, torch.__version__, self.run_item,
                                      self._registered, options.baseline, reuse)
         #: The controller's (or a serial run's) recorder; ``None`` on a pytest-xdist worker.

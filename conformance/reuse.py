@@ -5,12 +5,14 @@ it between runs with its usual ``.pytest_cache`` step.
 An item's **key** is a SHA-256 over everything its verdict depends on that the plugin can see:
 
 * the run: torch's version, the plugin's version and the bytes of its own sources (every check, backend and
-  program generator), the bytes of every library torch loaded (``torch.ops.loaded_libraries``), the load specs,
-  and the options that change a verdict (``--torchbind-examples``, ``--torchbind-device``);
+  program generator), the bytes of every library torch loaded (``torch.ops.loaded_libraries``) and the path, size
+  and modification time of every Python extension module imported, the load specs, the options that change a
+  verdict (``--torchbind-examples``, ``--torchbind-device``, ``--torchbind-timeout``) and the hypothesis profile;
 * the class: a TorchBind class's schemas (methods, constructors, static methods, the ops taking it), the source of
-  its fake class and of the fake kernels of those ops; a Python custom class's source (its classes up to torch's
-  bases), its registration (kind, ``hoist``, members, ``guard_fn``'s source) and its ops' kernels and fakes; for
-  both, the adopter's ``@conformance.examples`` factories and ``conformance.strategy`` overrides for the class;
+  its fake class and of those ops' fakes and Python kernels, and the parts of the classes its schemas name; a
+  Python custom class's source (its classes up to torch's bases), its registration (kind, ``hoist``, members,
+  ``guard_fn``'s source) and its ops' kernels and fakes; for both, the adopter's ``@conformance.examples``
+  factories and ``conformance.strategy`` overrides for the class;
 * the item: its check and target (a coverage-matrix cell: its row and backend; its program is generated from the
   class and the plugin's sources above).
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import inspect
+import re
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -93,22 +96,43 @@ def class_sources(cls: type) -> list[Any]:
     return out
 
 
-def _fake_kernel_source(qualname: str) -> str:
-    """The source of the fake kernel registered for the op ``ns::op`` (``torch.library.register_fake``), or a
-    marker when there is none."""
+def _op_sources(qualname: str) -> list[Any]:
+    """The sources of what an op runs: for a ``torch.library.custom_op``, its Python kernel, its fake
+    (``register_fake``) and its per-device kernels (``register_kernel``), read from the op's definition (torch's
+    registered fake is a wrapper around it); for any op, the fake kernel registered with
+    ``torch.library.register_fake`` under its full name (``ns::op`` or ``ns::op.overload``)."""
     import torch._library.simple_registry as simple_registry
-
-    entry = simple_registry.singleton.find(qualname.split(".")[0])
-    kernel = getattr(getattr(entry, "fake_impl", None), "kernel", None)
-    return "<no fake kernel>" if kernel is None else source_of(kernel.func)
-
-
-def _custom_op_source(qualname: str) -> str:
-    """The source of a ``torch.library.custom_op``'s Python kernel."""
     from torch._library.custom_ops import OPDEFS
 
+    out: list[Any] = []
     opdef = OPDEFS.get(qualname)
-    return "<not a Python custom op>" if opdef is None else source_of(opdef._init_fn)
+    if opdef is not None:
+        out.append(source_of(opdef._init_fn))
+        out.append(source_of(opdef._abstract_fn) if opdef._abstract_fn is not None else "<no fake>")
+        out += sorted((str(device), source_of(fn)) for device, fn in getattr(opdef, "_backend_fns", {}).items())
+    entry = simple_registry.singleton.find(qualname)
+    kernel = getattr(getattr(entry, "fake_impl", None), "kernel", None)
+    out.append("<no registered fake kernel>" if kernel is None else source_of(kernel.func))
+    return out
+
+
+def _extension_modules() -> list[tuple[str, int, int]]:
+    """Python extension modules imported in this process (a C++ library loaded by importing ``pkg._C`` is not in
+    ``torch.ops.loaded_libraries``): path, size and modification time each (reading every extension's bytes would
+    cost more than the items a rerun saves)."""
+    out = []
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None) or ""
+        if path.endswith((".so", ".pyd")):
+            try:
+                st = Path(path).stat()
+            except OSError:
+                continue
+            out.append((path, st.st_size, st.st_mtime_ns))
+    return sorted(set(out))
+
+
+_CLASS_NAME = re.compile(r"__torch__\.torch\.classes\.(\w+)\.(\w+)")
 
 
 class KeyMaker:
@@ -117,10 +141,12 @@ class KeyMaker:
     (:class:`~conformance.registry.Registry`), ``settings`` the run's :class:`~conformance.settings.Settings`.
     The run's part and each class's part are computed once."""
 
-    def __init__(self, context: Callable[[str], Any], registry: Any, settings: Any):
+    def __init__(self, context: Callable[[str], Any], registry: Any, settings: Any, options: Iterable[Any] = ()):
         self._context, self._registry, self._settings = context, registry, settings
+        self._options = tuple(options)  # further run options that change a verdict (the call timeout)
         self._run: str | None = None
         self._classes: dict[str, str] = {}
+        self._visiting: set[str] = set()
 
     def run_part(self) -> str:
         if self._run is None:
@@ -134,36 +160,65 @@ class KeyMaker:
             s = self._settings
             self._run = _hash([KEY_RECIPE, torch.__version__, conformance.__version__, sys.version_info[:2],
                                *[(str(p.relative_to(package)), _file_bytes(p)) for p in sources],
-                               *[(lib, _file_bytes(lib)) for lib in libraries],
-                               s.load_code, s.examples, s.device])
+                               *[(lib, _file_bytes(lib)) for lib in libraries], *_extension_modules(),
+                               s.load_code, s.examples, s.device, _hypothesis_profile(), self._options])
         return self._run
 
     def class_part(self, qualname: str) -> str:
+        """The part of the key of the class ``qualname``; a TorchBind class's includes the parts of the classes
+        its schemas name (their examples and fakes are this class's arguments while tracing)."""
         if qualname not in self._classes:
-            ctx = self._context(qualname)
-            parts: list[Any] = [qualname, ctx.kind]
-            if ctx.kind == "torchbind":
-                info = ctx.info
-                parts += sorted((name, str(schema)) for name, schema in info.methods.items())
-                parts += [str(s) for s in info.constructors]
-                parts += sorted((name, str(schema)) for name, schema in info.static_methods.items())
-                parts += [(op.qualname, str(op.schema), _fake_kernel_source(op.qualname)) for op in info.ops]
-                parts += class_sources(info.fake_class) if info.fake_class is not None else ["<no fake class>"]
-            else:
-                info = ctx.info
-                parts += class_sources(info.cls)
-                parts += [info.kind, info.hoist, sorted(info.members.items()),
-                          source_of(info.guard_fn) if info.guard_fn is not None else None]
-                parts += [(op.qualname, str(op.schema), _custom_op_source(op.qualname),
-                           _fake_kernel_source(op.qualname)) for op in info.ops]
-            parts += [source_of(f) for f in self._registry.factories(qualname)]
-            parts += sorted((repr(k), source_of(f)) for k, f in self._registry.strategies(qualname).items())
-            self._classes[qualname] = _hash(parts)
+            if qualname in self._visiting:  # two classes naming each other: the name stands for the other
+                return qualname
+            self._visiting.add(qualname)
+            try:
+                self._classes[qualname] = _hash(self._class_parts(qualname))
+            finally:
+                self._visiting.discard(qualname)
         return self._classes[qualname]
+
+    def _class_parts(self, qualname: str) -> list[Any]:
+        ctx = self._context(qualname)
+        parts: list[Any] = [qualname, ctx.kind]
+        info = ctx.info
+        if ctx.kind == "torchbind":
+            schemas = [*(str(s) for s in info.methods.values()), *(str(s) for s in info.constructors),
+                       *(str(s) for s in info.static_methods.values()), *(str(op.schema) for op in info.ops)]
+            parts += sorted((name, str(schema)) for name, schema in info.methods.items())
+            parts += [str(s) for s in info.constructors]
+            parts += sorted((name, str(schema)) for name, schema in info.static_methods.items())
+            parts += [(op.qualname, str(op.schema), *_op_sources(op.qualname)) for op in info.ops]
+            parts += class_sources(info.fake_class) if info.fake_class is not None else ["<no fake class>"]
+            others = sorted({f"{ns}::{name}" for text in schemas for ns, name in _CLASS_NAME.findall(text)}
+                            - {qualname})
+            parts += [(other, self._other_class_part(other)) for other in others]
+        else:
+            parts += class_sources(info.cls)
+            parts += [info.kind, info.hoist, sorted(info.members.items()),
+                      source_of(info.guard_fn) if info.guard_fn is not None else None]
+            parts += [(op.qualname, str(op.schema), *_op_sources(op.qualname)) for op in info.ops]
+        parts += [source_of(f) for f in self._registry.factories(qualname)]
+        parts += sorted((repr(k), source_of(f)) for k, f in self._registry.strategies(qualname).items())
+        return parts
+
+    def _other_class_part(self, qualname: str) -> str:
+        try:
+            return self.class_part(qualname)
+        except KeyError:  # a class torch does not know (yet): its name only
+            return "<unknown class>"
 
     def key(self, qualname: str, check: str, item_name: str) -> str:
         """The key of the item ``item_name`` (``check[target]``) of check ``check`` on the class ``qualname``."""
         return _hash([self.run_part(), self.class_part(qualname), check, item_name])
+
+
+def _hypothesis_profile() -> Any:
+    """The hypothesis settings the searches run under (the user's profile), as far as they change a verdict."""
+    from hypothesis import settings
+
+    current = settings.default
+    return (current.max_examples, current.derandomize, repr(current.phases), repr(current.deadline),
+            current.stateful_step_count)
 
 
 def reused_note(entry: dict) -> str:
@@ -185,9 +240,13 @@ class ReuseStore:
     def lookup(self, nodeid: str, key: str) -> dict | None:
         """The stored pass of ``nodeid`` when its key is ``key``, else ``None``."""
         entry = self.cache.get(self._path(nodeid), None)
-        if isinstance(entry, dict) and entry.get("nodeid") == nodeid and entry.get("key") == key:
-            return entry
-        return None
+        if not (isinstance(entry, dict) and entry.get("nodeid") == nodeid and entry.get("key") == key):
+            return None
+        data = entry.get("data")
+        if not (isinstance(entry.get("date"), str) and isinstance(data, dict) and data.get("status") == "passed"
+                and isinstance(data.get("notes"), list)):
+            return None  # written by something else, or damaged: the item runs
+        return entry
 
     def store(self, nodeid: str, key: str, data: dict) -> None:
         """Record a pass of ``nodeid`` under ``key`` with the report data ``data`` (JSON-serialisable)."""

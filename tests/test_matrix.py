@@ -274,3 +274,22 @@ def test_two_rows_with_the_same_program_compile_it_once(samples, monkeypatch):
     assert second.status == first.status == "passed"
     assert second.details[-1] == "the same program and objects as row sequence.attr: compiled and run once for both"
     assert run_cell(bag, "tensors.attr", "eager").status == "passed" and runs[-1] == "tensors.attr"  # per backend
+
+
+def test_a_cell_interrupted_by_a_base_exception_is_not_taken_for_its_twin_row(samples, monkeypatch):
+    """A fake raising SystemExit (a BaseException) ends row A's cell without a verdict: row B, the same program,
+    runs for itself instead of inheriting a default pass."""
+    import conformance.matrix.cell as cell_module
+
+    bag = Engine().context("samples_patterns::Bag")
+    real_run = cell_module._run
+
+    def exits_once(scn, backend):
+        monkeypatch.setattr(cell_module, "_run", real_run)
+        raise SystemExit(3)
+
+    monkeypatch.setattr(cell_module, "_run", exits_once)
+    with pytest.raises(SystemExit):
+        run_cell(bag, "sequence.attr", "aot_eager")
+    second = run_cell(bag, "tensors.attr", "aot_eager")
+    assert second.status == "passed" and not any("compiled and run once" in d for d in second.details)

@@ -14,6 +14,7 @@ import types
 
 import pytest
 import torch
+from hypothesis import settings
 
 import conformance
 from conformance.reuse import KeyMaker, source_of
@@ -23,6 +24,7 @@ from conformance.settings import Settings
 from conftest import engine_of, run_inprocess
 
 QUEUE, COUNTER = "samples::TensorQueue", "samples::Counter"
+settings.register_profile("reuse-test", max_examples=3)  # a user's profile with another budget
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +112,118 @@ def test_examples_strategies_and_schemas_change_the_key(samples):
     methods["pop"] = torch._C.parse_schema("pop(__torch__.torch.classes.samples.TensorQueue _0, int n) -> Tensor")
     changed = types.SimpleNamespace(kind="torchbind", info=dataclasses.replace(real.info, methods=methods))
     assert key(engine, context=lambda q: changed) != key(engine)
+
+
+def test_timeout_hypothesis_profile_and_extension_modules_change_the_key(samples, monkeypatch, tmp_path):
+    engine = Engine()
+
+    def with_options(*options):
+        return KeyMaker(engine.context, engine.registry, engine.settings, options).key(QUEUE, "agreement",
+                                                                                       "agreement[pop]")
+
+    assert with_options(60.0) == with_options(60.0) != with_options(5.0)
+    base, profile = key(), settings._current_profile  # the suite's own profile, put back after
+    settings.load_profile("reuse-test")
+    try:
+        assert key() != base
+    finally:
+        settings.load_profile(profile)
+    assert key() == base
+    # A C++ library loaded by importing a Python extension (not through torch.ops.load_library), rebuilt.
+    ext = tmp_path / "_mine.cpython-311-x86_64-linux-gnu.so"
+    ext.write_bytes(b"one")
+    monkeypatch.setitem(__import__("sys").modules, "mylib_ext_for_test", types.SimpleNamespace(__file__=str(ext)))
+    before = key()
+    ext.write_bytes(b"three")
+    assert key() != before
+
+
+class ReuseSpec:
+    """A constant custom class registered here, with a custom op whose fake the test swaps."""
+
+    def __init__(self, k: float):
+        self.k = k
+
+    def __eq__(self, other):
+        return isinstance(other, ReuseSpec) and self.k == other.k
+
+    def __hash__(self):
+        return hash(self.k)
+
+    def __fx_repr__(self):
+        return f"ReuseSpec({self.k!r})", {"ReuseSpec": ReuseSpec}
+
+
+_oo = torch._library.opaque_object
+if hasattr(_oo, "register_custom_class"):
+    _oo.register_custom_class(ReuseSpec, typ="constant")
+else:
+    _oo.register_opaque_type(ReuseSpec, typ="value")
+
+
+@torch.library.custom_op("reuse_unit::apply", mutates_args=())
+def _apply(x: torch.Tensor, s: ReuseSpec) -> torch.Tensor:
+    return x * s.k
+
+
+def _apply_fake(x, s):
+    return torch.empty_like(x)
+
+
+_apply.register_fake(_apply_fake)
+
+
+def test_a_custom_ops_fake_and_kernel_change_the_key():
+    name = _oo.get_opaque_type_name(ReuseSpec)
+    base = key(qualname=name, item="guards[apply]")
+    try:
+        _apply.register_fake(lambda x, s: x.new_empty(x.shape))  # another fake body
+        assert key(qualname=name, item="guards[apply]") != base
+    finally:
+        _apply.register_fake(_apply_fake)
+    assert key(qualname=name, item="guards[apply]") == base
+
+
+def test_a_class_named_in_the_schemas_is_part_of_the_key(samples):
+    """A method taking another class: that class's examples and fake are this class's arguments."""
+    from sample_classes.broken import installed_broken
+
+    engine = Engine()
+    real = engine.context(QUEUE)
+    methods = dict(real.info.methods)
+    methods["count_of"] = torch._C.parse_schema(
+        "count_of(__torch__.torch.classes.samples.TensorQueue _0, __torch__.torch.classes.samples.Counter c) -> int")
+    uses_counter = types.SimpleNamespace(kind="torchbind", info=dataclasses.replace(real.info, methods=methods))
+
+    def context(q):
+        return uses_counter if q == QUEUE else engine.context(q)
+
+    base = key(engine, context=context)
+    with installed_broken("counter_unflatten_raises"):
+        assert key(engine, context=context) != base  # Counter's fake changed
+        assert key(engine) == key(Engine())  # the real TensorQueue names no Counter: its key stays
+
+
+def test_the_store_keeps_passes_by_node_id_and_key_and_ignores_damaged_entries():
+    from conformance.reuse import ReuseStore
+
+    class Cache(dict):
+        def set(self, k, v):
+            self[k] = json.loads(json.dumps(v))
+
+    cache = Cache()
+    store = ReuseStore(cache, keys=None)
+    data = {"status": "passed", "summary": "passed", "notes": []}
+    store.store("torchbind[a.B]::eq_hash", "k1", data)
+    entry = store.lookup("torchbind[a.B]::eq_hash", "k1")
+    assert entry["data"] == data and entry["date"].endswith("UTC")
+    assert store.lookup("torchbind[a.B]::eq_hash", "k2") is None  # another key
+    assert store.lookup("torchbind[a.B]::fx_repr", "k1") is None  # another item
+    [path] = cache
+    for damaged in ({**cache[path], "data": None}, {**cache[path], "data": {**data, "status": "failed"}},
+                    {**cache[path], "date": 3}, "not a dict"):
+        cache[path] = damaged
+        assert store.lookup("torchbind[a.B]::eq_hash", "k1") is None
 
 
 def test_source_of_follows_torchs_registration_wrappers():

@@ -141,9 +141,10 @@ def _graph_recorder(cls):
     return backend, seen
 
 
-def _hoisted_violation(ctx, op, draw, baked: list[Failure]) -> Failure | None:
-    """The first call of the sequence whose compiled result differs from eager's; a graph that baked the object in
-    (results equal) is appended to ``baked`` instead, reported only if no search finds a difference."""
+def _hoisted_violation(ctx, op, draw, baked: list[Failure], compared: list[str]) -> Failure | None:
+    """The first call of the sequence whose compiled result differs from eager's (or raises where eager returns);
+    a graph that baked the object in (results equal) is appended to ``baked`` instead, reported only if no search
+    finds a difference. Each call compared is appended to ``compared``."""
     a_recipe, donor_recipe, args = draw
     name, short = ctx.info.name, ctx.info.cls.__qualname__
     sequence = [("a", a_recipe.code, a_recipe.build)]
@@ -163,13 +164,20 @@ def _hoisted_violation(ctx, op, draw, baked: list[Failure]) -> Failure | None:
                     expected = ctx.call_op(op, args, build())
             except Exception:  # noqa: BLE001 - an object the op rejects in eager: nothing to compare
                 continue
-            with ctx.calling(lambda: f"{op.qualname} on {name} {label}, compiled"):
-                got = ctx.call_op(op, args, build(), program)
             call = ctx.call_code(op, args, "obj")
             repro = ctx.repro(["import copy", f"a = {a_recipe.code}", f"obj = {code}",
                                f"program = torch.compile(lambda obj: {call}, backend='eager', fullgraph=True)",
                                "print('compiled:', program(a))", f"print('eager:   ', {call})",
                                "print('compiled:', program(obj))"])
+            try:
+                with ctx.calling(lambda: f"{op.qualname} on {name} {label}, compiled"):
+                    got = ctx.call_op(op, args, build(), program)
+            except Exception as exc:  # noqa: BLE001 - eager returned: the compiled program must too
+                return Failure(f"a compiled program calling {op.qualname} raises for {name} {label}, where eager "
+                               f"returns: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}",
+                               target=op.short_name, example=f"a = {a_recipe.code}\nobj = {code}", call=call,
+                               details=(f"eager: {show(expected)}",), repro=repro)
+            compared.append(label)
             if value_differences(expected, got, "result"):
                 return Failure(f"{short} is registered with hoist=True, yet a compiled program calling "
                                f"{op.qualname} returns something else than eager for {label}",
@@ -234,7 +242,22 @@ def _symbolic_violation(ctx, target, draw) -> Failure | None:
     eager_fn, run, program_code = _reader(ctx, target)
     what = f"{target}()" if isinstance(target, str) else target.qualname
     obj, twin = a_recipe.build(), a_recipe.build()  # compiled calls on obj, eager ones on its twin
+    base, history = a_recipe, []  # the twin is rebuilt from base by replaying history when a step fails on it
     steps = [f"obj = {a_recipe.code}"]
+
+    def step(change) -> bool:
+        """Apply ``change`` to the twin, then to obj; a change that raises is undone on the twin (rebuilt)."""
+        nonlocal twin
+        try:
+            change(twin)
+        except Exception:  # noqa: BLE001 - not a state change: the twin is rebuilt as it was
+            twin = base.build()
+            for done in history:
+                done(twin)
+            return False
+        change(obj)
+        history.append(change)
+        return True
     torch._dynamo.reset()
     try:
         program = torch.compile(eager_fn, backend="eager", fullgraph=True)
@@ -254,6 +277,7 @@ def _symbolic_violation(ctx, target, draw) -> Failure | None:
         def compare(trigger: str, changed: list[str], guards_before: str) -> Failure | None:
             with ctx.calling(lambda: f"a compiled program reading {what} of {ctx.info.name}, {trigger}"):
                 expected, got = run(eager_fn, twin), run(program, obj)
+            history.append(lambda t: run(eager_fn, t))  # an op may change its object: replayed on a rebuilt twin
             if not value_differences(expected, got, "result"):
                 return None
             guard_now = _guard_values(ctx, obj).removeprefix("guard_fn returned ")
@@ -275,14 +299,9 @@ def _symbolic_violation(ctx, target, draw) -> Failure | None:
             return failure
         for method, args in calls.items():  # each state-changing call
             before, guards = state_of(obj), _guard_values(ctx, obj)
-            try:
-                with ctx.calling(lambda: f"{ctx.info.name}.{method}({args})"):
-                    ctx.call_method(twin, method, args)
-                    ctx.call_method(obj, method, args)
-            except Exception:  # noqa: BLE001 - arguments the method rejects: not a state change
-                for field, value in state_of(obj).items():  # the twin back to obj's state
-                    setattr(twin, field, copy.deepcopy(value))
-                continue
+            with ctx.calling(lambda: f"{ctx.info.name}.{method}({args})"):
+                if not step(lambda o, method=method, args=args: ctx.call_method(o, method, args)):
+                    continue  # arguments the method rejects: not a state change
             after = state_of(obj)
             changed = [k for k in after if k not in before or not same_value(before[k], after[k])]
             if changed:
@@ -294,11 +313,8 @@ def _symbolic_violation(ctx, target, draw) -> Failure | None:
         for field, value in state_of(donor).items():  # an attribute set to another object's value
             if field in state_of(obj) and not same_value(state_of(obj)[field], value):
                 guards = _guard_values(ctx, obj)
-                try:
-                    setattr(obj, field, copy.deepcopy(value))
-                    setattr(twin, field, copy.deepcopy(value))
-                except (AttributeError, TypeError):
-                    continue
+                if not step(lambda o, field=field, value=value: setattr(o, field, copy.deepcopy(value))):
+                    continue  # a field that cannot be set (a property, a slot it refuses)
                 steps.append(f"obj.{field} = {value!r}")
                 failure = compare(f"after obj.{field} = {value!r}", [field], guards)
                 if failure:
@@ -306,6 +322,7 @@ def _symbolic_violation(ctx, target, draw) -> Failure | None:
         guards = _guard_values(ctx, obj)
         changed = [k for k, v in state_of(donor).items() if not same_value(state_of(obj).get(k), v)]
         obj, twin = donor_recipe.build(), donor_recipe.build()  # a new object
+        base, history = donor_recipe, []
         steps.append(f"obj = {donor_recipe.code}")
         return compare("with a new object", changed, guards) if changed else None
     finally:
@@ -322,8 +339,12 @@ def guards(ctx, target) -> list[Failure]:
     if ctx.info.kind == "constant" and ctx.info.hoist:  # a graph input: compared call by call, compiling
         draws = st.tuples(objects, objects, ctx.op_arguments(target))
         baked: list[Failure] = []
-        failure = ctx.search(draws, lambda draw: _hoisted_violation(ctx, target, draw, baked),
+        compared: list[str] = []
+        failure = ctx.search(draws, lambda draw: _hoisted_violation(ctx, target, draw, baked, compared),
                              max(1, ctx.settings.examples // 10), shrink=False) or (baked[0] if baked else None)
+        if failure is None and not compared:  # no pass without a comparison
+            raise NotApplicable(f"{target.qualname} rejected every object tried in eager, so no compiled call was "
+                                "compared; " + ctx.arguments.hint(target.qualname))
     elif ctx.info.kind == "constant":
         draws = st.tuples(objects, objects, ctx.op_arguments(target))
         finding = ctx.search(draws, lambda draw: _violation(ctx, target, draw), ctx.settings.examples)

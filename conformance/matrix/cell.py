@@ -82,7 +82,6 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
     if earlier is not None:  # another row generated the same program and objects: compiled and run once
         return dataclasses.replace(earlier, row=row, row_index=cell.row_index, details=[
             *earlier.details, f"the same program and objects as row {earlier.row}: compiled and run once for both"])
-    ctx.cells_by_program[same] = cell
     try:
         with ctx.calling(f"scenario {row} of {qualname} through {backend.title} (compile and run)", timed=False):
             diffs = _run(scn, backend)
@@ -103,6 +102,7 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
         else:
             cell.status, cell.reason = Status.FAILED, evidence[0]
             cell.details = failure_details + cell.details
+    ctx.cells_by_program[same] = cell  # only once its verdict is set (a BaseException leaves nothing behind)
     return cell
 
 

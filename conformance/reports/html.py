@@ -44,7 +44,8 @@ def _verdicts(verdicts: list[dict]) -> list[str]:
     for v in sorted(verdicts, key=lambda v: (order.get(v["status"], 1) + (0.5 if v.get("baseline") else 0))):
         status = Status(v["status"]) if v["status"] in {s.value for s in Status} else None
         mark = (SYMBOLS[status] if status else v["status"]) + (" (baseline)" if v.get("baseline") else "")
-        summary = "; ".join([v["summary"] or "", *(n for n in v.get("notes", ()) if n.startswith(REUSED))])
+        summary = "; ".join(t for t in [v["summary"], *(n for n in v.get("notes", ()) if n.startswith(REUSED))]
+                            if t)
         out.append(f"<tr><td class='row'>{escape(v['item'])}</td><td class='{escape(v['status'])}'>{escape(mark)}"
                    f"</td><td style='text-align:left'>{escape(summary)}</td></tr>")
     out.append("</table></details>")
