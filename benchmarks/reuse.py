@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+from conformance.reuse import REUSED  # noqa: E402 - how a reused item's note begins
+
 SELECTIONS = {
     "TensorQueue": ["samples::TensorQueue"],
     "five classes": ["samples::TensorQueue", "samples::Counter", "samples::Config", "samples_patterns::Bag",
@@ -50,7 +52,7 @@ def gate(project: Path, classes: list[str], *extra: str, torch_cache: str) -> tu
     subprocess.run(cmd, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     elapsed = time.perf_counter() - start
     verdicts = [v for c in json.loads(report.read_text())["classes"] for v in c["verdicts"]]
-    reused = sum(any(n.startswith("reused from ") for n in v.get("notes", ())) for v in verdicts)
+    reused = sum(any(n.startswith(REUSED) for n in v.get("notes", ())) for v in verdicts)
     return elapsed, len(verdicts), reused
 
 

@@ -22,6 +22,7 @@ from conformance.runner import Engine
 from conformance.settings import Settings
 
 from conftest import engine_of, run_inprocess
+from sample_classes.custom_classes import register_constant
 
 QUEUE, COUNTER = "samples::TensorQueue", "samples::Counter"
 settings.register_profile("reuse-test", max_examples=3)  # a user's profile with another budget
@@ -138,6 +139,7 @@ def test_timeout_hypothesis_profile_and_extension_modules_change_the_key(samples
     assert key() != before
 
 
+@register_constant
 class ReuseSpec:
     """A constant custom class registered here, with a custom op whose fake the test swaps."""
 
@@ -154,13 +156,6 @@ class ReuseSpec:
         return f"ReuseSpec({self.k!r})", {"ReuseSpec": ReuseSpec}
 
 
-_oo = torch._library.opaque_object
-if hasattr(_oo, "register_custom_class"):
-    _oo.register_custom_class(ReuseSpec, typ="constant")
-else:
-    _oo.register_opaque_type(ReuseSpec, typ="value")
-
-
 @torch.library.custom_op("reuse_unit::apply", mutates_args=())
 def _apply(x: torch.Tensor, s: ReuseSpec) -> torch.Tensor:
     return x * s.k
@@ -174,7 +169,7 @@ _apply.register_fake(_apply_fake)
 
 
 def test_a_custom_ops_fake_and_kernel_change_the_key():
-    name = _oo.get_opaque_type_name(ReuseSpec)
+    name = torch._library.opaque_object.get_opaque_type_name(ReuseSpec)
     base = key(qualname=name, item="guards[apply]")
     try:
         _apply.register_fake(lambda x, s: x.new_empty(x.shape))  # another fake body
