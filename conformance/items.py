@@ -20,8 +20,8 @@ import pytest
 
 from .baseline import Entry
 from .names import ITEM_DATA
-from .results import Outcome
-from .reuse import ReuseStore, reused_note
+from .results import Outcome, Status
+from .reuse import ReuseStore, reused_note, settled
 from .runner import CheckTarget, Engine, plan
 
 __all__ = ["Collection", "CheckFailed", "TorchbindClass", "TorchbindCheckItem", "STATUS"]
@@ -78,13 +78,15 @@ class Collection:
                     f"baseline: {entry.reason} (known failure on {entry.where()}; if it passes now, remove the entry "
                     f"from {self.baseline_path} or run with --torchbind-accept)")))
 
-    def reuse_key(self, nodeid: str, unit: CheckTarget, expected_to_fail: bool) -> str | None:
-        """The item's reuse key (:class:`~conformance.reuse.KeyMaker`), or ``None`` when reuse is off or does not
-        apply: an item the baseline expects to fail always runs, and so does one whose key cannot be computed."""
-        if self.reuse is None or expected_to_fail:
+    def reuse_key(self, nodeid: str, unit: CheckTarget, expected: str | None) -> str | None:
+        """The item's reuse key (:class:`~conformance.reuse.KeyMaker`), or ``None`` when reuse is off or the key
+        cannot be computed (the item runs). ``expected``: the reason of the baseline's strict xfail on the item
+        (``None``: the baseline does not list it), part of the key: a kept known failure counts only while the
+        baseline lists the item the same way, and a kept pass only while it does not list it."""
+        if self.reuse is None:
             return None
         try:
-            return self.reuse.keys.key(unit.qualname, unit.check.name, unit.name)
+            return self.reuse.keys.key(unit.qualname, unit.check.name, unit.name, expected)
         except Exception:  # noqa: BLE001 - a key the plugin cannot compute: the item runs
             return None
 
@@ -104,11 +106,12 @@ def _named_by(nodeid: str, arg: str) -> bool:
 
 
 class CheckFailed(Exception):
-    """Raised by a check item whose check reported failures; carries the :class:`Outcome`."""
+    """Raised by a check item whose check reported failures; carries the rendered failures (``text``: the
+    check's one-line rule, then each failure as :meth:`~conformance.results.Outcome.render` writes it)."""
 
-    def __init__(self, outcome: Outcome):
-        super().__init__(outcome.check)
-        self.outcome = outcome
+    def __init__(self, check: str, text: str):
+        super().__init__(check)
+        self.text = text
 
 
 class TorchbindClass(pytest.Collector):
@@ -139,11 +142,12 @@ class TorchbindCheckItem(pytest.Item):
 
     def runtest(self) -> None:
         store = self.collection.reuse
-        key = self.collection.reuse_key(self.nodeid, self.unit, self.get_closest_marker("xfail") is not None)
+        xfail = self.get_closest_marker("xfail")
+        key = self.collection.reuse_key(self.nodeid, self.unit, xfail.kwargs.get("reason") if xfail else None)
         entry = store.lookup(self.nodeid, key) if key is not None else None
-        if entry is not None:  # an earlier pass with the same key: reported as passed, saying so
+        if entry is not None:  # a settled verdict with the same key: reported again, saying so
             data = dict(entry["data"], notes=[*entry["data"].get("notes", []), reused_note(entry)])
-            self._report(data)
+            self._conclude(data, entry.get("failure"))
             return
         outcome = self.collection.run_item(self.nodeid, self.unit)
         data = {"status": outcome.status.value, "summary": outcome.summary, "notes": list(outcome.notes),
@@ -151,14 +155,21 @@ class TorchbindCheckItem(pytest.Item):
         if outcome.cell is not None:
             # Through JSON, so a serial run's recorder reads exactly what pytest-xdist carries from a worker.
             data["cell"] = json.loads(json.dumps(outcome.cell.to_json()))
+        failure = (f"[{outcome.check}] {self.unit.check.description}\n\n{outcome.render()}"
+                   if outcome.failures else None)
+        if key is not None and settled(outcome, expected_to_fail=xfail is not None):
+            store.store(self.nodeid, key, data, failure)
+        self._conclude(data, failure)
+
+    def _conclude(self, data: dict, failure: str | None) -> None:
+        """Report ``data`` (:meth:`_report`), then end the item as its status says: a skip with its reason, a
+        failure with its rendered text (``failure``), or a pass."""
         self._report(data)
-        if key is not None and outcome.status.value == "passed" and outcome.reason is None and not outcome.failures:
-            store.store(self.nodeid, key, data)  # only passes are kept
-        if outcome.reason is not None:
+        if data["status"] == Status.SKIPPED.value:
             # Reported at the item (its fake class), not at this line: what `pytest -rs` shows as the location.
-            raise pytest.skip.Exception(outcome.reason, _use_item_location=True)
-        if outcome.failures:
-            raise CheckFailed(outcome)
+            raise pytest.skip.Exception(data["summary"], _use_item_location=True)
+        if failure is not None:
+            raise CheckFailed(data["check"], failure)
 
     def _report(self, data: dict) -> None:
         """Give the item's status to ``--junitxml`` and its data to the controller's recorder; notes (what the
@@ -170,8 +181,7 @@ class TorchbindCheckItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, CheckFailed):
-            outcome = excinfo.value.outcome
-            return f"[{outcome.check}] {self.unit.check.description}\n\n{outcome.render()}"
+            return excinfo.value.text
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self):

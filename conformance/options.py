@@ -67,12 +67,14 @@ def add_options(parser: pytest.Parser, check_names: list[str], backend_names: li
                     help=f"hypothesis examples per class for the differential test (default {DEFAULT_EXAMPLES}). "
                          "Ini: torchbind_examples.")
     group.addoption("--torchbind-reuse", default=None, choices=("on", "off"),
-                    help="on: an item that passed is not run again while nothing its verdict depends on changed "
-                         "(libraries, fakes, schemas, examples, torch, the plugin, verdict options); its pass is kept "
-                         "in pytest's cache (.pytest_cache; --cache-clear forgets it). Only passes are reused. "
-                         "Default off. Ini: torchbind_reuse.")
+                    help="on: an item that passed, was skipped (an unsupported matrix cell) or failed as the "
+                         "baseline expects is not run again while nothing its verdict depends on changed "
+                         "(libraries, fakes, schemas, examples, torch, the plugin, verdict options, its baseline "
+                         "entry); its verdict is kept in pytest's cache (.pytest_cache; --cache-clear forgets it). "
+                         "A failure the baseline does not list always runs again. Default off. Ini: torchbind_reuse.")
     parser.addini("torchbind_device", "device of the examples' tensors and program inputs (cpu, cuda)", default="")
-    parser.addini("torchbind_reuse", "on: reuse passes whose inputs did not change (off: default)", default="")
+    parser.addini("torchbind_reuse", "on: reuse settled verdicts whose inputs did not change (off: default)",
+                  default="")
     parser.addini("torchbind_classes", "TorchBind classes to check (NS::CLS or NS::*)", type="linelist",
                   default=[])
     parser.addini("torchbind_load", "libraries / modules to load before collection", type="linelist", default=[])
@@ -157,7 +159,8 @@ class RunOptions:
     :class:`~conformance.settings.Settings`, ``report`` path, ``baseline`` path and its ``known`` failures
     (test id -> reason), ``accept``, ``timeout`` (seconds per call, 0: none), ``isolation``
     (``"process"``/``"none"``), ``memory_limit`` (bytes of its own resident memory an isolation worker may
-    hold, 0: none) and ``reuse`` (``--torchbind-reuse=on``: passes whose key did not change are not run again)."""
+    hold, 0: none) and ``reuse`` (``--torchbind-reuse=on``: settled verdicts whose key did not change are not run
+    again)."""
 
     selectors: list[str]
     load: list[str]

@@ -28,6 +28,7 @@ from .reports import build_report, write_report
 from .reports.markdown import render as render_markdown
 from .reports.terminal import render_lines
 from .results import Cell, Status
+from .reuse import REUSED
 from .runner import Engine, lost_cell, plan
 
 __all__ = ["Recorder", "CrashHook", "lost_reason"]
@@ -40,6 +41,21 @@ def lost_reason(report: pytest.TestReport) -> str:
     worker = getattr(getattr(report, "node", None), "workerinput", {}).get("workerid")
     who = f"worker {worker!r}" if worker else "the process running it"
     return f"{who} crashed (or was killed) while running it, before it reported a result"
+
+
+def reuse_line(verdicts) -> str | None:
+    """One line for the terminal summary saying how many of ``verdicts`` (the recorder's verdict dicts) were read
+    back from an earlier run by ``--torchbind-reuse`` and what they were, or ``None`` when none was."""
+    verdicts = list(verdicts)
+    reused = [v for v in verdicts if any(n.startswith(REUSED) for n in v.get("notes", ()))]
+    if not reused:
+        return None
+    kinds = {"passed": 0, "skipped": 0, "known failures": 0}
+    for v in reused:
+        kinds["known failures" if v["status"] == Status.FAILED.value else v["status"]] += 1
+    what = ", ".join(f"{n} {kind}" for kind, n in kinds.items() if n)
+    return (f"torchbind: {len(reused)} of {len(verdicts)} verdicts reused from earlier runs ({what}; "
+            "--torchbind-reuse=off runs them again)")
 
 
 class Recorder:
@@ -123,6 +139,9 @@ class Recorder:
                 terminalreporter.write_line(line)
             if self.report_written:
                 terminalreporter.write_line(f"report: {self.options.report}")
+        reused = reuse_line(self.verdicts.values())
+        if reused:
+            terminalreporter.write_line(reused)
         if self.accepted_changes is not None or self.stale:
             terminalreporter.section("torchbind baseline")
         if self.accepted_changes is not None:

@@ -173,7 +173,9 @@ class Outcome:
     ``check`` is the check's name, ``qualname`` the class (``ns::Cls``), ``target`` the method, op or cell name
     in the item's id (``None`` for class-level checks). ``status`` is ``PASSED``, ``FAILED`` (``failures`` says
     why) or ``SKIPPED`` (``reason`` says why); ``cell`` is the matrix cell for matrix items; ``notes`` what the
-    check found that does not change the status (:class:`Note` texts).
+    check found that does not change the status (:class:`Note` texts); ``lost``: the check produced no result of
+    its own (its process crashed or hung, or its result could not be sent back), so the outcome says nothing
+    that a rerun would say again (``--torchbind-reuse`` never keeps it).
     """
 
     check: str
@@ -184,6 +186,7 @@ class Outcome:
     reason: str | None = None
     cell: Cell | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
+    lost: bool = False
 
     @classmethod
     def of_failures(cls, check: str, qualname: str, target: str | None, failures: list[Failure | Note],

@@ -1,6 +1,7 @@
-"""Reuse of passes (``--torchbind-reuse=on``): an item that passed is not run again while nothing it depends on
-has changed; its pass is read back from pytest's cache (``config.cache``, under ``torchbind/reuse/``), so CI keeps
-it between runs with its usual ``.pytest_cache`` step.
+"""Reuse of settled verdicts (``--torchbind-reuse=on``): an item that passed (or was skipped, or failed the way the
+baseline expects) is not run again while nothing it depends on has changed; its verdict is read back from pytest's
+cache (``config.cache``, under ``torchbind/reuse/``), so CI keeps it between runs with its usual
+``.pytest_cache`` step.
 
 An item's **key** is a SHA-256 over everything its verdict depends on that the plugin can see:
 
@@ -19,8 +20,12 @@ An item's **key** is a SHA-256 over everything its verdict depends on that the p
 What it cannot see is in the docs (docs/how-to/reuse.md): environment variables, files a fake or a factory reads,
 Python modules the class's code calls into (other than its own class source), the machine.
 
-Only passes are stored: a failure, an xfail (baseline entry), a skip or an unsupported cell is never reused and
-always runs again. Imports torch lazily (only when keys are computed).
+What is kept (:func:`settled`) is a verdict the same key gives again and that leaves the gate green: a pass, a
+skip (an unsupported matrix cell, a known torch limitation from the plugin's own table; a check that cannot run
+for the target), and a known failure of the baseline (a strict xfail: the entry's reason is part of its key, so
+an edited or removed entry runs the item). A failure the baseline does not list is never kept: it runs again
+every time, so a red gate always shows a fresh result, and nothing that failed is ever reported as passed. An
+item whose process crashed or hung is not kept either. Imports torch lazily (only when keys are computed).
 """
 
 from __future__ import annotations
@@ -34,14 +39,15 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ReuseStore", "KeyMaker", "CACHE_PREFIX", "REUSED", "reused_note", "source_of", "class_sources"]
+__all__ = ["ReuseStore", "KeyMaker", "CACHE_PREFIX", "REUSED", "reused_note", "settled", "source_of",
+           "class_sources"]
 
 #: The prefix of the plugin's entries in pytest's cache (``.pytest_cache/v/torchbind/reuse/...``).
 CACHE_PREFIX = "torchbind/reuse"
 #: How a reused item's note begins (the reports find reused items by it).
 REUSED = "reused from "
 #: Bumped when the key's recipe changes, so entries written by another recipe never match.
-KEY_RECIPE = 1
+KEY_RECIPE = 2
 
 
 def _hash(parts: Iterable[Any]) -> str:
@@ -119,11 +125,20 @@ def _op_sources(qualname: str) -> list[Any]:
 def _extension_modules() -> list[tuple[str, int, int]]:
     """Python extension modules imported in this process (a C++ library loaded by importing ``pkg._C`` is not in
     ``torch.ops.loaded_libraries``): path, size and modification time each (reading every extension's bytes would
-    cost more than the items a rerun saves)."""
+    cost more than the items a rerun saves). The standard library's and torch's own are left out: the Python and
+    torch versions stand for them, and which of them a process happens to have imported (a profiler's
+    ``_lsprof``, a module torch imports lazily) says nothing about the class."""
+    import sysconfig
+
+    import torch
+
+    skip = tuple(str(Path(p).resolve()) + "/" for p in {sysconfig.get_paths()["stdlib"],
+                                                        sysconfig.get_paths()["platstdlib"],
+                                                        Path(torch.__file__).parent} if p)
     out = []
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None) or ""
-        if path.endswith((".so", ".pyd")):
+        if path.endswith((".so", ".pyd")) and not str(Path(path).resolve()).startswith(skip):
             try:
                 st = Path(path).stat()
             except OSError:
@@ -207,9 +222,11 @@ class KeyMaker:
         except KeyError:  # a class torch does not know (yet): its name only
             return "<unknown class>"
 
-    def key(self, qualname: str, check: str, item_name: str) -> str:
-        """The key of the item ``item_name`` (``check[target]``) of check ``check`` on the class ``qualname``."""
-        return _hash([self.run_part(), self.class_part(qualname), check, item_name])
+    def key(self, qualname: str, check: str, item_name: str, expected: str | None = None) -> str:
+        """The key of the item ``item_name`` (``check[target]``) of check ``check`` on the class ``qualname``;
+        ``expected``: the reason of the baseline's xfail on the item, ``None`` when the baseline does not list
+        it."""
+        return _hash([self.run_part(), self.class_part(qualname), check, item_name, expected])
 
 
 def _hypothesis_profile() -> Any:
@@ -222,13 +239,29 @@ def _hypothesis_profile() -> Any:
 
 
 def reused_note(entry: dict) -> str:
-    """The line a reused item reports (``-rA``, JSON, HTML): when its pass was recorded, and the key's prefix."""
+    """The line a reused item reports (``-rA``, JSON, HTML): when its verdict was recorded, and the key's prefix."""
     return f"{REUSED}{entry['date']}, key {entry['key'][:12]}"
 
 
+def settled(outcome: Any, expected_to_fail: bool) -> bool:
+    """Whether ``outcome`` (an :class:`~conformance.results.Outcome`) is kept for reuse: a pass, a skip (an
+    unsupported cell, a target the check cannot run for), or a failure the baseline lists (``expected_to_fail``:
+    the item is a strict xfail) — never a failure the baseline does not list, and never an outcome without a
+    result of the check's own (:attr:`~conformance.results.Outcome.lost`)."""
+    if outcome.lost:
+        return False
+    if outcome.status.value == "failed":
+        return expected_to_fail
+    return outcome.status.value in ("passed", "skipped")
+
+
+_KEPT = {"passed", "skipped", "failed"}
+
+
 class ReuseStore:
-    """Passes kept in pytest's cache: ``cache`` is ``config.cache`` (``get(key, default)`` / ``set(key, value)``);
-    one entry per node id holding the item's key, the date of its pass, and the data its report carries."""
+    """Settled verdicts kept in pytest's cache: ``cache`` is ``config.cache`` (``get(key, default)`` /
+    ``set(key, value)``); one entry per node id holding the item's key, the date of its verdict, the data its
+    report carries, and for a known failure the rendered failure."""
 
     def __init__(self, cache: Any, keys: KeyMaker):
         self.cache, self.keys = cache, keys
@@ -238,17 +271,24 @@ class ReuseStore:
         return f"{CACHE_PREFIX}/{hashlib.sha256(nodeid.encode()).hexdigest()[:32]}"
 
     def lookup(self, nodeid: str, key: str) -> dict | None:
-        """The stored pass of ``nodeid`` when its key is ``key``, else ``None``."""
+        """The kept verdict of ``nodeid`` when its key is ``key``, else ``None`` (also for an entry that is
+        damaged or was written by something else: the item runs)."""
         entry = self.cache.get(self._path(nodeid), None)
         if not (isinstance(entry, dict) and entry.get("nodeid") == nodeid and entry.get("key") == key):
             return None
         data = entry.get("data")
-        if not (isinstance(entry.get("date"), str) and isinstance(data, dict) and data.get("status") == "passed"
-                and isinstance(data.get("notes"), list)):
-            return None  # written by something else, or damaged: the item runs
+        if not (isinstance(entry.get("date"), str) and isinstance(data, dict) and data.get("status") in _KEPT
+                and isinstance(data.get("notes"), list) and isinstance(data.get("summary"), str)):
+            return None
+        if (data["status"] == "failed") != isinstance(entry.get("failure"), str):
+            return None  # a failure without its text, or a text without a failure
         return entry
 
-    def store(self, nodeid: str, key: str, data: dict) -> None:
-        """Record a pass of ``nodeid`` under ``key`` with the report data ``data`` (JSON-serialisable)."""
+    def store(self, nodeid: str, key: str, data: dict, failure: str | None = None) -> None:
+        """Keep the verdict of ``nodeid`` under ``key``: the report data ``data`` (JSON-serialisable) and, for a
+        known failure, its rendered text ``failure``."""
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        self.cache.set(self._path(nodeid), {"nodeid": nodeid, "key": key, "date": now, "data": data})
+        entry = {"nodeid": nodeid, "key": key, "date": now, "data": data}
+        if failure is not None:
+            entry["failure"] = failure
+        self.cache.set(self._path(nodeid), entry)

@@ -160,14 +160,18 @@ def lost_outcome(unit: CheckTarget, failure: Failure) -> Outcome:
     what the process layer made of it, :meth:`conformance.process.WorkerLost.failure`), with the check's cell for
     such a case when it has one."""
     cell = unit.check.lost(unit.qualname, unit.target, failure.summary) if unit.check.lost else None
-    return Outcome.of_failures(unit.check.name, unit.qualname, unit.target_name, [failure], cell=cell)
+    outcome = Outcome.of_failures(unit.check.name, unit.qualname, unit.target_name, [failure], cell=cell)
+    outcome.lost = True
+    return outcome
 
 
 def unsendable_outcome(outcome: Outcome, exc: Exception) -> Outcome:
     """The failed outcome a worker process sends in place of ``outcome`` when that cannot be sent back (``exc``:
     e.g. an unpicklable value in its data)."""
-    return Outcome.of_failures(outcome.check, outcome.qualname, outcome.target, [Failure(
+    unsent = Outcome.of_failures(outcome.check, outcome.qualname, outcome.target, [Failure(
         f"the check's result could not be sent back from the worker process: {exc!r}")])
+    unsent.lost = True
+    return unsent
 
 
 def lost_cell(engine: Engine, classes: Iterable[str], test_id: str, reason: str) -> Cell | None:
