@@ -47,6 +47,7 @@ class Collection:
         self.baseline_path, self.reuse = baseline_path, reuse
         self.run_item, self.on_register = run_item, on_register
         self.items: dict[str, CheckTarget] = {}
+        self._locations: dict[str, tuple[Path | None, int]] = {}  # qualname -> fake class's source (reportinfo)
         #: Node id prefixes the command line named the gate by (``torchbind[ns.Cls]::matrix``); empty: all items.
         self.named: list[str] = []
 
@@ -78,17 +79,35 @@ class Collection:
                     f"baseline: {entry.reason} (known failure on {entry.where()}; if it passes now, remove the entry "
                     f"from {self.baseline_path} or run with --torchbind-accept)")))
 
-    def reuse_key(self, nodeid: str, unit: CheckTarget, expected: str | None) -> str | None:
+    def reuse_key(self, nodeid: str, unit: CheckTarget, listed: bool) -> str | None:
         """The item's reuse key (:class:`~conformance.reuse.KeyMaker`), or ``None`` when reuse is off or the key
-        cannot be computed (the item runs). ``expected``: the reason of the baseline's strict xfail on the item
-        (``None``: the baseline does not list it), part of the key: a kept known failure counts only while the
-        baseline lists the item the same way, and a kept pass only while it does not list it."""
+        cannot be computed (the item runs). ``listed``: the item is a strict xfail of the baseline; its entry
+        (reason and the torch releases it applies to) is then part of the key, so a kept known failure counts only
+        while the baseline lists the item the same way, and a kept pass only while it does not list it."""
         if self.reuse is None:
             return None
+        entry = self.known.get(nodeid) if listed else None
+        expected = f"{entry.reason} ({entry.where()})" if entry is not None else None
         try:
             return self.reuse.keys.key(unit.qualname, unit.check.name, unit.name, expected)
         except Exception:  # noqa: BLE001 - a key the plugin cannot compute: the item runs
             return None
+
+    def location(self, qualname: str) -> tuple[Path | None, int]:
+        """The source file and 0-based line of the class's fake class (a Python custom class: the class itself),
+        ``(None, 0)`` when it has none or its source cannot be found; looked up once per class (pytest asks each
+        item for it on every report)."""
+        if qualname not in self._locations:
+            ctx = self.engine.context(qualname)
+            fake = ctx.info.fake_class if ctx.kind == "torchbind" else ctx.info.cls
+            where: tuple[Path | None, int] = (None, 0)
+            if fake is not None:
+                try:
+                    where = Path(inspect.getsourcefile(fake)), inspect.getsourcelines(fake)[1] - 1
+                except (TypeError, OSError):
+                    pass
+            self._locations[qualname] = where
+        return self._locations[qualname]
 
     def register(self, nodeid: str, unit: CheckTarget) -> None:
         """Remember a collected item, so a worker process forked later can run it by node id."""
@@ -143,7 +162,7 @@ class TorchbindCheckItem(pytest.Item):
     def runtest(self) -> None:
         store = self.collection.reuse
         xfail = self.get_closest_marker("xfail")
-        key = self.collection.reuse_key(self.nodeid, self.unit, xfail.kwargs.get("reason") if xfail else None)
+        key = self.collection.reuse_key(self.nodeid, self.unit, listed=xfail is not None)
         entry = store.lookup(self.nodeid, key) if key is not None else None
         if entry is not None:  # a settled verdict with the same key: reported again, saying so
             data = dict(entry["data"], notes=[*entry["data"].get("notes", []), reused_note(entry)])
@@ -187,12 +206,5 @@ class TorchbindCheckItem(pytest.Item):
     def reportinfo(self):
         """Where the item points: the fake class's source when there is one (a skip or failure is about it; a
         Python custom class's own source), else the rootdir; line 0 when no line is known (pytest needs one for a skip reported at the item)."""
-        ctx = self.collection.engine.context(self.unit.qualname)
-        fake = ctx.info.fake_class if ctx.kind == "torchbind" else ctx.info.cls  # a custom class: its own source
-        path, line = self.path, 0
-        if fake is not None:
-            try:
-                path, line = Path(inspect.getsourcefile(fake)), inspect.getsourcelines(fake)[1] - 1
-            except (TypeError, OSError):
-                pass
-        return path, line, f"{self.parent.name}::{self.name}"
+        path, line = self.collection.location(self.unit.qualname)
+        return path or self.path, line, f"{self.parent.name}::{self.name}"

@@ -2,19 +2,23 @@
 
 All sources in ``sample_classes/csrc`` go into ONE extension so there is a
 single cold build (30-50 s on 2 cores), cached afterwards in
-``~/.cache/torch_extensions`` (or ``$TORCH_EXTENSIONS_DIR``).  Concurrent
+``~/.cache/torch_extensions`` (or ``$TORCH_EXTENSIONS_DIR``), in a directory of
+its own for each copy of the sources.  Concurrent
 builds from several pytest-xdist workers are serialised by the file lock that
 ``torch.utils.cpp_extension`` takes in the build directory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from pathlib import Path
 
-EXTENSION_NAME = "torchbind_samples"
 CSRC_DIR = Path(__file__).resolve().parent / "csrc"
+# One build directory per copy of the sources: torch's build (ninja) names the sources by path, so two copies
+# (a checkout and a benchmark's scratch copy) sharing one directory would rebuild it for each other in turn.
+EXTENSION_NAME = "torchbind_samples_" + hashlib.sha256(str(CSRC_DIR).encode()).hexdigest()[:8]
 
 _lock = threading.Lock()
 _library_path: str | None = None

@@ -1,8 +1,9 @@
 """--torchbind-reuse: a pass is read back from pytest's cache while nothing its verdict depends on changed.
 
 First the key, component by component (each change gives another key; nothing changed gives the same one), then
-the gate end to end in fresh interpreters: a rerun reuses every pass and says so, never a failure or an xfail; a
-changed class re-runs its own items only; off, --cache-clear and a run without pytest's cache.
+the gate end to end in fresh interpreters: a rerun reuses every settled verdict (passes, skips such as unsupported
+cells, the baseline's known failures while their entry stays) and says so, never a failure the baseline does not
+list; a changed class re-runs its own items only; off, --cache-clear and a run without pytest's cache.
 """
 
 from __future__ import annotations
@@ -199,7 +200,7 @@ def test_a_class_named_in_the_schemas_is_part_of_the_key(samples):
         assert key(engine) == key(Engine())  # the real TensorQueue names no Counter: its key stays
 
 
-def test_the_store_keeps_passes_by_node_id_and_key_and_ignores_damaged_entries():
+def test_the_store_keeps_verdicts_by_node_id_and_key_and_ignores_damaged_entries():
     from conformance.reuse import ReuseStore
 
     class Cache(dict):
@@ -216,9 +217,49 @@ def test_the_store_keeps_passes_by_node_id_and_key_and_ignores_damaged_entries()
     assert store.lookup("torchbind[a.B]::fx_repr", "k1") is None  # another item
     [path] = cache
     for damaged in ({**cache[path], "data": None}, {**cache[path], "data": {**data, "status": "failed"}},
+                    {**cache[path], "data": {**data, "status": "weird"}}, {**cache[path], "failure": "text"},
                     {**cache[path], "date": 3}, "not a dict"):
         cache[path] = damaged
         assert store.lookup("torchbind[a.B]::eq_hash", "k1") is None
+    # A known failure is kept with its rendered text, which the item raises again.
+    failed = {"status": "failed", "summary": "a.B.m: differs", "notes": []}
+    store.store("torchbind[a.B]::agreement[m]", "k3", failed, "[agreement] ...\n\na.B.m: differs")
+    assert store.lookup("torchbind[a.B]::agreement[m]", "k3")["failure"].endswith("a.B.m: differs")
+
+
+def test_what_is_settled_and_kept():
+    from conformance.results import Failure, Outcome
+    from conformance.reuse import settled
+
+    passed = Outcome("agreement", QUEUE, "pop")
+    skipped = Outcome.skip("matrix", QUEUE, "pop-aoti", "unsupported: AOTInductor accepts ...")
+    failed = Outcome.of_failures("agreement", QUEUE, "pop", [Failure("differs")])
+    assert settled(passed, False) and settled(skipped, False)
+    assert settled(failed, expected_to_fail=True)  # a known failure of the baseline
+    assert not settled(failed, expected_to_fail=False)  # a failure the baseline does not list: always runs
+    failed.lost = True  # its process crashed or hung: nothing a rerun would say again
+    assert not settled(failed, expected_to_fail=True)
+
+
+def test_the_baseline_entry_is_part_of_the_key(samples):
+    engine = Engine()
+    maker = KeyMaker(engine.context, engine.registry, engine.settings)
+    plain = maker.key(QUEUE, "agreement", "agreement[pop]")
+    listed = maker.key(QUEUE, "agreement", "agreement[pop]", "baseline: the fake is wrong")
+    assert plain == maker.key(QUEUE, "agreement", "agreement[pop]", None)
+    assert len({plain, listed, maker.key(QUEUE, "agreement", "agreement[pop]", "baseline: another reason")}) == 3
+
+
+def test_standard_library_and_torch_extension_modules_are_not_in_the_key(samples, monkeypatch):
+    import sys
+    import sysconfig
+
+    before = key()
+    # A profiler's _lsprof, or any other extension of the standard library or of torch, imported or not.
+    for name, where in (("_lsprof_for_test", sysconfig.get_paths()["stdlib"]),
+                        ("torch_ext_for_test", __import__("os").path.dirname(torch.__file__))):
+        monkeypatch.setitem(sys.modules, name, types.SimpleNamespace(__file__=f"{where}/{name}.cpython-311.so"))
+    assert key() == before
 
 
 def test_source_of_follows_torchs_registration_wrappers():
@@ -290,57 +331,76 @@ def _items(result, status: str) -> set[str]:
     return {line.split(" ", 1)[1].split(" - ")[0] for line in result.stdout.lines if line.startswith(status + " ")}
 
 
-def _reused(result) -> set[str]:
-    """Items whose notes section says they were reused (-rA shows it under the item's header)."""
-    out, current = set(), None
-    for line in result.stdout.lines:
-        if line.startswith("_") and "torchbind[" in line:
-            current = line.strip("_ ")
-        elif line.startswith("reused from ") and current:
-            out.add(current)
-    return out
+def _reused(path) -> set[str]:
+    """Items whose verdict in the JSON report at ``path`` says it was reused (its last note)."""
+    return {f"torchbind[py:{c['qualname']}]::{v['item']}" for c in json.loads(path.read_text())["classes"]
+            for v in c["verdicts"] if v["notes"] and v["notes"][-1].startswith("reused from ")}
 
 
 @pytest.mark.process
-def test_a_rerun_reuses_every_pass_and_nothing_else_and_a_changed_class_reruns_alone(pytester):
+def test_a_rerun_reuses_settled_verdicts_never_a_failure_and_a_changed_class_reruns_alone(pytester):
     pytester.makepyfile(reusemod=CLASSES)
+    report = pytester.path / "report.json"
     args = ["--torchbind-load=reusemod", "--torchbind-class=reusemod.*", "--torchbind-reuse=on",
-            "--torchbind-backends=eager", "--torchbind-examples=20", "--torchbind-isolation=none", "-rA",
-            "--torchbind-report=report.json"]
+            "--torchbind-backends=eager,export", "--torchbind-examples=20", "--torchbind-isolation=none", "-rA",
+            f"--torchbind-report={report}"]
     cold = pytester.runpytest_subprocess(*args)
     passed, failed = _items(cold, "PASSED"), _items(cold, "FAILED")
     assert failed == {"torchbind[py:reusemod.Bad]::guards[bad]", "torchbind[py:reusemod.Bad]::matrix[bad-eager]"}
-    assert len(passed) == 6 and not _reused(cold), cold.stdout.str()[-3000:]
+    # torch.export bakes a constant object into the program: a known torch limitation, the cells are unsupported.
+    unsupported = {"torchbind[py:reusemod.Good]::matrix[good-export]", "torchbind[py:reusemod.Bad]::matrix[bad-export]"}
+    assert len(passed) == 6 and not _reused(report), cold.stdout.str()[-3000:]
+    cold.assert_outcomes(passed=6, failed=2, skipped=2)
 
     warm = pytester.runpytest_subprocess(*args)
     assert (_items(warm, "PASSED"), _items(warm, "FAILED")) == (passed, failed)
-    assert _reused(warm) == passed  # every pass, and the failure ran again
+    warm.assert_outcomes(passed=6, failed=2, skipped=2)
+    assert _reused(report) == passed | unsupported  # every pass and skip; the failures ran again
     assert "reusemod.Bad.bad: Bad.__eq__ ignores 'b'" in warm.stdout.str()
-    verdicts = {v["item"]: v for c in json.loads((pytester.path / "report.json").read_text())["classes"]
-                for v in c["verdicts"]}
-    assert verdicts["eq_hash"]["notes"][-1].startswith("reused from ")
-    matrix = json.loads((pytester.path / "report.json").read_text())["classes"][0]["cells"]
-    assert matrix, "a reused cell keeps its place in the matrix report"
+    warm.stdout.fnmatch_lines(["torchbind: 8 of 10 verdicts reused from earlier runs (6 passed, 2 skipped; *"])
+    assert "unsupported: torch.export bakes a constant custom class object" in warm.stdout.str()  # -rs as before
+    matrix = [cell for c in json.loads(report.read_text())["classes"] for cell in c["cells"]]
+    assert sorted(c["status"] for c in matrix) == ["failed", "passed", "unsupported", "unsupported"], (
+        "reused cells keep their place in the matrix report")
 
-    # One class's source changes: its items run again, the other class's passes are still reused.
+    # One class's source changes: its items run again, the other class's settled verdicts are still reused.
     source = (pytester.path / "reusemod.py").read_text()
     (pytester.path / "reusemod.py").write_text(source.replace("return hash((self.a, self.b))",
                                                               "return hash((self.b, self.a))"))
     edited = pytester.runpytest_subprocess(*args)
     assert _items(edited, "FAILED") == failed
-    assert _reused(edited) == {i for i in passed if "reusemod.Bad]" in i}
+    assert _reused(report) == {i for i in passed | unsupported if "reusemod.Bad]" in i}
 
-    # The baseline's known failures are strict xfails: they run every time, never reused.
+    # The baseline's known failures (strict xfails) are kept under a key holding their entry: the first run with
+    # the baseline runs them, the next reuses them, and an entry taken out of the file runs its item again.
     pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json", "--torchbind-accept")
-    assert set(json.loads((pytester.path / "b.json").read_text())["known_failures"]) == failed
-    for _ in range(2):
-        known = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
-        assert not failed & _reused(known)
-        known.assert_outcomes(passed=6, xfailed=2)
+    baseline = json.loads((pytester.path / "b.json").read_text())
+    assert set(baseline["known_failures"]) == failed
+    first = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
+    first.assert_outcomes(passed=6, skipped=2, xfailed=2)
+    assert not failed & _reused(report)
+    second = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
+    second.assert_outcomes(passed=6, skipped=2, xfailed=2)
+    assert _reused(report) == passed | unsupported | failed
+    del baseline["known_failures"]["torchbind[py:reusemod.Bad]::guards[bad]"]
+    (pytester.path / "b.json").write_text(json.dumps(baseline))
+    dropped = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
+    dropped.assert_outcomes(passed=6, skipped=2, xfailed=1, failed=1)
+    assert _items(dropped, "FAILED") == {"torchbind[py:reusemod.Bad]::guards[bad]"}
+    assert "torchbind[py:reusemod.Bad]::guards[bad]" not in _reused(report)
+    assert "reusemod.Bad.bad: Bad.__eq__ ignores 'b'" in dropped.stdout.str()
+    # A kept pass that the baseline now lists runs again: it passes, which a strict xfail reports as XPASS(strict).
+    baseline["known_failures"]["torchbind[py:reusemod.Good]::guards[good]"] = {"reason": "listed by mistake"}
+    (pytester.path / "b.json").write_text(json.dumps(baseline))
+    listed = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
+    assert "XPASS(strict)" in listed.stdout.str() and "torchbind[py:reusemod.Good]::guards[good]" in _items(
+        listed, "FAILED")
 
     # Off, or a cleared cache: everything runs.
-    assert not _reused(pytester.runpytest_subprocess(*args[:2], "--torchbind-reuse=off", *args[3:]))
-    assert not _reused(pytester.runpytest_subprocess(*args, "--cache-clear"))
+    pytester.runpytest_subprocess(*args[:2], "--torchbind-reuse=off", *args[3:])
+    assert not _reused(report)
+    pytester.runpytest_subprocess(*args, "--cache-clear")
+    assert not _reused(report)
 
 
 def test_reuse_needs_pytests_cache_and_a_known_value(pytester):
