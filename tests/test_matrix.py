@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import sys
 
 import expecttest
 import pytest
@@ -293,3 +294,33 @@ def test_a_cell_interrupted_by_a_base_exception_is_not_taken_for_its_twin_row(sa
         run_cell(bag, "sequence.attr", "aot_eager")
     second = run_cell(bag, "tensors.attr", "aot_eager")
     assert second.status == "passed" and not any("compiled and run once" in d for d in second.details)
+
+
+PLAIN_COMPILE = """
+import torch
+def f(x):
+    return x.sin() * 3 + 1
+try:
+    torch.compile(f, backend="inductor")(torch.arange(5.0))
+except Exception as exc:
+    print(type(exc).__name__, "CppCompileError" in str(exc))
+else:
+    print("compiled")
+"""
+
+
+@pytest.mark.process  # two fresh processes whose inductor compiles C++ with a cache directory named "with space"
+def test_a_broken_cpp_toolchain_fails_the_inductor_cell_and_says_so(pytester, samples, monkeypatch):
+    # Plain torch first: inductor's C++ compile command does not quote its paths, so a cache directory whose path
+    # holds a space fails every C++ compile (g++: input file '.../with' is the same as output file).
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(pytester.path / "with space"))
+    plain = pytester.run(sys.executable, "-c", PLAIN_COMPILE)
+    assert plain.stdout.lines[-1] == "InductorError True", plain.stdout.str()
+    # The gate's cell fails the same way, and its message says the toolchain, not the class, is at fault.
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--torchbind-load=sample_classes",
+                                           f"--torchbind-class={QUEUE}", "--torchbind-checks=matrix",
+                                           "--torchbind-backends=inductor", "-k", "push-inductor")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "CppCompileError" in out and "inductor's C++ compiler failed on the code inductor generated" in out
+    assert "has a space in its path, which inductor's C++ compile command does not quote" in out

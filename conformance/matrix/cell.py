@@ -56,6 +56,24 @@ def _run(scn: Scenario, backend: Backend) -> list[str]:
     return diffs
 
 
+def _compiler_hint(error: str) -> list[str]:
+    """A detail line for a cell whose compile failed in inductor's C++ compiler (``CppCompileError``, from
+    ``torch/_inductor/cpp_builder.py``): a toolchain problem, not the class's, that fails plain ``torch.compile``
+    the same way; names the cache directory when its path holds a space, which inductor's compile command does
+    not quote (``g++: fatal error: input file '/tmp/a' is the same as output file``)."""
+    if "CppCompileError" not in error:
+        return []
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    where = cache_dir()
+    spaced = (f" Torch's cache directory {where!r} (TORCHINDUCTOR_CACHE_DIR) has a space in its path, which "
+              "inductor's C++ compile command does not quote: use a directory without one."
+              if any(c.isspace() for c in where) else "")
+    return ["inductor's C++ compiler failed on the code inductor generated: a toolchain problem (the compiler, its "
+            "flags, the paths it is given) fails every inductor and AOTInductor cell, and plain torch.compile, the "
+            f"same way.{spaced}"]
+
+
 def new_cell(ctx, row: str, backend: str) -> Cell:
     """A ``PASSED`` :class:`Cell` of ``ctx``'s class for ``row`` through ``backend`` (both by name), placed by
     their order in the report (a backend that is not one of the plugin's, e.g. a test's, goes last)."""
@@ -90,6 +108,7 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
         evidence = [exception_line(exc, limit=400)]
         failure_details, matched = [ln.rstrip() for ln in tb[-4:]], f"{type(exc).__name__}: {exc}"
+        failure_details += _compiler_hint(matched)
     if scn.reference.unstable:
         cell.details = [f"{path}: its values differ between two identical eager runs (uninitialised memory, e.g. "
                         "torch::empty), so it is compared by shape, dtype and device only"
