@@ -406,7 +406,7 @@ def test_a_rerun_reuses_settled_verdicts_never_a_failure_and_a_changed_class_rer
 def test_reuse_needs_pytests_cache_and_a_known_value(pytester):
     result = run_inprocess(pytester, "--torchbind-class=samples::TensorQueue", "--torchbind-reuse=on")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--torchbind-reuse=on keeps passes in pytest's cache, which this run switched off" in result.stderr.str()
+    assert "--torchbind-reuse=on keeps verdicts in pytest's cache, which this run switched off" in result.stderr.str()
     pytester.makeini("[pytest]\ntorchbind_reuse = yes\n")
     result = pytester.runpytest_inprocess("--torchbind-class=samples::TensorQueue", "--torchbind-isolation=none")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
