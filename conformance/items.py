@@ -38,7 +38,8 @@ class Collection:
     items (node id -> :class:`~conformance.runner.CheckTarget`)
     an isolation worker forked later runs by node id. ``run_item(nodeid, unit)`` runs one item (the setup role's
     :meth:`conformance.pytest_run.PluginRun.run_item`); ``on_register(nodeid)`` is told of every collected item;
-    ``reuse``: the store of earlier passes (``--torchbind-reuse=on``), or ``None``."""
+    ``reuse``: the store of settled verdicts (``--torchbind-reuse=on``), or ``None``; ``expected``: the
+    baseline entries marked on the collected items (node id -> entry), filled by :meth:`collect`."""
 
     def __init__(self, engine: Engine, classes: list[str], known: dict[str, Entry], torch_version: str,
                  run_item: Callable[[str, CheckTarget], Outcome], on_register: Callable[[str], None] | None = None,
@@ -47,6 +48,7 @@ class Collection:
         self.baseline_path, self.reuse = baseline_path, reuse
         self.run_item, self.on_register = run_item, on_register
         self.items: dict[str, CheckTarget] = {}
+        self.expected: dict[str, Entry] = {}
         self._locations: dict[str, tuple[Path | None, int]] = {}  # qualname -> fake class's source (reportinfo)
         #: Node id prefixes the command line named the gate by (``torchbind[ns.Cls]::matrix``); empty: all items.
         self.named: list[str] = []
@@ -74,19 +76,21 @@ class Collection:
         for item in items:
             entry = self.known.get(item.nodeid) if isinstance(item, TorchbindCheckItem) else None
             if entry is not None and entry.applies_to(self.torch_version):  # another torch's entry does not apply
+                self.expected[item.nodeid] = entry
                 # pytest shows the reason after XPASS(strict) when the test passes: say what to do then.
                 item.add_marker(pytest.mark.xfail(strict=True, reason=(
                     f"baseline: {entry.reason} (known failure on {entry.where()}; if it passes now, remove the entry "
                     f"from {self.baseline_path} or run with --torchbind-accept)")))
 
-    def reuse_key(self, nodeid: str, unit: CheckTarget, listed: bool) -> str | None:
+    def reuse_key(self, nodeid: str, unit: CheckTarget) -> str | None:
         """The item's reuse key (:class:`~conformance.reuse.KeyMaker`), or ``None`` when reuse is off or the key
-        cannot be computed (the item runs). ``listed``: the item is a strict xfail of the baseline; its entry
-        (reason and the torch releases it applies to) is then part of the key, so a kept known failure counts only
-        while the baseline lists the item the same way, and a kept pass only while it does not list it."""
+        cannot be computed (the item runs). When the baseline marked the item a strict xfail (:attr:`expected`),
+        its entry (reason and the torch releases it applies to) is part of the key, so a kept known failure counts
+        only while the baseline lists the item the same way, and a kept pass only while it does not list it. An
+        xfail marker of the user's own is not the baseline's: it changes neither the key nor what is kept."""
         if self.reuse is None:
             return None
-        entry = self.known.get(nodeid) if listed else None
+        entry = self.expected.get(nodeid)
         expected = f"{entry.reason} ({entry.where()})" if entry is not None else None
         try:
             return self.reuse.keys.key(unit.qualname, unit.check.name, unit.name, expected)
@@ -161,8 +165,7 @@ class TorchbindCheckItem(pytest.Item):
 
     def runtest(self) -> None:
         store = self.collection.reuse
-        xfail = self.get_closest_marker("xfail")
-        key = self.collection.reuse_key(self.nodeid, self.unit, listed=xfail is not None)
+        key = self.collection.reuse_key(self.nodeid, self.unit)
         entry = store.lookup(self.nodeid, key) if key is not None else None
         if entry is not None:  # a settled verdict with the same key: reported again, saying so
             data = dict(entry["data"], notes=[*entry["data"].get("notes", []), reused_note(entry)])
@@ -176,7 +179,7 @@ class TorchbindCheckItem(pytest.Item):
             data["cell"] = json.loads(json.dumps(outcome.cell.to_json()))
         failure = (f"[{outcome.check}] {self.unit.check.description}\n\n{outcome.render()}"
                    if outcome.failures else None)
-        if key is not None and settled(outcome, expected_to_fail=xfail is not None):
+        if key is not None and settled(outcome, expected_to_fail=self.nodeid in self.collection.expected):
             store.store(self.nodeid, key, data, failure)
         self._conclude(data, failure)
 

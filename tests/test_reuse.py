@@ -389,6 +389,20 @@ def test_a_rerun_reuses_settled_verdicts_never_a_failure_and_a_changed_class_rer
     assert _items(dropped, "FAILED") == {"torchbind[py:reusemod.Bad]::guards[bad]"}
     assert "torchbind[py:reusemod.Bad]::guards[bad]" not in _reused(report)
     assert "reusemod.Bad.bad: Bad.__eq__ ignores 'b'" in dropped.stdout.str()
+    # An xfail marker of the user's own (not the baseline's) keeps nothing: the failure runs on every rerun.
+    pytester.makeconftest('''
+import pytest
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.nodeid == "torchbind[py:reusemod.Bad]::guards[bad]":
+            item.add_marker(pytest.mark.xfail(reason="the user's own marker"))
+''')
+    for _ in range(2):
+        own = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
+        own.assert_outcomes(passed=6, skipped=2, xfailed=2)
+        assert "torchbind[py:reusemod.Bad]::guards[bad]" not in _reused(report)
+    (pytester.path / "conftest.py").unlink()
     # A kept pass that the baseline now lists runs again: it passes, which a strict xfail reports as XPASS(strict).
     baseline["known_failures"]["torchbind[py:reusemod.Good]::guards[good]"] = {"reason": "listed by mistake"}
     (pytester.path / "b.json").write_text(json.dumps(baseline))
