@@ -173,9 +173,10 @@ class Outcome:
     ``check`` is the check's name, ``qualname`` the class (``ns::Cls``), ``target`` the method, op or cell name
     in the item's id (``None`` for class-level checks). ``status`` is ``PASSED``, ``FAILED`` (``failures`` says
     why) or ``SKIPPED`` (``reason`` says why); ``cell`` is the matrix cell for matrix items; ``notes`` what the
-    check found that does not change the status (:class:`Note` texts); ``lost``: the check produced no result of
-    its own (its process crashed or hung, or its result could not be sent back), so the outcome says nothing
-    that a rerun would say again (``--torchbind-reuse`` never keeps it).
+    check found that does not change the status (:class:`Note` texts); ``lost``: a crash or hang decided the
+    outcome (the check's process crashed or hung, its result could not be sent back, or an example object of
+    the class was left out because building it did), so it says nothing a rerun would say again
+    (``--torchbind-reuse`` never keeps it).
     """
 
     check: str

@@ -122,23 +122,43 @@ def _op_sources(qualname: str) -> list[Any]:
     return out
 
 
+def _standard_dirs() -> list[Path]:
+    """The standard library's directories (``lib-dynload`` included) of the Python this runs on, resolved; in a
+    virtualenv, those of the Python it was made from (``sysconfig``'s paths with the base prefixes: the
+    virtualenv's own ``platstdlib`` is the directory above its ``site-packages``)."""
+    import sysconfig
+
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix, "installed_base": sys.base_prefix,
+            "installed_platbase": sys.base_exec_prefix}
+    paths = sysconfig.get_paths(vars=base)
+    return sorted({Path(paths[name]).resolve() for name in ("stdlib", "platstdlib") if paths.get(name)})
+
+
+def _left_out(path: Path, standard: list[Path], torch_dir: Path) -> bool:
+    """Whether the extension module at ``path`` (resolved) stays out of the key: one of torch's own, or one of the
+    standard library's (under ``standard``, :func:`_standard_dirs`), never an installed package's (a
+    ``site-packages`` or ``dist-packages`` directory, which a Python outside a virtualenv keeps under its
+    standard library)."""
+    if path.is_relative_to(torch_dir):
+        return True
+    installed = any(part in ("site-packages", "dist-packages") for part in path.parts)
+    return not installed and any(path.is_relative_to(d) for d in standard)
+
+
 def _extension_modules() -> list[tuple[str, int, int]]:
     """Python extension modules imported in this process (a C++ library loaded by importing ``pkg._C`` is not in
     ``torch.ops.loaded_libraries``): path, size and modification time each (reading every extension's bytes would
-    cost more than the items a rerun saves). The standard library's and torch's own are left out: the Python and
-    torch versions stand for them, and which of them a process happens to have imported (a profiler's
-    ``_lsprof``, a module torch imports lazily) says nothing about the class."""
-    import sysconfig
-
+    cost more than the items a rerun saves). The standard library's and torch's own are left out
+    (:func:`_left_out`): the Python and torch versions stand for them, and which of them a process happens to
+    have imported (a profiler's ``_lsprof``, a module torch imports lazily) says nothing about the class; an
+    installed package's (``pip install .`` of the library under test) is always in."""
     import torch
 
-    skip = tuple(str(Path(p).resolve()) + "/" for p in {sysconfig.get_paths()["stdlib"],
-                                                        sysconfig.get_paths()["platstdlib"],
-                                                        Path(torch.__file__).parent} if p)
+    standard, torch_dir = _standard_dirs(), Path(torch.__file__).resolve().parent
     out = []
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None) or ""
-        if path.endswith((".so", ".pyd")) and not str(Path(path).resolve()).startswith(skip):
+        if path.endswith((".so", ".pyd")) and not _left_out(Path(path).resolve(), standard, torch_dir):
             try:
                 st = Path(path).stat()
             except OSError:
@@ -161,7 +181,7 @@ class KeyMaker:
         self._options = tuple(options)  # further run options that change a verdict (the call timeout)
         self._run: str | None = None
         self._classes: dict[str, str] = {}
-        self._visiting: set[str] = set()
+        self._own: dict[str, tuple[str, list[str]]] = {}  # qualname -> (its own part, the classes it names)
 
     def run_part(self) -> str:
         if self._run is None:
@@ -180,47 +200,55 @@ class KeyMaker:
         return self._run
 
     def class_part(self, qualname: str) -> str:
-        """The part of the key of the class ``qualname``; a TorchBind class's includes the parts of the classes
-        its schemas name (their examples and fakes are this class's arguments while tracing)."""
+        """The part of the key of the class ``qualname``: its own parts (:meth:`_own_part`) and those of every
+        class its schemas name, directly or through another class (their examples and fakes are this class's
+        arguments while tracing), in one sorted list, so two classes naming each other each get the same part
+        whichever is asked first. Raises ``KeyError`` for a class torch does not know; a named one it does not
+        know counts by its name."""
         if qualname not in self._classes:
-            if qualname in self._visiting:  # two classes naming each other: the name stands for the other
-                return qualname
-            self._visiting.add(qualname)
-            try:
-                self._classes[qualname] = _hash(self._class_parts(qualname))
-            finally:
-                self._visiting.discard(qualname)
+            closure: dict[str, str] = {}
+            todo = [qualname]
+            while todo:
+                name = todo.pop()
+                if name in closure:
+                    continue
+                try:
+                    closure[name], named = self._own_part(name)
+                except KeyError:
+                    if name == qualname:
+                        raise
+                    closure[name], named = "<unknown class>", []
+                todo += named
+            self._classes[qualname] = _hash([qualname, *sorted(closure.items())])
         return self._classes[qualname]
 
-    def _class_parts(self, qualname: str) -> list[Any]:
-        ctx = self._context(qualname)
-        parts: list[Any] = [qualname, ctx.kind]
-        info = ctx.info
-        if ctx.kind == "torchbind":
-            schemas = [*(str(s) for s in info.methods.values()), *(str(s) for s in info.constructors),
-                       *(str(s) for s in info.static_methods.values()), *(str(op.schema) for op in info.ops)]
-            parts += sorted((name, str(schema)) for name, schema in info.methods.items())
-            parts += [str(s) for s in info.constructors]
-            parts += sorted((name, str(schema)) for name, schema in info.static_methods.items())
-            parts += [(op.qualname, str(op.schema), *_op_sources(op.qualname)) for op in info.ops]
-            parts += class_sources(info.fake_class) if info.fake_class is not None else ["<no fake class>"]
-            others = sorted({f"{ns}::{name}" for text in schemas for ns, name in _CLASS_NAME.findall(text)}
-                            - {qualname})
-            parts += [(other, self._other_class_part(other)) for other in others]
-        else:
-            parts += class_sources(info.cls)
-            parts += [info.kind, info.hoist, sorted(info.members.items()),
-                      source_of(info.guard_fn) if info.guard_fn is not None else None]
-            parts += [(op.qualname, str(op.schema), *_op_sources(op.qualname)) for op in info.ops]
-        parts += [source_of(f) for f in self._registry.factories(qualname)]
-        parts += sorted((repr(k), source_of(f)) for k, f in self._registry.strategies(qualname).items())
-        return parts
-
-    def _other_class_part(self, qualname: str) -> str:
-        try:
-            return self.class_part(qualname)
-        except KeyError:  # a class torch does not know (yet): its name only
-            return "<unknown class>"
+    def _own_part(self, qualname: str) -> tuple[str, list[str]]:
+        """The hash of what the class ``qualname`` itself is made of (schemas, fake class, ops and their fakes and
+        kernels, registration, examples, strategies) and the TorchBind classes its schemas name."""
+        if qualname not in self._own:
+            ctx = self._context(qualname)
+            parts: list[Any] = [qualname, ctx.kind]
+            info = ctx.info
+            named: list[str] = []
+            if ctx.kind == "torchbind":
+                schemas = [*(str(s) for s in info.methods.values()), *(str(s) for s in info.constructors),
+                           *(str(s) for s in info.static_methods.values()), *(str(op.schema) for op in info.ops)]
+                parts += sorted((name, str(schema)) for name, schema in info.methods.items())
+                parts += [str(s) for s in info.constructors]
+                parts += sorted((name, str(schema)) for name, schema in info.static_methods.items())
+                parts += [(op.qualname, str(op.schema), *_op_sources(op.qualname)) for op in info.ops]
+                parts += class_sources(info.fake_class) if info.fake_class is not None else ["<no fake class>"]
+                named = sorted({f"{ns}::{name}" for text in schemas for ns, name in _CLASS_NAME.findall(text)}
+                               - {qualname})
+            else:
+                parts += class_sources(info.cls)
+                parts += [info.kind, info.hoist, sorted(info.members.items()),
+                          source_of(info.guard_fn) if info.guard_fn is not None else None]
+                parts += [(op.qualname, str(op.schema), *_op_sources(op.qualname)) for op in info.ops]
+            parts += [source_of(f) for f in self._registry.factories(qualname)]
+            parts += sorted((repr(k), source_of(f)) for k, f in self._registry.strategies(qualname).items())
+            self._own[qualname] = (_hash(parts), named)
+        return self._own[qualname]
 
     def key(self, qualname: str, check: str, item_name: str, expected: str | None = None) -> str:
         """The key of the item ``item_name`` (``check[target]``) of check ``check`` on the class ``qualname``;

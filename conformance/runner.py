@@ -58,6 +58,14 @@ class Engine:
                                                           self.tracer, self.context)
         return ctx
 
+    def lost_examples(self) -> bool:
+        """Whether an example object of a class this engine has prepared was left out because building it crashed
+        or hung a worker process (:attr:`~conformance.example_objects.ExampleSet.lost`): every check of that class,
+        and of a class whose arguments it gives, was then judged without that state, a verdict a rerun need not
+        give again."""
+        return any(getattr(ctx, "_examples", None) is not None and ctx._examples.lost
+                   for ctx in self._contexts.values())
+
     def clear(self) -> None:
         """Forget every cached context (with its example objects and scenarios): needed after libraries, fakes or
         factories change."""
@@ -122,6 +130,14 @@ def run_target(unit: CheckTarget, engine: Engine | None = None) -> Outcome:
     ``KeyboardInterrupt`` from user code) fails the item too (:mod:`conformance.faults`); only a real interrupt
     (Ctrl-C) is raised on."""
     engine = engine or Engine()
+    outcome = _run_check(unit, engine)
+    if engine.lost_examples():  # judged without an example a crash or hang took away: never kept for reuse
+        outcome.lost = True
+    return outcome
+
+
+def _run_check(unit: CheckTarget, engine: Engine) -> Outcome:
+    """:func:`run_target` without the last step."""
     check, qualname, target = unit.check.name, unit.qualname, unit.target_name
     try:
         with engine.tracer.calling(f"check {unit.name} of {qualname}", timed=False):

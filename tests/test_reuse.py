@@ -12,6 +12,7 @@ import dataclasses
 import json
 import shutil
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -200,6 +201,37 @@ def test_a_class_named_in_the_schemas_is_part_of_the_key(samples):
         assert key(engine) == key(Engine())  # the real TensorQueue names no Counter: its key stays
 
 
+def test_two_classes_naming_each_other_get_keys_that_do_not_depend_on_order(samples):
+    from sample_classes.broken import installed_broken
+
+    engine = Engine()
+
+    def naming(qualname, other, ns_name):
+        real = engine.context(qualname)
+        methods = dict(real.info.methods)
+        methods["with_other"] = torch._C.parse_schema(
+            f"with_other(__torch__.torch.classes.{qualname.replace('::', '.')} _0, "
+            f"__torch__.torch.classes.{ns_name} o) -> int")
+        return types.SimpleNamespace(kind="torchbind", info=dataclasses.replace(real.info, methods=methods))
+
+    queue, counter = naming(QUEUE, COUNTER, "samples.Counter"), naming(COUNTER, QUEUE, "samples.TensorQueue")
+
+    def context(q):
+        return {QUEUE: queue, COUNTER: counter}[q]
+
+    def keys(first: str) -> dict[str, str]:
+        maker = KeyMaker(context, engine.registry, engine.settings)
+        order = [first, *({QUEUE, COUNTER} - {first})]
+        return {q: maker.key(q, "agreement", "agreement[size]") for q in order}
+
+    base = keys(QUEUE)
+    assert keys(COUNTER) == base  # whichever class is asked first
+    with installed_broken("queue_pop_keeps"):  # TensorQueue's fake changes: Counter's key too (its argument)
+        changed = keys(COUNTER)
+        assert changed == keys(QUEUE)
+        assert changed[QUEUE] != base[QUEUE] and changed[COUNTER] != base[COUNTER]
+
+
 def test_the_store_keeps_verdicts_by_node_id_and_key_and_ignores_damaged_entries():
     from conformance.reuse import ReuseStore
 
@@ -241,6 +273,23 @@ def test_what_is_settled_and_kept():
     assert not settled(failed, expected_to_fail=True)
 
 
+def test_an_outcome_judged_without_an_example_a_crash_took_is_not_settled(samples):
+    from conformance.example_objects import ExampleSet
+    from conformance.reuse import settled
+    from conformance.runner import plan, run_target
+
+    engine = Engine()
+    (unit,) = plan(COUNTER, engine, only=["flatten"])
+    assert settled(run_target(unit, engine), expected_to_fail=False)
+    # Preparation left one example out: building it crashed the isolation worker (a timeout on a busy machine
+    # does the same), so every verdict of the class was reached without that state.
+    ctx = engine.context(COUNTER)
+    ctx._examples = ExampleSet(ctx._examples.examples, [], None, [("Counter(3)", "crashed a worker process")])
+    outcome = run_target(unit, engine)
+    assert outcome.status.value == "passed" and outcome.lost
+    assert not settled(outcome, expected_to_fail=False)
+
+
 def test_the_baseline_entry_is_part_of_the_key(samples):
     engine = Engine()
     maker = KeyMaker(engine.context, engine.registry, engine.settings)
@@ -250,16 +299,35 @@ def test_the_baseline_entry_is_part_of_the_key(samples):
     assert len({plain, listed, maker.key(QUEUE, "agreement", "agreement[pop]", "baseline: another reason")}) == 3
 
 
-def test_standard_library_and_torch_extension_modules_are_not_in_the_key(samples, monkeypatch):
+def test_standard_library_and_torch_extension_modules_are_not_in_the_key(samples, monkeypatch, tmp_path):
     import sys
     import sysconfig
 
+    from conformance import reuse
+
+    # Where this Python keeps them: the standard library's (lib-dynload) and torch's are left out, an installed
+    # package's is in, also in a virtualenv (whose own platstdlib is the directory above its site-packages) and
+    # outside one (where site-packages lies under the standard library).
+    standard, torch_dir = reuse._standard_dirs(), Path(torch.__file__).resolve().parent
+    assert reuse._left_out(standard[0] / "lib-dynload" / "_lsprof.so", standard, torch_dir)
+    assert reuse._left_out(torch_dir / "lib" / "libtorch_python.so", standard, torch_dir)
+    for installed in (Path(sysconfig.get_paths()["platlib"]), standard[0] / "site-packages"):
+        assert not reuse._left_out(installed.resolve() / "mylib" / "_C.so", standard, torch_dir), installed
+
+    # End to end, with real files: a rebuilt standard-library extension changes no key, a rebuilt package does.
+    std = tmp_path / "python" / "lib"
+    monkeypatch.setattr(reuse, "_standard_dirs", lambda: [std.resolve()])
+    files = {"_lsprof_for_test": std / "lib-dynload" / "_lsprof.so",
+             "mylib_c_for_test": std / "site-packages" / "mylib" / "_C.so"}
+    for name, path in files.items():
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"one")
+        monkeypatch.setitem(sys.modules, name, types.SimpleNamespace(__file__=str(path)))
     before = key()
-    # A profiler's _lsprof, or any other extension of the standard library or of torch, imported or not.
-    for name, where in (("_lsprof_for_test", sysconfig.get_paths()["stdlib"]),
-                        ("torch_ext_for_test", __import__("os").path.dirname(torch.__file__))):
-        monkeypatch.setitem(sys.modules, name, types.SimpleNamespace(__file__=f"{where}/{name}.cpython-311.so"))
+    files["_lsprof_for_test"].write_bytes(b"three")
     assert key() == before
+    files["mylib_c_for_test"].write_bytes(b"three")
+    assert key() != before
 
 
 def test_source_of_follows_torchs_registration_wrappers():
@@ -409,6 +477,7 @@ def pytest_collection_modifyitems(items):
     listed = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
     assert "XPASS(strict)" in listed.stdout.str() and "torchbind[py:reusemod.Good]::guards[good]" in _items(
         listed, "FAILED")
+    assert "torchbind[py:reusemod.Good]::guards[good]" not in _reused(report)  # it ran: its key holds the entry
 
     # Off, or a cleared cache: everything runs.
     pytester.runpytest_subprocess(*args[:2], "--torchbind-reuse=off", *args[3:])
