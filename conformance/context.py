@@ -12,7 +12,6 @@ import torch
 import torch.utils._pytree as pytree
 from torch._library.fake_class_registry import maybe_to_fake_obj
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from .arguments import ArgumentSource
 from .calls import Call, Callee
@@ -34,6 +33,8 @@ __all__ = [
 def new_fake_mode() -> FakeTensorMode:
     """A ``FakeTensorMode`` with a ``ShapeEnv``, as dynamo and export use, so fakes that allocate data-dependent
     sizes (``torch.library.get_ctx().new_dynamic_size()``) work."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv  # sympy: 0.3 s a run that reuses every verdict saves
+
     return FakeTensorMode(shape_env=ShapeEnv())
 
 
