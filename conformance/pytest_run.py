@@ -145,6 +145,8 @@ class PluginRun:
                         run.classes.append(qualname)
             except SelectorError as exc:
                 raise pytest.UsageError(str(exc)) from None
+        if run.collection.reuse is not None:
+            run.collection.reuse.keys.snapshot()  # the extension modules the run's loading imported
         run._configure_isolation()
         run._handle_sigterm()
         if run.classes:

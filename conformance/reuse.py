@@ -174,7 +174,8 @@ class KeyMaker:
     """Computes item keys for one run: ``context(qualname)`` gives a class context
     (:meth:`conformance.runner.Engine.context`), ``registry`` the adopter's factories and strategies
     (:class:`~conformance.registry.Registry`), ``settings`` the run's :class:`~conformance.settings.Settings`.
-    The run's part and each class's part are computed once."""
+    The run's part and each class's part are computed once; :meth:`snapshot` fixes which extension modules count
+    (call it once the run has loaded its libraries and fakes)."""
 
     def __init__(self, context: Callable[[str], Any], registry: Any, settings: Any, options: Iterable[Any] = ()):
         self._context, self._registry, self._settings = context, registry, settings
@@ -182,10 +183,21 @@ class KeyMaker:
         self._run: str | None = None
         self._classes: dict[str, str] = {}
         self._own: dict[str, tuple[str, list[str]]] = {}  # qualname -> (its own part, the classes it names)
+        self._extensions: list[tuple[str, int, int]] | None = None
+
+    def snapshot(self) -> None:
+        """Take the Python extension modules imported by now (:func:`_extension_modules`) as the run's: the
+        plugin calls it when the run has loaded its ``--torchbind-load`` specs, so an extension a test of the
+        user's imports later in the same run (``scipy``, say) changes no key, whatever the order items run in.
+        Without a snapshot, the first key takes one."""
+        self._extensions = _extension_modules()
 
     def run_part(self) -> str:
         if self._run is None:
             import torch
+
+            if self._extensions is None:
+                self.snapshot()
 
             import conformance
 
@@ -195,7 +207,7 @@ class KeyMaker:
             s = self._settings
             self._run = _hash([KEY_RECIPE, torch.__version__, conformance.__version__, sys.version_info[:2],
                                *[(str(p.relative_to(package)), _file_bytes(p)) for p in sources],
-                               *[(lib, _file_bytes(lib)) for lib in libraries], *_extension_modules(),
+                               *[(lib, _file_bytes(lib)) for lib in libraries], *self._extensions,
                                s.load_code, s.examples, s.device, _hypothesis_profile(), self._options])
         return self._run
 

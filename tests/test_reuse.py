@@ -330,6 +330,22 @@ def test_standard_library_and_torch_extension_modules_are_not_in_the_key(samples
     assert key() != before
 
 
+def test_extensions_imported_after_the_snapshot_change_no_key(samples, monkeypatch, tmp_path):
+    import sys
+
+    engine = Engine()
+    maker = KeyMaker(engine.context, engine.registry, engine.settings)
+    maker.snapshot()  # what the plugin does once its --torchbind-load specs are loaded
+    before = key()
+    # A test of the user's imports another package's extension later in the run.
+    ext = tmp_path / "site-packages" / "other" / "_ext.so"
+    ext.parent.mkdir(parents=True)
+    ext.write_bytes(b"one")
+    monkeypatch.setitem(sys.modules, "other_ext_for_test", types.SimpleNamespace(__file__=str(ext)))
+    assert maker.key(QUEUE, "agreement", "agreement[pop]") == before
+    assert key() != before  # a run that had imported it before its snapshot counts it
+
+
 def test_source_of_follows_torchs_registration_wrappers():
     def func(x):
         return x + 1
