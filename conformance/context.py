@@ -148,6 +148,12 @@ class ClassContext:
                 self._building = False
         return self._examples
 
+    @property
+    def examples_lost(self) -> bool:
+        """Whether preparing the examples left one out because building it crashed or hung a worker process
+        (:attr:`~conformance.example_objects.ExampleSet.lost`); ``False`` before they are built."""
+        return self._examples is not None and bool(self._examples.lost)
+
     def require_examples(self) -> list[Example]:
         """The examples, or :class:`NotApplicable` pointing at the ``examples`` item when there are none."""
         exset = self.example_set

@@ -59,12 +59,11 @@ class Engine:
         return ctx
 
     def lost_examples(self) -> bool:
-        """Whether an example object of a class this engine has prepared was left out because building it crashed
-        or hung a worker process (:attr:`~conformance.example_objects.ExampleSet.lost`): every check of that class,
-        and of a class whose arguments it gives, was then judged without that state, a verdict a rerun need not
-        give again."""
-        return any(getattr(ctx, "_examples", None) is not None and ctx._examples.lost
-                   for ctx in self._contexts.values())
+        """Whether an example object of a TorchBind class this engine has prepared was left out because building it
+        crashed or hung a worker process (:attr:`~conformance.context.ClassContext.examples_lost`; a Python custom
+        class draws its objects in each check): every check of that class, and of a class whose arguments it
+        gives, was then judged without that state, a verdict a rerun need not give again."""
+        return any(getattr(ctx, "examples_lost", False) for ctx in self._contexts.values())
 
     def clear(self) -> None:
         """Forget every cached context (with its example objects and scenarios): needed after libraries, fakes or
