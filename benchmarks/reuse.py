@@ -4,8 +4,8 @@ method changed, side by side in one run on this machine.
 For three selections — the seed's ``samples::TensorQueue`` alone; five sample classes together
 (``samples::TensorQueue``, ``samples::Counter``, ``samples::Config``, ``samples_patterns::Bag``,
 ``samples_patterns::Versioned``); and every well-behaved sample class (``samples::*``, ``samples_patterns::*``,
-``samples_inputs::*``: the scale of a library with a dozen classes) — it prints the wall time (seconds) of the whole gate (every check, every
-backend), serially and with ``-n 2``, three ways, in a scratch copy of ``sample_classes`` with its own pytest
+``samples_inputs::*`` with ``PagedCache``'s adopter module: the scale of a library with a dozen classes) — it
+prints the wall time (seconds) of the whole gate (every check, every backend), serially and with ``-n 2``, three ways, in a scratch copy of ``sample_classes`` with its own pytest
 cache, as a CI gate runs it: with a reviewed baseline of the selection's known failures (written by an untimed
 ``--torchbind-accept`` run with caches of its own, as an adopter does once):
 
@@ -37,12 +37,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 from conformance.reuse import REUSED  # noqa: E402 - how a reused item's note begins
 
-SELECTIONS = {
-    "TensorQueue": ["samples::TensorQueue"],
-    "five classes": ["samples::TensorQueue", "samples::Counter", "samples::Config", "samples_patterns::Bag",
-                     "samples_patterns::Versioned"],
-    # The scale the issue's motivation names (a library with a dozen or more classes).
-    "every well-behaved sample class": ["samples::*", "samples_patterns::*", "samples_inputs::*"],
+SELECTIONS = {  # name: the gate's selection (classes, and the adopter modules they need)
+    "TensorQueue": ["--torchbind-class=samples::TensorQueue"],
+    "five classes": [f"--torchbind-class={c}" for c in (
+        "samples::TensorQueue", "samples::Counter", "samples::Config", "samples_patterns::Bag",
+        "samples_patterns::Versioned")],
+    # The scale the issue's motivation names (a library with a dozen classes), PagedCache with its adopter module
+    # (without it, the examples' exec_rawptr calls crash the process: never a verdict kept for reuse).
+    "every well-behaved sample class": ["--torchbind-load=sample_classes.fakes_inputs",
+                                        "--torchbind-load=sample_classes.adopter_inputs",
+                                        "--torchbind-class=samples::*", "--torchbind-class=samples_patterns::*",
+                                        "--torchbind-class=samples_inputs::*"],
 }
 
 
@@ -56,13 +61,13 @@ def _env(project: Path, torch_cache: str) -> dict[str, str]:
     return env
 
 
-def gate(project: Path, classes: list[str], *extra: str, torch_cache: str,
+def gate(project: Path, selection: list[str], *extra: str, torch_cache: str,
          cache: str = "cache") -> tuple[float, int, int, list[str]]:
     """One run of the gate in ``project``: (seconds, items in the report, items reused, the items that ran with
     their status)."""
     report = project / "report.json"
     cmd = [sys.executable, "-m", "pytest", "-q", "--torchbind-load=sample_classes",
-           *(f"--torchbind-class={c}" for c in classes), "--torchbind-reuse=on", f"--torchbind-report={report}",
+           *selection, "--torchbind-reuse=on", f"--torchbind-report={report}",
            "--torchbind-baseline=baseline.json", "-o", f"cache_dir={project / cache}", *extra]
     start = time.perf_counter()
     subprocess.run(cmd, cwd=project, env=_env(project, torch_cache), stdout=subprocess.DEVNULL,
@@ -96,19 +101,19 @@ def main() -> None:
         # The sample extension's build (keyed on its source paths: this copy builds once), not timed.
         subprocess.run([sys.executable, "-c", "import sample_classes"], cwd=project, env=_env(project, "warmup"),
                        check=True)
-        for i, (name, classes) in enumerate(SELECTIONS.items()):
+        for i, (name, selection) in enumerate(SELECTIONS.items()):
             # The adopter's reviewed baseline of this selection's known failures, written once with caches of its
             # own (not timed, and leaving the timed runs' caches empty).
             (project / "baseline.json").unlink(missing_ok=True)
-            gate(project, classes, "-n", "2", "--torchbind-accept", torch_cache=f"accept-{i}", cache=f"accept-{i}")
+            gate(project, selection, "-n", "2", "--torchbind-accept", torch_cache=f"accept-{i}", cache=f"accept-{i}")
             for mode, flags in MODES.items():
                 # Each cold run starts with torch's caches empty. No space in the directory's name: inductor's C++
                 # compile command does not quote its paths (a cache directory "a b" fails every C++ compile).
                 cache = f"torch-cache-{i}-{'serial' if mode == 'serial' else 'n2'}"
-                cold = gate(project, classes, *flags, "--cache-clear", torch_cache=cache)
-                warm = gate(project, classes, *flags, torch_cache=cache)
+                cold = gate(project, selection, *flags, "--cache-clear", torch_cache=cache)
+                warm = gate(project, selection, *flags, torch_cache=cache)
                 edit_fake(project)
-                changed = gate(project, classes, *flags, torch_cache=cache)
+                changed = gate(project, selection, *flags, torch_cache=cache)
                 edit_fake(project, undo=True)
                 rows.append((name, mode, cold, warm, changed))
     from matrix import floor_wall
