@@ -510,3 +510,27 @@ def test_reuse_needs_pytests_cache_and_a_known_value(pytester):
     result = pytester.runpytest_inprocess("--torchbind-class=samples::TensorQueue", "--torchbind-isolation=none")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "torchbind_reuse: expected on or off, got 'yes'" in result.stderr.str()
+
+
+@pytest.mark.process
+def test_a_crash_is_never_kept_nor_what_was_judged_without_the_example_it_took(pytester, samples):
+    # PagedCache without its adopter module: building an example calls exec_rawptr, which dereferences a made-up
+    # int and crashes the worker (that state is left out), and the flatten check crashes on the same call.
+    report = pytester.path / "report.json"
+    args = ["--torchbind-load=sample_classes", "--torchbind-class=samples_inputs::PagedCache",
+            "--torchbind-class=samples::Counter", "--torchbind-checks=examples,flatten,signature",
+            "--torchbind-reuse=on", f"--torchbind-report={report}"]
+
+    def reused() -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {"samples_inputs::PagedCache": set(), "samples::Counter": set()}
+        for c in json.loads(report.read_text())["classes"]:
+            out[c["qualname"]] |= {v["item"] for v in c["verdicts"] if v["notes"]
+                                   and v["notes"][-1].startswith("reused from ")}
+        return out
+
+    cold = pytester.runpytest_subprocess(*args)
+    assert "building an example object crashed" in cold.stdout.str() and "killed by SIGSEGV" in cold.stdout.str()
+    pytester.runpytest_subprocess(*args)
+    kept = reused()
+    assert kept["samples_inputs::PagedCache"] == set(), kept  # the crash, and every verdict reached without it
+    assert {"examples", "flatten"} <= kept["samples::Counter"] and len(kept["samples::Counter"]) > 2, kept
