@@ -38,7 +38,8 @@ class Collection:
     items (node id -> :class:`~conformance.runner.CheckTarget`)
     an isolation worker forked later runs by node id. ``run_item(nodeid, unit)`` runs one item (the setup role's
     :meth:`conformance.pytest_run.PluginRun.run_item`); ``on_register(nodeid)`` is told of every collected item;
-    ``reuse``: the store of settled verdicts (``--torchbind-reuse=on``), or ``None``; ``expected``: the
+    ``reuse``: the store of settled verdicts (reading them with ``--torchbind-reuse=on``; refreshing only those
+    kept earlier with ``off``), or ``None`` without pytest's cache; ``expected``: the
     baseline entries marked on the collected items (node id -> entry), filled by :meth:`collect`."""
 
     def __init__(self, engine: Engine, classes: list[str], known: dict[str, Entry], torch_version: str,
@@ -83,7 +84,7 @@ class Collection:
                     f"from {self.baseline_path} or run with --torchbind-accept)")))
 
     def reuse_key(self, nodeid: str, unit: CheckTarget) -> str | None:
-        """The item's reuse key (:class:`~conformance.reuse.KeyMaker`), or ``None`` when reuse is off or the key
+        """The item's reuse key (:class:`~conformance.reuse.KeyMaker`), or ``None`` without a store or when the key
         cannot be computed (the item runs). When the baseline marked the item a strict xfail (:attr:`expected`),
         its entry (reason and the torch releases it applies to) is part of the key, so a kept known failure counts
         only while the baseline lists the item the same way, and a kept pass only while it does not list it. An
@@ -165,8 +166,10 @@ class TorchbindCheckItem(pytest.Item):
 
     def runtest(self) -> None:
         store = self.collection.reuse
-        key = self.collection.reuse_key(self.nodeid, self.unit)
-        entry = store.lookup(self.nodeid, key) if key is not None else None
+        # With --torchbind-reuse=off nothing is read back, but what an earlier run kept for the item is refreshed.
+        refresh = store is not None and (store.reading or store.holds(self.nodeid))
+        key = self.collection.reuse_key(self.nodeid, self.unit) if refresh else None
+        entry = store.lookup(self.nodeid, key) if key is not None and store.reading else None
         if entry is not None:  # a settled verdict with the same key: reported again, saying so
             data = dict(entry["data"], notes=[*entry["data"].get("notes", []), reused_note(entry)])
             self._conclude(data, entry.get("failure"))
@@ -181,6 +184,8 @@ class TorchbindCheckItem(pytest.Item):
                    if outcome.failures else None)
         if key is not None and settled(outcome, expected_to_fail=self.nodeid in self.collection.expected):
             store.store(self.nodeid, key, data, failure)
+        elif refresh:
+            store.forget(self.nodeid)  # a verdict kept earlier (another key, or a change the key cannot see)
         self._conclude(data, failure)
 
     def _conclude(self, data: dict, failure: str | None) -> None:

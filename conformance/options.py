@@ -280,8 +280,9 @@ def read_options(config: pytest.Config, check_names: list[str], backend_names: l
         raise pytest.UsageError(f"torchbind_reuse: expected on or off, got {reuse!r}")
     options.reuse = reuse == "on"
     if options.reuse and getattr(config, "cache", None) is None:
-        raise pytest.UsageError("--torchbind-reuse=on keeps verdicts in pytest's cache, which this run switched off "
-                                "(-p no:cacheprovider): enable the cache provider or use --torchbind-reuse=off")
+        raise pytest.UsageError("--torchbind-reuse=on (ini torchbind_reuse) keeps verdicts in pytest's cache, which "
+                                "this run switched off (-p no:cacheprovider): enable the cache provider or use "
+                                "--torchbind-reuse=off")
     options.settings = Settings(**fields)
     return options
 

@@ -86,9 +86,11 @@ class PluginRun:
         self.supervisor: Supervisor | None = None
         self.controller = not hasattr(config, "workerinput")
         reuse = None
-        if options.reuse:  # passes kept in pytest's cache (options checked that there is one)
+        if getattr(config, "cache", None) is not None:
+            # Verdicts kept in pytest's cache: read back with --torchbind-reuse=on; with off, only those an
+            # earlier run kept are refreshed (options checked that reuse=on has a cache).
             reuse = ReuseStore(config.cache, KeyMaker(engine.context, engine.registry, engine.settings,
-                                                      options=(options.timeout,)))
+                                                      options=(options.timeout,)), reading=options.reuse)
         self.collection = Collection(engine, self.classes, options.known, torch.__version__, self.run_item,
                                      self._registered, options.baseline, reuse)
         #: The controller's (or a serial run's) recorder; ``None`` on a pytest-xdist worker.

@@ -43,17 +43,23 @@ def lost_reason(report: pytest.TestReport) -> str:
     return f"{who} crashed (or was killed) while running it, before it reported a result"
 
 
-def reuse_line(verdicts) -> str | None:
+def reuse_line(verdicts, reading: bool) -> str | None:
     """One line for the terminal summary saying how many of ``verdicts`` (the recorder's verdict dicts) were read
-    back from an earlier run by ``--torchbind-reuse`` and what they were, or ``None`` when none was."""
+    back from an earlier run by ``--torchbind-reuse`` and what they were; with reuse on (``reading``) also when
+    none was (a first run, changed inputs, or a cache CI did not restore look alike otherwise). ``None`` with
+    reuse off, or without verdicts."""
     verdicts = list(verdicts)
     reused = [v for v in verdicts if any(n.startswith(REUSED) for n in v.get("notes", ()))]
-    if not reused:
+    if not verdicts or not (reused or reading):
         return None
-    kinds = {"passed": 0, "skipped": 0, "known failures": 0}
+    if not reused:
+        return (f"torchbind: 0 of {len(verdicts)} verdicts reused: none was kept under the same key in pytest's "
+                "cache (a first run, changed inputs, or a .pytest_cache that was not restored)")
+    kinds = {"passed": 0, "skipped": 0, "known failure": 0}
     for v in reused:
-        kinds["known failures" if v["status"] == Status.FAILED.value else v["status"]] += 1
-    what = ", ".join(f"{n} {kind}" for kind, n in kinds.items() if n)
+        kinds["known failure" if v["status"] == Status.FAILED.value else v["status"]] += 1
+    what = ", ".join(f"{n} {kind}{'s' if kind == 'known failure' and n != 1 else ''}" for kind, n in kinds.items()
+                     if n)
     return (f"torchbind: {len(reused)} of {len(verdicts)} verdicts reused from earlier runs ({what}; "
             "--torchbind-reuse=off runs them again)")
 
@@ -139,7 +145,7 @@ class Recorder:
                 terminalreporter.write_line(line)
             if self.report_written:
                 terminalreporter.write_line(f"report: {self.options.report}")
-        reused = reuse_line(self.verdicts.values())
+        reused = reuse_line(self.verdicts.values(), self.options.reuse)
         if reused:
             terminalreporter.write_line(reused)
         if self.accepted_changes is not None or self.stale:

@@ -301,10 +301,13 @@ _KEPT = {"passed", "skipped", "failed"}
 class ReuseStore:
     """Settled verdicts kept in pytest's cache: ``cache`` is ``config.cache`` (``get(key, default)`` /
     ``set(key, value)``); one entry per node id holding the item's key, the date of its verdict, the data its
-    report carries, and for a known failure the rendered failure."""
+    report carries, and for a known failure the rendered failure. ``reading``: kept verdicts are read back
+    (``--torchbind-reuse=on``); a store that does not read (``--torchbind-reuse=off``) only refreshes the entries
+    an earlier run left (:meth:`holds`), so a change the key cannot see, run once with reuse off, is not read
+    back as it was."""
 
-    def __init__(self, cache: Any, keys: KeyMaker):
-        self.cache, self.keys = cache, keys
+    def __init__(self, cache: Any, keys: KeyMaker, reading: bool = True):
+        self.cache, self.keys, self.reading = cache, keys, reading
 
     @staticmethod
     def _path(nodeid: str) -> str:
@@ -323,6 +326,15 @@ class ReuseStore:
         if (data["status"] == "failed") != isinstance(entry.get("failure"), str):
             return None  # a failure without its text, or a text without a failure
         return entry
+
+    def holds(self, nodeid: str) -> bool:
+        """Whether an entry for ``nodeid`` is kept (whatever its key)."""
+        return self.cache.get(self._path(nodeid), None) is not None
+
+    def forget(self, nodeid: str) -> None:
+        """Drop the entry of ``nodeid``, if there is one (nothing is written otherwise)."""
+        if self.holds(nodeid):
+            self.cache.set(self._path(nodeid), None)
 
     def store(self, nodeid: str, key: str, data: dict, failure: str | None = None) -> None:
         """Keep the verdict of ``nodeid`` under ``key``: the report data ``data`` (JSON-serialisable) and, for a

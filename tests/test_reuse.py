@@ -259,6 +259,22 @@ def test_the_store_keeps_verdicts_by_node_id_and_key_and_ignores_damaged_entries
     assert store.lookup("torchbind[a.B]::agreement[m]", "k3")["failure"].endswith("a.B.m: differs")
 
 
+def test_the_summary_line_counts_what_was_reused():
+    from conformance.recorder import reuse_line
+
+    note = ["reused from 2026-11-25 09:00 UTC, key 0123456789ab"]
+    verdicts = [{"status": "passed", "notes": note}, {"status": "failed", "notes": note},
+                {"status": "skipped", "notes": []}]
+    assert reuse_line(verdicts, reading=True) == (
+        "torchbind: 2 of 3 verdicts reused from earlier runs (1 passed, 1 known failure; --torchbind-reuse=off runs "
+        "them again)")
+    verdicts.append({"status": "failed", "notes": note})
+    assert "(1 passed, 2 known failures;" in reuse_line(verdicts, reading=True)
+    fresh = [{"status": "passed", "notes": []}]
+    assert reuse_line(fresh, reading=True).startswith("torchbind: 0 of 1 verdicts reused: none was kept")
+    assert reuse_line(fresh, reading=False) is None and reuse_line([], reading=True) is None
+
+
 def test_what_is_settled_and_kept():
     from conformance.results import Failure, Outcome
     from conformance.reuse import settled
@@ -360,6 +376,8 @@ def test_source_of_follows_torchs_registration_wrappers():
 # ----- end to end ------------------------------------------------------------------------------------------------
 
 CLASSES = '''
+import os
+
 import torch
 from torch._library import opaque_object as oo
 
@@ -375,6 +393,8 @@ class Good:
     def __init__(self, a: int, b: int):
         self.a, self.b = a, b
     def __eq__(self, other):
+        if os.environ.get("REUSE_T_EQ_FORGETS_B"):  # a switch the key cannot see
+            return isinstance(other, Good) and self.a == other.a
         return isinstance(other, Good) and (self.a, self.b) == (other.a, other.b)
     def __hash__(self):
         return hash((self.a, self.b))
@@ -422,7 +442,7 @@ def _reused(path) -> set[str]:
 
 
 @pytest.mark.process
-def test_a_rerun_reuses_settled_verdicts_never_a_failure_and_a_changed_class_reruns_alone(pytester):
+def test_a_rerun_reuses_settled_verdicts_never_a_failure_and_a_changed_class_reruns_alone(pytester, monkeypatch):
     pytester.makepyfile(reusemod=CLASSES)
     report = pytester.path / "report.json"
     args = ["--torchbind-load=reusemod", "--torchbind-class=reusemod.*", "--torchbind-reuse=on",
@@ -435,6 +455,7 @@ def test_a_rerun_reuses_settled_verdicts_never_a_failure_and_a_changed_class_rer
     unsupported = {"torchbind[py:reusemod.Good]::matrix[good-export]", "torchbind[py:reusemod.Bad]::matrix[bad-export]"}
     assert len(passed) == 6 and not _reused(report), cold.stdout.str()[-3000:]
     cold.assert_outcomes(passed=6, failed=2, skipped=2)
+    cold.stdout.fnmatch_lines(["torchbind: 0 of 10 verdicts reused: none was kept under the same key*"])
 
     warm = pytester.runpytest_subprocess(*args)
     assert (_items(warm, "PASSED"), _items(warm, "FAILED")) == (passed, failed)
@@ -501,11 +522,25 @@ def pytest_collection_modifyitems(items):
     pytester.runpytest_subprocess(*args, "--cache-clear")
     assert not _reused(report)
 
+    # A change the key cannot see (an environment variable Good.__eq__ reads), run once with reuse off as the docs
+    # say: that run refreshes what was kept, so the next run with reuse on shows the failure, never the old pass.
+    good = "torchbind[py:reusemod.Good]::guards[good]"
+    pytester.runpytest_subprocess(*args)
+    assert good in _reused(report)
+    monkeypatch.setenv("REUSE_T_EQ_FORGETS_B", "1")
+    off = pytester.runpytest_subprocess(*args[:2], "--torchbind-reuse=off", *args[3:])
+    assert good in _items(off, "FAILED") and not _reused(report)
+    on = pytester.runpytest_subprocess(*args)
+    assert good in _items(on, "FAILED") and good not in _reused(report)
+    monkeypatch.delenv("REUSE_T_EQ_FORGETS_B")
+    assert good in _items(pytester.runpytest_subprocess(*args), "PASSED") and good not in _reused(report)
+
 
 def test_reuse_needs_pytests_cache_and_a_known_value(pytester):
     result = run_inprocess(pytester, "--torchbind-class=samples::TensorQueue", "--torchbind-reuse=on")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--torchbind-reuse=on keeps verdicts in pytest's cache, which this run switched off" in result.stderr.str()
+    assert ("--torchbind-reuse=on (ini torchbind_reuse) keeps verdicts in pytest's cache, which this run switched "
+            "off") in result.stderr.str()
     pytester.makeini("[pytest]\ntorchbind_reuse = yes\n")
     result = pytester.runpytest_inprocess("--torchbind-class=samples::TensorQueue", "--torchbind-isolation=none")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
