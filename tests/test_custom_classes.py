@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import textwrap
+import zlib
 
 import pytest
 import torch
@@ -385,7 +386,7 @@ def _(x, c):
 @pytest.fixture
 def new_classes(pytester, request):
     """A module of classes written here (names unique to the test, so torch's registries hold no earlier ones)."""
-    ns = f"t{abs(hash(request.node.name)) % 10**8}"
+    ns = f"t{zlib.crc32(request.node.name.encode()) % 10**8}"  # the same every run: the draws depend on it
     module = f"newlib_{ns}"
     source = NEW_CLASSES.replace("{NS}", ns)
     source = source.replace("@symbolic(guard_fn=lambda c: [c.capacity])",
@@ -515,7 +516,7 @@ register(Budget, "reference", guard_fn=lambda b: [b.total], members={"remaining"
 
 @pytest.fixture
 def edge_classes(pytester, request):
-    module = f"edgelib_{abs(hash(request.node.name)) % 10**8}"
+    module = f"edgelib_{zlib.crc32(request.node.name.encode()) % 10**8}"  # the same every run (the draws)
     pytester.makepyfile(**{module: EDGE_CLASSES.replace("{NS}", module)})
     pytester.syspathinsert()
     return module
@@ -719,7 +720,7 @@ def test_the_matrix_of_constant_and_symbolic_classes(cc):
     broken = _cell("AffineEqIgnoresOffset", "affine", "eager")
     assert broken.status.value == "failed"
     assert broken.reason.startswith("changed: obj = AffineEqIgnoresOffset(") and "obj.offset = " in broken.reason
-    assert any(": eager tensor(" in d and ", eager tensor(" in d for d in broken.details)
+    assert any(": eager tensor(" in d and ", torch.compile eager tensor(" in d for d in broken.details)
 
 
 @pytest.mark.process  # inductor and AOTInductor compile C++ (compiler processes)
@@ -728,3 +729,68 @@ def test_the_matrix_through_inductor_and_aotinductor(cc):
     aoti = _cell("Stepper", "scale", "aoti")
     assert (aoti.status.value, aoti.limitation) == ("unsupported", "custom-aoti-object")
     assert "Unsupported input type as_" in aoti.details[0]
+
+
+# ----- the matrix's objects: chosen to show a program that does not follow the object ---------------------------
+
+CLAMP_CLASSES = NEW_CLASSES[:NEW_CLASSES.index("@constant\nclass Quant")] + '''
+@constant
+class Clamp:
+    """A correct constant class: lo and hi, compared and rebuilt whole."""
+    def __init__(self, lo: float, hi: float):
+        self.lo, self.hi = lo, hi
+    def __eq__(self, other):
+        return isinstance(other, Clamp) and (self.lo, self.hi) == (other.lo, other.hi)
+    def __hash__(self):
+        return hash((self.lo, self.hi))
+    def __fx_repr__(self):
+        return f"Clamp({self.lo!r}, {self.hi!r})", {"Clamp": Clamp}
+
+@torch.library.custom_op("{NS}::clamp", mutates_args=())
+def clamp(x: torch.Tensor, c: Clamp) -> torch.Tensor:
+    return x.clamp(c.lo, c.hi)
+
+@clamp.register_fake
+def _(x, c):
+    return torch.empty_like(x)
+
+@torch.library.custom_op("{NS}::passthrough", mutates_args=())
+def passthrough(x: torch.Tensor, c: Clamp) -> torch.Tensor:
+    return x.clone()
+
+@passthrough.register_fake
+def _(x, c):
+    return torch.empty_like(x)
+'''
+
+
+def test_the_matrix_picks_objects_that_change_the_output(pytester, request):
+    import importlib
+
+    from conformance.matrix.custom import run_custom_cell
+
+    ns = f"t{zlib.crc32(request.node.name.encode()) % 10**8}"
+    pytester.makepyfile(**{f"clamplib_{ns}": CLAMP_CLASSES.replace("{NS}", ns)})
+    pytester.syspathinsert()
+    lib = importlib.import_module(f"clamplib_{ns}")
+
+    # Plain torch: export takes a constant object as a constant, so the exported program ignores the object it is
+    # called with; only an object whose clamp range changes the output shows it (here on non-negative inputs).
+    class Program(torch.nn.Module):
+        def forward(self, x, c):
+            return getattr(torch.ops, ns).clamp(x, c)
+
+    x = torch.arange(6.0)
+    exported = torch.export.export(Program(), (x, lib.Clamp(0.0, 0.0)), strict=False).module()
+    assert torch.equal(exported(x, lib.Clamp(-1.5, 0.0)), torch.zeros(6))  # the same output as eager: nothing shows
+    assert torch.equal(exported(x, lib.Clamp(0.0, 2.0)), torch.zeros(6))  # eager: [0, 1, 2, 2, 2, 2]
+
+    ctx = Engine(Settings(examples=20)).context(f"clamplib_{ns}.Clamp")
+    export = run_custom_cell(ctx, "clamp", "export")
+    assert (export.status.value, export.limitation) == ("unsupported", "custom-export-constant-object"), export
+    assert run_custom_cell(ctx, "clamp", "eager").status.value == "passed"
+    # An op whose output no object changes: the cell passes and says it could not tell.
+    through = run_custom_cell(ctx, "passthrough", "export")
+    assert through.status.value == "passed"
+    assert any("cannot tell a program that follows the object from one that holds the first object baked in" in d
+               for d in through.details), through.details

@@ -43,7 +43,8 @@ class CustomScenario:
     arguments and the object), with the object ``steps``: ``(label, make)`` where ``make()`` returns a new object
     in that step's state. The attributes the backends and the limitation table read: ``dynamic`` (never),
     ``placement`` (``"input"``), ``kind`` (``"custom"``), ``class_kind`` (``"constant"`` / ``"symbolic"``),
-    ``calls`` (none of the TorchBind kind)."""
+    ``calls`` (none of the TorchBind kind). ``telling``: an object of ``steps`` after the first two changes the
+    op's output on ``args``; when none does, a program that holds the first object baked in passes too."""
 
     row: str
     op: Any
@@ -57,6 +58,7 @@ class CustomScenario:
     placement: str = "input"
     calls: tuple = ()
     has_object_input: bool = True
+    telling: bool = True  # some object after the first changes the op's output on ``args`` (see run_custom_cell)
 
     def dynamic_shapes(self) -> None:
         return None
@@ -81,11 +83,12 @@ def _recipes(ctx: CustomClassContext) -> tuple[Recipe, list[Recipe]]:
     return first, [r for r in drawn[1:] if not _same_state(state_of(first.build()), state_of(r.build()))]
 
 
-def _mutations(ctx: CustomClassContext, first: Recipe, others: list[Recipe]
-               ) -> list[tuple[str, Callable[[Any], None]]]:
+def _mutations(ctx: CustomClassContext, first: Recipe, others: list[Recipe],
+               changes: Callable[[Any], bool] = lambda obj: False) -> list[tuple[str, Callable[[Any], None]]]:
     """How to change the first object: the first public method call that changes its state (symbolic), or, for
     each field, setting it to the value a drawn object has there (constant; an ``__eq__`` that ignores the field
-    then shows as a stale compiled result)."""
+    then shows as a stale compiled result), preferring a value with which the op's output differs from the first
+    object's (``changes``): only such a value shows a program that holds the first object baked in."""
     if ctx.info.kind == "symbolic":
         for method in ctx.mutators():
             try:
@@ -107,6 +110,7 @@ def _mutations(ctx: CustomClassContext, first: Recipe, others: list[Recipe]
     out = []
     mine = state_of(first.build())
     for field in sorted(mine, key=str):
+        candidates = []
         for other in others:
             theirs = state_of(other.build())
             if field in theirs and not same_value(mine[field], theirs[field]):
@@ -116,9 +120,17 @@ def _mutations(ctx: CustomClassContext, first: Recipe, others: list[Recipe]
                     setattr(o, f, copy.deepcopy(v))
 
                 if _valid_after(first, mutate):
-                    out.append((f"obj.{field} = {value!r}", mutate))
-                break
+                    candidates.append((f"obj.{field} = {value!r}", mutate))
+        if candidates:  # the first value that changes the output, else the first value
+            out.append(next((c for c in candidates if changes(_mutated(first, c[1]))), candidates[0]))
     return out
+
+
+def _mutated(first: Recipe, mutate: Callable[[Any], None]) -> Any:
+    """A new first object, changed by ``mutate``."""
+    obj = first.build()
+    mutate(obj)
+    return obj
 
 
 def _valid_after(first: Recipe, mutate: Callable[[Any], None]) -> bool:
@@ -157,6 +169,15 @@ def scenario(ctx: CustomClassContext, row: str) -> CustomScenario:
     else:
         raise NotApplicable(f"{op.qualname} rejected every argument set with {first.code}; "
                             + ctx.arguments.hint(op.qualname))
+    reference = ctx.call_op(op, args, first.build())
+
+    def changes(obj: Any) -> bool:  # whether the op's output on these arguments differs from the first object's
+        try:
+            return bool(value_differences(reference, ctx.call_op(op, args, obj)))
+        except Exception:  # noqa: BLE001 - an object the op rejects: no comparison
+            return False
+
+    others = sorted(others, key=lambda r: not changes(r.build()))  # informative objects first (a stable sort)
     values = [v.make() for v in args.args]
     tensor_positions = tuple(i for i, v in enumerate(values) if isinstance(v, torch.Tensor))
     params = [f"t{i}" for i in range(len(tensor_positions))]
@@ -170,15 +191,10 @@ def scenario(ctx: CustomClassContext, row: str) -> CustomScenario:
                                                   (f"equal: obj = {first.code} (built again)", first.build)]
     if others:
         steps.append((f"unequal: obj = {others[0].code}", others[0].build))
-    for label, mutate in _mutations(ctx, first, others):
-
-        def mutated(mutate=mutate):
-            obj = first.build()
-            mutate(obj)
-            return obj
-
-        steps.append((f"changed: obj = {first.code}; {label}", mutated))
-    return CustomScenario(row, op, args, steps, program, tensor_positions, ctx.info.kind)
+    for label, mutate in _mutations(ctx, first, others, changes):
+        steps.append((f"changed: obj = {first.code}; {label}", lambda mutate=mutate: _mutated(first, mutate)))
+    telling = any(changes(make()) for label, make in steps[2:])
+    return CustomScenario(row, op, args, steps, program, tensor_positions, ctx.info.kind, telling=telling)
 
 
 def _run(ctx: CustomClassContext, scn: CustomScenario, backend: Backend) -> list[str]:
@@ -187,6 +203,7 @@ def _run(ctx: CustomClassContext, scn: CustomScenario, backend: Backend) -> list
     reference = scn.module()
     program = backend.prepare(scn, scn.module(), (*scn.inputs(), scn.steps[0][1]()))
     diffs: list[str] = []
+    side = backend.name if backend.name != "eager" else "torch.compile eager"  # not "eager" beside plain eager
     for label, make in scn.steps:
         expected_obj, obj = make(), make()
         try:
@@ -198,11 +215,11 @@ def _run(ctx: CustomClassContext, scn: CustomScenario, backend: Backend) -> list
         got = program(*scn.inputs(), obj)
         differences = value_differences(expected, got, "output")
         if differences:
-            diffs += [f"{label}: eager {show(expected)}, {backend.name} {show(got)}"]
+            diffs += [f"{label}: eager {show(expected)}, {side} {show(got)}"]
             diffs += [f"{label}: {d}" for d in differences]
         if ctx.info.kind == "symbolic" and backend.state_visible:
             before, after = state_of(expected_obj), state_of(obj)
-            diffs += [f"{label}: object state {k}: eager {before.get(k)!r}, {backend.name} {after.get(k)!r}"
+            diffs += [f"{label}: object state {k}: eager {before.get(k)!r}, {side} {after.get(k)!r}"
                       for k in sorted(set(before) | set(after), key=str)
                       if not same_value(before.get(k), after.get(k))]
     return diffs
@@ -240,4 +257,9 @@ def run_custom_cell(ctx: CustomClassContext, row: str, backend: str | Backend) -
             cell.details = evidence + [f"known limitation {limitation.key}: {limitation.source}"]
         else:
             cell.status, cell.reason, cell.details = Status.FAILED, evidence[0], failure_details
+    elif not scn.telling:
+        cell.details = [f"no object drawn after the first changes {scn.op.qualname}'s output on these arguments, so "
+                        "this cell cannot tell a program that follows the object from one that holds the first "
+                        "object baked in: give objects that do (@conformance.examples, or strategies for the "
+                        "op's arguments)"]
     return cell
