@@ -37,6 +37,12 @@ class Backend:
     state_visible: bool = True
     scalars_as_tensors: bool = False
 
+    @property
+    def side(self) -> str:
+        """How a difference from plain eager names this backend's result: its ``name``, except torch.compile's
+        eager backend (``torch.compile eager``), which beside plain eager would read as the same side twice."""
+        return "torch.compile eager" if self.name == "eager" else self.name
+
 
 # Column order of the report (the seed's Coverage Matrix: torch.compile, AOTInductor, export); each names the
 # module of this package that defines ``BACKEND``.

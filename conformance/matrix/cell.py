@@ -28,7 +28,6 @@ def _run(scn: Scenario, backend: Backend) -> list[str]:
     """Compile/export, run twice, and list every difference from the eager reference."""
     ref = scn.reference
     diffs: list[str] = []
-    side = backend.name if backend.name != "eager" else "torch.compile eager"  # not "eager" beside plain eager
     traced = scn.first.build()
     before = read_state(traced, scn.first.tracer)
     runner = backend.prepare(scn, scn.module(traced), scn.args(traced, 0))
@@ -53,7 +52,7 @@ def _run(scn: Scenario, backend: Backend) -> list[str]:
                                    scalars_as_tensors=backend.scalars_as_tensors, metadata_only=ref.unstable)
         if backend.state_visible:
             diffs += flat_state_differences(ref.states[run], read_state(obj, scn.first.tracer),
-                                            f"run {run} object state", ("eager", side))
+                                            f"run {run} object state", ("eager", backend.side))
     return diffs
 
 

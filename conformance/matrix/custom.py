@@ -203,7 +203,6 @@ def _run(ctx: CustomClassContext, scn: CustomScenario, backend: Backend) -> list
     reference = scn.module()
     program = backend.prepare(scn, scn.module(), (*scn.inputs(), scn.steps[0][1]()))
     diffs: list[str] = []
-    side = backend.name if backend.name != "eager" else "torch.compile eager"  # not "eager" beside plain eager
     for label, make in scn.steps:
         expected_obj, obj = make(), make()
         try:
@@ -215,11 +214,11 @@ def _run(ctx: CustomClassContext, scn: CustomScenario, backend: Backend) -> list
         got = program(*scn.inputs(), obj)
         differences = value_differences(expected, got, "output")
         if differences:
-            diffs += [f"{label}: eager {show(expected)}, {side} {show(got)}"]
+            diffs += [f"{label}: eager {show(expected)}, {backend.side} {show(got)}"]
             diffs += [f"{label}: {d}" for d in differences]
         if ctx.info.kind == "symbolic" and backend.state_visible:
             before, after = state_of(expected_obj), state_of(obj)
-            diffs += [f"{label}: object state {k}: eager {before.get(k)!r}, {side} {after.get(k)!r}"
+            diffs += [f"{label}: object state {k}: eager {before.get(k)!r}, {backend.side} {after.get(k)!r}"
                       for k in sorted(set(before) | set(after), key=str)
                       if not same_value(before.get(k), after.get(k))]
     return diffs
