@@ -16,6 +16,7 @@ import torch
 from torch._library.fake_class_registry import FakeScriptObject, global_fake_class_registry
 from torch._prims_common import check_significant_strides
 
+from .evidence import counted
 from .results import NotApplicable, Note
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ def _meta_equal(key: str, real: Any, fake: Any) -> bool:
     return real == fake
 
 
+@counted("result")
 def compare_results(real: Any, fake: Any, where: str = "result", sides: tuple[str, str] = ("C++", "fake"), *,
                     significant_strides_only: bool = False) -> list[str]:
     """Differences between a real result and a fake result; an empty list means they agree.
@@ -246,6 +248,7 @@ def _fmt(v: Any) -> str:
     return str(v).replace("torch.", "")
 
 
+@counted("state")
 def flat_state_differences(a: Any, b: Any, where: str = "state", sides: tuple[str, str] = ("first", "second")
                            ) -> list[str]:
     """Differences between two flattened states (``__obj_flatten__`` results) of real objects.
@@ -296,6 +299,7 @@ def unstable_paths(a: Any, b: Any, where: str = "output") -> list[str]:
     return []
 
 
+@counted("output")
 def value_differences(expected: Any, actual: Any, where: str = "output", scalars_as_tensors: bool = False,
                       metadata_only: frozenset[str] = frozenset()) -> list[str]:
     """Differences between two *real* results, e.g. eager vs a compiled program's outputs.

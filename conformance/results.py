@@ -18,7 +18,8 @@ import enum
 import textwrap
 from typing import Any
 
-__all__ = ["Status", "Failure", "Note", "Outcome", "NotApplicable", "Cell", "ConformanceError", "exception_line"]
+__all__ = ["Status", "Failure", "Note", "Outcome", "NotApplicable", "Cell", "ConformanceError", "Evidence",
+           "exception_line"]
 
 
 class Status(str, enum.Enum):
@@ -167,6 +168,32 @@ class Cell:
 
 
 @dataclasses.dataclass
+class Evidence:
+    """What a verdict rests on: how many comparisons of each kind its check made (``counts``: ``{"result": 12,
+    "state": 3}`` — results of calls C++ returned from compared with the fake's, flattened states compared, eager
+    outputs compared with a compiled program's, signatures compared with C++ schemas). Collected by the engine
+    (:mod:`conformance.evidence`); a pass needs at least one comparison."""
+
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def add(self, what: str, count: int = 1) -> None:
+        """Count ``count`` more comparisons of ``what``."""
+        self.counts[what] = self.counts.get(what, 0) + count
+
+    @property
+    def total(self) -> int:
+        """Every comparison counted."""
+        return sum(self.counts.values())
+
+    def describe(self) -> str:
+        """One line, e.g. ``12 results, 3 states compared``; ``nothing compared`` when empty."""
+        if not self.counts:
+            return "nothing compared"
+        return ", ".join(f"{n} {what}{'' if n == 1 else 's'}" for what, n in sorted(self.counts.items())) + \
+            " compared"
+
+
+@dataclasses.dataclass
 class Outcome:
     """The result of running one check on one target of one class (one pytest item).
 
@@ -176,7 +203,8 @@ class Outcome:
     check found that does not change the status (:class:`Note` texts); ``lost``: a crash or hang decided the
     outcome (the check's process crashed or hung, its result could not be sent back, or an example object of
     the class was left out because building it did), so it says nothing a rerun would say again
-    (``--torchbind-reuse`` never keeps it).
+    (``--torchbind-reuse`` never keeps it); ``evidence``: the comparisons the check made (a ``PASSED`` outcome has
+    at least one: :func:`conformance.runner.run_target` enforces it).
     """
 
     check: str
@@ -188,6 +216,7 @@ class Outcome:
     cell: Cell | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
     lost: bool = False
+    evidence: Evidence = dataclasses.field(default_factory=Evidence)
 
     @classmethod
     def of_failures(cls, check: str, qualname: str, target: str | None, failures: list[Failure | Note],

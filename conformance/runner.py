@@ -20,6 +20,7 @@ from .breadcrumbs import Tracer
 from .checks import Check, all_checks
 from .context import ClassContext
 from .discovery import discover
+from .evidence import collecting
 from .faults import UserFault, fault_failure, real_interrupt
 from .matrix.cell import cell_failure, cell_skip_reason
 from .registry import REGISTRY, Registry
@@ -135,8 +136,38 @@ def run_target(unit: CheckTarget, engine: Engine | None = None) -> Outcome:
     return outcome
 
 
+#: What the user can give when a check compared nothing, for the skip :func:`require_evidence` makes.
+NO_EVIDENCE_HINT = ("give example objects in the states the class is used in (@conformance.examples({q!r})) and "
+                    "arguments it accepts (@conformance.strategy({q!r}, 'method', 'arg'))")
+
+
+def require_evidence(outcome: Outcome, name: str) -> Outcome:
+    """The evidence rule, enforced here for every check of either kind of class: a ``PASSED`` outcome (and its
+    cell) whose check recorded no comparison (:attr:`Outcome.evidence` is empty) becomes a skip saying that
+    nothing was compared and what the user can give. ``name`` is the item's name (``agreement[pop]``). Other
+    outcomes are returned unchanged."""
+    if outcome.status is not Status.PASSED or outcome.evidence.total:
+        return outcome
+    hint = NO_EVIDENCE_HINT.format(q=outcome.qualname)
+    reason = (f"{name} compared nothing: every call it would compare was rejected by the real object or could "
+              f"not be made, so there is no evidence to pass on; {hint}")
+    if outcome.cell is not None:
+        outcome.cell.status, outcome.cell.reason = Status.SKIPPED, reason
+    skipped = Outcome.skip(outcome.check, outcome.qualname, outcome.target, reason, cell=outcome.cell)
+    skipped.notes, skipped.evidence = outcome.notes, outcome.evidence
+    return skipped
+
+
 def _run_check(unit: CheckTarget, engine: Engine) -> Outcome:
     """:func:`run_target` without the last step."""
+    with collecting() as evidence:
+        outcome = _run_unchecked(unit, engine)
+    outcome.evidence = evidence
+    return require_evidence(outcome, unit.name)
+
+
+def _run_unchecked(unit: CheckTarget, engine: Engine) -> Outcome:
+    """Run the check and turn what it returned or raised into an :class:`Outcome`."""
     check, qualname, target = unit.check.name, unit.qualname, unit.target_name
     try:
         with engine.tracer.calling(f"check {unit.name} of {qualname}", timed=False):

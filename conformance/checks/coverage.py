@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 
+from ..evidence import record
 from ..context import defined_on_fake
 from ..results import Failure
 from . import check
@@ -21,6 +22,7 @@ def coverage(ctx, method: str) -> list[Failure]:
     """The fake class defines this C++ method."""
     fake = ctx.require_fake()
     if defined_on_fake(fake, method):
+        record("method definition")
         return []
     inherited = " (only inherited from object)" if hasattr(object, method) else ""
     return [Failure(
@@ -48,7 +50,9 @@ def extra_methods(ctx, _target) -> list[Failure]:
     """The fake class has no public methods that the C++ class lacks."""
     fake = ctx.require_fake()
     known = {**ctx.info.methods, **ctx.info.static_methods}  # def_static methods are part of the class too
-    extra = [m for m in _public_fake_methods(fake) if m not in known]
+    public = _public_fake_methods(fake)
+    extra = [m for m in public if m not in known]
+    record("public fake method", len(public))  # none at all: nothing the C++ class could lack
     return [
         Failure("the fake class defines a public method the C++ class does not have", target=name,
                 cpp=f"C++ methods: {', '.join([*ctx.info.user_methods, *ctx.info.static_methods])}",

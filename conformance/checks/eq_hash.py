@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from ..evidence import record
 from ..custom_context import state_of
 from ..results import Failure
 from . import check
@@ -55,6 +56,7 @@ def _violation(ctx, a_recipe, b_recipe) -> Failure | None:
         if ab and hash(a) != hash(b):
             return Failure("objects that compare equal hash differently", target="__hash__", example=example,
                            details=(f"hash(a) = {hash(a)}, hash(b) = {hash(b)}",), repro=repro)
+    record("object pair")  # reflexive, equal state => equal, symmetric, equal => equal hash: all held
     return None
 
 

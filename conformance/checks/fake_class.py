@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 
+from ..evidence import record
 from ..results import Failure
 from . import check
 
@@ -20,6 +21,7 @@ def fake_class(ctx, _target) -> list[Failure]:
     fake = info.fake_class
     if fake is None:
         if ctx.traces_with_real_object:
+            record("tracing_mode() result")  # "real": torch traces with the real object and needs no fake
             return []
         return [Failure(
             "no fake class is registered, so torch.compile / torch.export cannot fakify this object",
@@ -36,4 +38,5 @@ def fake_class(ctx, _target) -> list[Failure]:
         return [Failure("__obj_unflatten__ is not a classmethod",
                         fake=f"{fake.__qualname__}.__obj_unflatten__ is a {type(raw).__name__}",
                         details=("torch calls fake_class.__obj_unflatten__(flattened) on the class itself",))]
+    record("fake class")
     return []

@@ -16,6 +16,7 @@ import dataclasses
 import torch
 from torch._library.opaque_object import get_opaque_obj_repr
 
+from ..evidence import record
 from ..compare import value_differences
 from ..custom_context import same_value, show, state_of
 from ..results import Failure
@@ -76,6 +77,7 @@ def _rebuild(obj) -> tuple[str, dict, list[str]]:
     if type(rebuilt) is not type(obj):
         return text, names, [f"type: {type(obj).__qualname__} rebuilt as {type(rebuilt).__qualname__}"]
     before, after = state_of(obj), state_of(rebuilt)
+    record("rebuilt object")
     return text, names, [f"{k}: {before.get(k, '(missing)')!r} rebuilt as {after.get(k, '(missing)')!r}"
                          for k in sorted(set(before) | set(after), key=str)
                          if k not in before or k not in after or not same_value(before[k], after[k])]

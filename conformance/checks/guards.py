@@ -42,6 +42,7 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
+from ..evidence import record
 from ..compare import value_differences
 from ..custom_context import same_value, show, state_of
 from ..results import NotApplicable
@@ -86,14 +87,15 @@ def _violation(ctx, op, draw) -> Failure | None:
     with ctx.calling(lambda: f"{op.qualname} with equal {name} objects (from {a_recipe.code})"):
         a, donor = a_recipe.build(), donor_recipe.build()
         for field, b in _variants(a, donor):
-            if not (a == b):
+            if not (a == b):  # told apart by __eq__: torch's guard fails and the program is compiled again
+                record("object pair told apart by __eq__")
                 continue
             try:
                 ra = ctx.call_op(op, args, a)
                 rb = ctx.call_op(op, args, b)
             except Exception:  # noqa: BLE001 - arguments the op rejects: nothing to compare
                 return None
-            diffs = value_differences(ra, rb, "result")
+            diffs = value_differences(ra, rb, "result")  # counted: a pair __eq__ calls equal, both results
             if not diffs:
                 continue
             return a_recipe, field, state_of(b)[field], args, ra, rb

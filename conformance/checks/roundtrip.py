@@ -17,6 +17,7 @@ import collections.abc
 import torch
 
 from ..compare import describe
+from ..evidence import record
 from ..context import new_fake_mode
 from ..results import Failure
 from . import check
@@ -70,19 +71,68 @@ def roundtrip(ctx, _target) -> list[Failure]:
                          "remove_unused_graphargs)",),
                 example=code, repro=repro))
             continue
-        wrong = [d for key, value in _pairs(flat) for d in _kept_differences(value, getattr(wrapped, key), key)]
+        record("fakified object")  # an instance of the fake class keeping every flattened key
+        held = _held_values(ctx, example, wrapped, _pairs(flat))
+        record("flattened value", len(held))
+        wrong = [d for key, value in _pairs(flat) if key in held for d in _kept_differences(value, held[key], key)]
         if wrong:
+            swapped = _swaps(_pairs(flat), held)
             failures.append(Failure(
-                "the fake keeps a different value under an __obj_flatten__ key than C++ flattened (an "
-                "__obj_unflatten__ that reads fields by position, or swaps them?)", target="__obj_unflatten__",
+                (f"the fake's __obj_unflatten__ swaps the values of the __obj_flatten__ keys {swapped[0]}"
+                 if swapped else
+                 "the fake keeps a different value under an __obj_flatten__ key than C++ flattened (an "
+                 "__obj_unflatten__ that reads fields by position?)"), target="__obj_unflatten__",
                 cpp=f"__obj_flatten__() returned {describe(flat)}",
                 fake=f"{type(wrapped).__qualname__} keeps "
-                     + ", ".join(f"{key}={describe(getattr(wrapped, key))}" for key, _ in _pairs(flat)),
-                details=tuple(wrong) + ("each attribute must hold its key's flattened value (tensors as fake "
+                     + ", ".join(f"{key}={describe(held[key])}" for key, _ in _pairs(flat) if key in held),
+                details=tuple(swapped) + tuple(wrong) + ("each attribute must hold its key's flattened value (tensors as fake "
                                         "tensors of the same shape and dtype): torch.compile guards and traces "
                                         "on them",),
                 example=code, repro=repro))
     return failures
+
+
+def _held_values(ctx, example, wrapped, pairs) -> dict[str, object]:
+    """What the fake object ``wrapped`` holds for each flattened ``(key, value)``: its attribute of that name, or,
+    where the attribute is a method (a key that is also a method name, e.g. ``size``), what that method returns
+    when called without arguments — only where the C++ method of the same name returns the flattened value
+    itself on a fresh object of ``example`` (so the getter is held to what C++ shows it to be). Keys whose value
+    cannot be judged that way are left out."""
+    held: dict[str, object] = {}
+    real = None
+    for key, value in pairs:
+        kept = getattr(wrapped, key, None)
+        if not callable(kept) or isinstance(kept, torch.Tensor):
+            held[key] = kept
+            continue
+        try:
+            if real is None:
+                real = example.build()
+            with ctx.calling(f"{ctx.info.qualname}.{key}() on the example object {example.label} (the getter "
+                             f"of the flattened key {key!r}?)", side="C++"):
+                from_cpp = getattr(real, key)()
+            if _kept_differences(value, from_cpp, key):
+                continue  # C++'s method of that name is not a getter of the flattened value: not judged
+            with ctx.calling(f"{type(wrapped).__qualname__}.{key}() on the fakified object {example.label}",
+                             side="fake"):
+                held[key] = kept()
+        except Exception:  # noqa: BLE001 - takes arguments, or raises: not a getter, not judged here
+            continue
+    return held
+
+
+def _swaps(pairs, held) -> list[str]:
+    """``'a' and 'b' (...)`` for each two keys whose values the fake keeps the other way round: what ``a`` holds
+    matches ``b``'s flattened value and the reverse, while neither matches its own."""
+    flat = dict(pairs)
+    keys = [k for k in flat if k in held and _kept_differences(flat[k], held[k], k)]
+    found = []
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            if not _kept_differences(flat[b], held[a], a) and not _kept_differences(flat[a], held[b], b):
+                found.append(f"{a!r} and {b!r} ({a} holds {describe(held[a])}, C++ flattened {describe(flat[a])} "
+                             f"for it and {describe(flat[b])} for {b})")
+    return found
 
 
 def _pairs(flat) -> list[tuple[str, object]]:

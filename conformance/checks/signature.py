@@ -24,6 +24,7 @@ import inspect
 import re
 import typing
 
+from ..evidence import record
 from ..context import defined_on_fake
 from ..jit_types import annotation_accepts, annotation_type, return_type
 from ..results import Failure
@@ -119,6 +120,7 @@ def signature(ctx, method: str) -> list[Failure]:
         ann = annotation_type(hints["return"])
         if ann is not None and not annotation_accepts(ann, expected):
             problems.append(f"return: annotated {ann}, C++ returns {expected}")
+    record("signature")  # the fake's parameters, defaults and annotations against the C++ schema
     if not problems:
         return []
     return [Failure("the fake method's signature does not match the C++ schema",

@@ -6,6 +6,7 @@ tracing for any other value. ``"real"`` makes torch trace with the real object (
 
 from __future__ import annotations
 
+from ..evidence import record
 from ..results import Failure
 from . import check
 
@@ -29,6 +30,7 @@ def tracing_mode(ctx, _target) -> list[Failure]:
             value, error = None, f"raised {type(exc).__name__}: {exc}"
         else:
             error = None if value in ALLOWED else f"returned {value!r}"
+            record("tracing_mode() result")
         if error:
             failures.append(Failure(
                 target="tracing_mode", summary="tracing_mode() must return \"real\" or \"fake\"; torch asserts this while tracing",
