@@ -48,7 +48,7 @@ __all__ = ["strategy", "value_strategy", "tensor_strategy", "ArgumentSource", "E
 StrategyFactory = Callable[..., "SearchStrategy | None"]
 
 
-def strategy(qualname: str, method: str, arg: str | int | None = None):
+def strategy(qualname: str, method: str, arg: str | int | None = None, *, observer: bool | None = None):
     """Say how every caller draws the arguments of one method (or custom op) of a TorchBind class: the
     per-call checks, the differential test, the coverage matrix, the ``flatten`` probe and the scaffold alike.
 
@@ -96,12 +96,27 @@ def strategy(qualname: str, method: str, arg: str | int | None = None):
     The deterministic callers draw a small fixed set from the strategy (:func:`draw_fixed`: derandomized, the same
     on every run); the differential test draws from it freely.
 
+    ``observer`` (whole methods only) gives the adopter's word on whether the differential test may call the
+    method after every step to read the state, and takes effect at the call, so the decorator need not be
+    applied: ``conformance.strategy("mylib::Guard", "clear", observer=False)`` keeps ``clear()`` a step, never an
+    observer; ``observer=True`` names an observer that the plugin's proof cannot establish alone (a method whose
+    result varies from call to call). Without it a method callable without arguments is an observer only when the
+    plugin proves that calling it changes neither ``__obj_flatten__`` nor what any other such method returns
+    (:mod:`conformance.differential.plan`); a named observer the proof shows changing the state is driven as a
+    step instead, and the item's notes say why.
+
     The override goes into the process's registry (:data:`conformance.registry.REGISTRY`).
-    Returns the factory unchanged. Raises ``ValueError`` when ``qualname`` is not ``ns::Cls``.
+    Returns the factory unchanged. Raises ``ValueError`` when ``qualname`` is not ``ns::Cls``, or for ``observer``
+    given with an ``arg``.
     """
     if not is_class_name(qualname):
         raise ValueError(f"conformance.strategy({qualname!r}, ...): expected 'namespace::Class' (a TorchBind "
                          "class) or 'module.QualName' (a Python custom class)")
+    if observer is not None:
+        if arg is not None:
+            raise ValueError(f"conformance.strategy({qualname!r}, {method!r}, arg={arg!r}, observer=...): observer= "
+                             "is said of a whole method; leave arg out")
+        REGISTRY.set_observer(qualname, method, observer)
 
     def register(factory):
         REGISTRY.add_strategy(qualname, method, arg, factory)

@@ -28,6 +28,7 @@ class Registry:
         self._factories: dict[str, list[Factory]] = {}
         self._underived: set[str] = set()
         self._strategies: dict[StrategyKey, Any] = {}
+        self._observers: dict[tuple[str, str], bool] = {}
 
     def add_factory(self, qualname: str, factory: Factory, derive: bool = True) -> None:
         """Register ``factory`` for ``ns::Cls``; ``derive=False`` keeps the plugin from deriving further states
@@ -53,27 +54,38 @@ class Registry:
         """``{(method, arg): factory}`` registered for ``ns::Cls``."""
         return {(m, a): f for (q, m, a), f in self._strategies.items() if q == qualname}
 
+    def set_observer(self, qualname: str, method: str, observer: bool) -> None:
+        """Record the adopter's word on whether ``method`` of ``ns::Cls`` is an observer (see
+        :func:`conformance.strategy`'s ``observer=``); a later call for the same method wins."""
+        self._observers[(qualname, method)] = bool(observer)
+
+    def observers(self, qualname: str) -> dict[str, bool]:
+        """``{method: observer}`` as the adopter declared them for ``ns::Cls`` (True: named an observer, False:
+        never one)."""
+        return {m: o for (q, m), o in self._observers.items() if q == qualname}
+
     def copy(self) -> Registry:
         """A new registry holding the same registrations (later registrations in either do not reach the other)."""
         other = Registry()
         other._factories = {q: list(fs) for q, fs in self._factories.items()}
         other._underived, other._strategies = set(self._underived), dict(self._strategies)
+        other._observers = dict(self._observers)
         return other
 
     def clear(self) -> None:
         """Forget every registration."""
-        self._factories, self._underived, self._strategies = {}, set(), {}
+        self._factories, self._underived, self._strategies, self._observers = {}, set(), {}, {}
 
     @contextlib.contextmanager
     def scratch(self) -> Iterator[Registry]:
         """Inside the block the registry starts empty; afterwards it holds exactly what it held before (for tests
         that register their own factories and strategies without leaking them)."""
-        saved = self._factories, self._underived, self._strategies
+        saved = self._factories, self._underived, self._strategies, self._observers
         self.clear()
         try:
             yield self
         finally:
-            self._factories, self._underived, self._strategies = saved
+            self._factories, self._underived, self._strategies, self._observers = saved
 
 
 #: The registry of the process: ``@conformance.examples`` and ``@conformance.strategy`` register here.

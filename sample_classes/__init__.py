@@ -49,6 +49,10 @@ INPUTS_CLASS_QUALNAMES = (  # preconditions (fakes_inputs.py; the adopter's exam
     "samples_inputs::PagedCache",  # shape/index preconditions, a raw-pointer method, an untyped-self __eq__, op gather
     "samples_inputs::RealEngine",  # tracing_mode() returns "real": torch never uses its (stale) fake
 )
+OBSERVE_CLASS_QUALNAMES = (  # argument-less methods that are not all observers (fakes in fakes_observe.py)
+    "samples_observe::StreamGuard",  # clear() resets a handle __obj_flatten__ omits: flatten unchanged, is_bound() not
+    "samples_observe::RunningStats",  # reset() changes nothing on a fresh object
+)
 UNSAFE_CLASS_QUALNAMES = (  # crash, hang or leak in C++ on purpose; only with process isolation
     "samples_unsafe::CrashyStack",
     "samples_unsafe::OverflowPickle",
@@ -65,5 +69,6 @@ __all__ = [
     "OP_QUALNAMES",
     "BROKEN_CLASS_QUALNAMES",
     "INPUTS_CLASS_QUALNAMES",
+    "OBSERVE_CLASS_QUALNAMES",
     "UNSAFE_CLASS_QUALNAMES",
 ]

@@ -19,6 +19,16 @@ from ..results import Failure, NotApplicable
 from . import check
 
 
+def observer_lines(plan) -> list[str]:
+    """What a reader needs to judge a drift's evidence: the observers called after every step, and each method
+    callable without arguments that is not one, with why (one line each, :func:`conformance.differential.plan_for`
+    proved it)."""
+    used = ", ".join(f"{o}()" for o in plan.observers) or "none (no method the proof accepts as one)"
+    lines = [f"observers called after every step on both sides: {used}"]
+    lines += [f"not an observer, driven as a step: {m}() {why}" for m, why in plan.not_observers.items()]
+    return lines
+
+
 @check("differential")
 def differential(ctx, _target) -> list[Failure]:
     """Call sequences drawn by hypothesis keep the fake in step with the C++ object (results, aliasing, state)."""
@@ -55,6 +65,7 @@ def differential(ctx, _target) -> list[Failure]:
     if run.flaky:
         extra.append("the failure did not reproduce reliably when hypothesis replayed it (nondeterminism?)")
     extra.append(f"found in {run.sequences} sequences / {run.steps} steps (shrinking included)")
+    extra += observer_lines(run.plan)
     summary = drift.summary
     if len(calls) > 1 or drift.phase in ("observer", "state"):
         summary = f"after {len(calls)} call{'s' if len(calls) > 1 else ''}: {summary}"

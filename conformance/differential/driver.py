@@ -170,6 +170,9 @@ class Run:
         """One line: what was driven and how much."""
         rules = ", ".join(r.label if r.op is None else r.name for r in self.plan.rules)
         obs = ", ".join(f"{o}()" for o in self.plan.observers) or "none"
+        steps = "; ".join(f"{m}() {why}" for m, why in self.plan.not_observers.items())
+        if steps:
+            obs += f"; not observers (driven as steps): {steps}"
         return (f"{self.plan.ctx.info.qualname}: {self.sequences} call sequences, {self.steps} steps ({self.compared} "
                 f"compared, {self.rejected} rejected by C++ and not applied to the fake) in "
                 f"{self.seconds:.1f} s (max_examples={self.settings.max_examples}, "

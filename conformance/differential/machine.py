@@ -224,14 +224,14 @@ class _Machine:
         plan, ctx = self.plan, self.plan.ctx
         if not plan.observer_rules:
             return
-        fake_results = {}
+        fake_results, real_results = {}, {}
         for obs in plan.observer_rules:
             name = obs.name
             r = self.real.call(obs, _EMPTY, ctx, None)
             if r.raised:
                 continue  # C++ rejects the observer in this state (top() of an empty queue): not a comparison
             f = self.fake.call(obs, _EMPTY, ctx, None)
-            fake_results[name] = f
+            fake_results[name], real_results[name] = f, r
             found = _disagree(r, f, f"{name}()")
             if found is not None:
                 self._fail("observer", f"the fake's state drifted from the C++ object: {name}() afterwards "
@@ -257,10 +257,15 @@ class _Machine:
             # Two fakes, both held to what C++ returned: the fresh one raising is a finding too.
             found = ("the fresh fake raises", []) if r.raised and not f.raised else _disagree(r, f, f"{name}()")
             if found is not None:
+                details = [d.replace("C++", "fresh fake", 1) for d in found[1]]
+                if _disagree(real_results[name], f) is None:
+                    details.append(f"C++ {name}() returned {side_text(real_results[name]).removeprefix('returned ')} "
+                                   "too, as the fake that made the calls: what it reads is not carried by "
+                                   "__obj_flatten__ (or __obj_unflatten__ drops it), so a program traced from the "
+                                   "C++ object in this state sees the fresh fake's value")
                 self._fail("state", f"the fake's state drifted from the C++ object's: a fake made now from its "
                            f"__obj_flatten__ (maybe_to_fake_obj) and the fake that made the calls disagree on "
-                           f"{name}()", side_text(r), side_text(f),
-                           [d.replace("C++", "fresh fake", 1) for d in found[1]], observer=name)
+                           f"{name}()", side_text(r), side_text(f), details, observer=name)
 
     def _fail(self, phase: str, summary: str, cpp: str, fake: str, details: list[str],
               observer: str | None = None) -> None:

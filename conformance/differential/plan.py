@@ -1,6 +1,6 @@
 """What a differential run drives: the :class:`Plan` of a class (:func:`plan_for`), its rules (:class:`Rule`, the
-steps: methods the fake defines and custom ops that can run on a fakified object) and its observers (methods that
-only read the state), with the steps that change what a fake can represent weighted up.
+steps: methods the fake defines and custom ops that can run on a fakified object) and its observers (methods proven
+to only read the state, :mod:`.observers`), with the steps that change what a fake can represent weighted up.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from ..discovery import runs_on_fakes
 from ..example_objects import Example, read_state, state_key
 from ..results import NotApplicable
 from ..values import ArgumentSet, UnsupportedType
+from .observers import prove
 
 __all__ = ["Rule", "Plan", "plan_for", "RESHAPING_WEIGHT"]
 
@@ -69,8 +70,10 @@ class Rule:
 @dataclasses.dataclass
 class Plan:
     """What a differential run of one class drives: ``examples`` that build and fakify, ``rules`` (the steps),
-    ``observer_rules`` (called after every step), and ``notes`` on what is left out and why (methods the fake
-    lacks, ops without a fake, unsupported argument types, user exclusions).
+    ``observer_rules`` (called after every step), ``not_observers`` (each method callable without arguments
+    that is not an observer -> one line: why, with the evidence of :func:`.observers.prove`), and ``notes`` on
+    what is left out and why (methods the fake lacks, ops without a fake, unsupported argument types, user
+    exclusions, a named observer the proof refuted).
 
     A method without arguments that never changes the C++ object's state (``size()``) is only an observer, not
     also a step: it runs after every step anyway, and leaving it out of the rules makes the state-changing calls
@@ -82,6 +85,7 @@ class Plan:
     rules: list[Rule]
     observer_rules: list[Rule]
     notes: list[str]
+    not_observers: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def observers(self) -> list[str]:
@@ -175,23 +179,6 @@ def _ordinary(ctx: ClassContext, callee: Callee) -> ArgumentSet | None:
     return sets[0].args if sets else None
 
 
-def _is_observer(ctx: ClassContext, method: str, examples: list[Example]) -> bool:
-    """True when calling ``method()`` never changes ``read_state(obj)`` on any example (mirrors how the
-    ``flatten`` check reads state: ``__obj_flatten__``, else ``__getstate__``)."""
-    for example in examples:
-        obj = example.build()
-        before = read_state(obj, ctx.tracer)
-        if before is None:
-            return False
-        with contextlib.suppress(Exception), ctx.calling(
-                lambda: f"{ctx.info.qualname}.{method}() on the example object {example.label} (does it only "
-                        "read the state? planning the differential test)"):
-            getattr(obj, method)()
-        if state_key(read_state(obj, ctx.tracer)) != state_key(before):
-            return False
-    return True
-
-
 def plan_for(ctx: ClassContext) -> Plan:
     """Build the :class:`Plan` of ``ctx``'s class. Raises :class:`~conformance.results.NotApplicable` without a
     fake class, examples, or anything to drive; ``ValueError`` for an override naming an unknown method or
@@ -214,9 +201,16 @@ def plan_for(ctx: ClassContext) -> Plan:
             raise ValueError(f"conformance.strategy({info.qualname!r}, {m!r}): {info.qualname} has no method or "
                              f"op taking it named {m!r}; methods: {', '.join(info.user_methods)}; ops (named "
                              f"'ns::op'): {', '.join(sorted(op_names)) or 'none'}")
-    rules: list[Rule] = []
-    observer_rules: list[Rule] = []
+    declared = ctx.registry.observers(info.qualname)
+    for m, said in declared.items():
+        if m not in info.methods:
+            raise ValueError(f"conformance.strategy({info.qualname!r}, {m!r}, observer={said}): {info.qualname} has "
+                             f"no method named {m!r}; methods: {', '.join(info.user_methods)}")
+        if said and not _callable_without_args(info.methods[m]):
+            raise ValueError(f"conformance.strategy({info.qualname!r}, {m!r}, observer=True): an observer is called "
+                             f"without arguments after every step, and {info.methods[m]} needs some")
     notes: list[str] = []
+    methods: list[tuple[str, Callee, Any]] = []  # (name, callee, driven)
     for method in info.user_methods:
         if method == "tracing_mode":
             continue
@@ -224,12 +218,28 @@ def plan_for(ctx: ClassContext) -> Plan:
             notes.append(f"{method}: not driven, the fake class does not define it "
                          f"(see {info.test_name}::coverage[{method}])")
             continue
-        schema = info.methods[method]
-        driven = _driven_args(ctx, method, schema, 0, notes)
-        if driven is None:
+        driven = _driven_args(ctx, method, info.methods[method], 0, notes)
+        if driven is not None:
+            methods.append((method, Callee.method(method), driven))
+    ops: list[tuple[Callee, Any]] = []
+    for op in info.ops:
+        if not runs_on_fakes(op):
+            notes.append(f"{op.qualname}: not driven, the op has no Python fake "
+                         f"(see {info.test_name}::custom_op[{op.short_name}])")
             continue
-        observer = _callable_without_args(schema) and _is_observer(ctx, method, examples)
-        callee = Callee.method(method)
+        callee = Callee.of_op(op)
+        driven = _driven_args(ctx, op.qualname, op.schema, callee.position, notes)
+        if driven is not None:
+            ops.append((callee, driven))
+    candidates = [m for m, _c, _d in methods if _callable_without_args(info.methods[m])]
+    reaching = [c for m, c, _d in methods if m not in candidates] + [c for c, _d in ops]
+    proof = prove(ctx, candidates, reaching, examples, declared)
+    notes += proof.notes
+    rules: list[Rule] = []
+    observer_rules: list[Rule] = []
+    for method, callee, driven in methods:
+        schema = info.methods[method]
+        observer = method in proof.observers
         reshaping = not observer and _reshapes(ctx, schema, callee, examples)
         made = Rule(callee, driven[0], observer=observer, weight=RESHAPING_WEIGHT if reshaping else 1,
                     ordinary=_ordinary(ctx, callee), for_object=driven[1])
@@ -237,21 +247,12 @@ def plan_for(ctx: ClassContext) -> Plan:
             observer_rules.append(made)
         if not observer or len(schema.arguments) > 1:
             rules.append(made)
-    for op in info.ops:
-        if not runs_on_fakes(op):
-            notes.append(f"{op.qualname}: not driven, the op has no Python fake "
-                         f"(see {info.test_name}::custom_op[{op.short_name}])")
-            continue
-        callee = Callee.of_op(op)
-        position = callee.position
-        driven = _driven_args(ctx, op.qualname, op.schema, position, notes)
-        if driven is None:
-            continue
-        reshaping = _reshapes(ctx, op.schema, callee, examples)
+    for callee, driven in ops:
+        reshaping = _reshapes(ctx, callee.schema, callee, examples)
         rules.append(Rule(callee, driven[0], weight=RESHAPING_WEIGHT if reshaping else 1,
                           ordinary=_ordinary(ctx, callee), for_object=driven[1]))
     if not rules:
         rules = list(observer_rules)  # nothing changes the state: still call the observers repeatedly
     if not rules:
         raise NotApplicable(f"nothing to drive on {info.qualname}: " + "; ".join(notes or ["no methods"]))
-    return Plan(ctx, examples, rules, observer_rules, notes)
+    return Plan(ctx, examples, rules, observer_rules, notes, proof.not_observers)

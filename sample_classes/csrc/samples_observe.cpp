@@ -1,0 +1,133 @@
+// TorchBind classes whose argument-less methods are not all observers
+// (namespace `samples_observe`): the differential test must prove which
+// methods only read the state before calling them after every step.
+//
+// * StreamGuard: a stream-guard-like class, written the way inference
+//   runtimes write them. Its flattened state is the device index; the bound
+//   stream handle is process-local, so __obj_flatten__ and the pickle OMIT it.
+//   - bind(int handle) binds a stream (handle > 0); is_bound() says whether
+//     one is bound; clear() unbinds it. clear() leaves __obj_flatten__
+//     unchanged, yet it changes what is_bound() returns: it is not an
+//     observer, although "flatten did not change" says it is.
+//   - device() / set_device(int) read and write the flattened device index.
+// * RunningStats: a newcomer's running statistics over pushed floats, correct
+//   and flattening all its state (count, total). reset() changes the state;
+//   on a fresh object (count 0) it changes nothing, so examples holding only
+//   fresh objects make it look like an observer.
+//
+// Correct fakes and broken fakes live in sample_classes/fakes_observe.py.
+
+#include <torch/custom_class.h>
+#include <torch/library.h>
+#include <torch/script.h>
+
+#include <string>
+#include <tuple>
+
+namespace torchbind_samples_observe {
+
+struct StreamGuard : torch::CustomClassHolder {
+  explicit StreamGuard(int64_t device_index) : device_index_(device_index) {
+    TORCH_CHECK(device_index >= 0, "StreamGuard: device_index must be >= 0, got ", device_index);
+  }
+
+  void bind(int64_t handle) {
+    TORCH_CHECK(handle > 0, "StreamGuard.bind: a stream handle is positive, got ", handle);
+    handle_ = handle;
+  }
+
+  bool is_bound() {
+    return handle_ != 0;
+  }
+
+  void clear() {
+    handle_ = 0;
+  }
+
+  int64_t device() {
+    return device_index_;
+  }
+
+  void set_device(int64_t device_index) {
+    TORCH_CHECK(device_index >= 0, "StreamGuard.set_device: device_index must be >= 0, got ", device_index);
+    device_index_ = device_index;
+  }
+
+  // The handle is a process-local stream: not flattened, not pickled.
+  std::tuple<std::tuple<std::string, int64_t>> __obj_flatten__() {
+    return std::make_tuple(std::make_tuple(std::string("device_index"), device_index_));
+  }
+
+  int64_t device_index_;
+  int64_t handle_ = 0;
+};
+
+struct RunningStats : torch::CustomClassHolder {
+  RunningStats() = default;
+  RunningStats(int64_t count, double total) : count_(count), total_(total) {}
+
+  void push(double x) {
+    count_ += 1;
+    total_ += x;
+  }
+
+  int64_t count() {
+    return count_;
+  }
+
+  double mean() {
+    TORCH_CHECK(count_ > 0, "RunningStats.mean: no values pushed yet");
+    return total_ / static_cast<double>(count_);
+  }
+
+  void reset() {
+    count_ = 0;
+    total_ = 0.0;
+  }
+
+  std::tuple<std::tuple<std::string, int64_t>, std::tuple<std::string, double>> __obj_flatten__() {
+    return std::make_tuple(
+        std::make_tuple(std::string("count"), count_), std::make_tuple(std::string("total"), total_));
+  }
+
+  int64_t count_ = 0;
+  double total_ = 0.0;
+};
+
+}  // namespace torchbind_samples_observe
+
+using torchbind_samples_observe::RunningStats;
+using torchbind_samples_observe::StreamGuard;
+
+TORCH_LIBRARY(samples_observe, m) {
+  m.class_<StreamGuard>("StreamGuard")
+      .def(torch::init<int64_t>(), "", {torch::arg("device_index") = 0})
+      .def("bind", &StreamGuard::bind)
+      .def("clear", &StreamGuard::clear)
+      .def("is_bound", &StreamGuard::is_bound)
+      .def("device", &StreamGuard::device)
+      .def("set_device", &StreamGuard::set_device)
+      .def("__obj_flatten__", &StreamGuard::__obj_flatten__)
+      .def_pickle(
+          [](const c10::intrusive_ptr<StreamGuard>& self) -> int64_t {
+            return self->device_index_;
+          },
+          [](int64_t device_index) -> c10::intrusive_ptr<StreamGuard> {
+            return c10::make_intrusive<StreamGuard>(device_index);
+          });
+
+  m.class_<RunningStats>("RunningStats")
+      .def(torch::init<>())
+      .def("push", &RunningStats::push)
+      .def("count", &RunningStats::count)
+      .def("mean", &RunningStats::mean)
+      .def("reset", &RunningStats::reset)
+      .def("__obj_flatten__", &RunningStats::__obj_flatten__)
+      .def_pickle(
+          [](const c10::intrusive_ptr<RunningStats>& self) -> std::tuple<int64_t, double> {
+            return std::make_tuple(self->count_, self->total_);
+          },
+          [](std::tuple<int64_t, double> state) -> c10::intrusive_ptr<RunningStats> {
+            return c10::make_intrusive<RunningStats>(std::get<0>(state), std::get<1>(state));
+          });
+}
