@@ -15,8 +15,11 @@ from typing import Protocol
 
 __all__ = ["Tracer", "Sink", "CallAbandoned", "SIDES"]
 
-#: The sides a call may run on: ``None`` (the plugin's own work), ``"C++"`` (the real object), ``"fake"``.
-SIDES = (None, "C++", "fake")
+#: The sides a call may run on: ``None`` (the plugin's own work), ``"C++"`` (the real object), ``"fake"``, or
+#: ``"torch"``: torch compiling, exporting or running a program (torch's compiler, which may call into either
+#: side; a hang there is told apart from one in the class's code by the worker's Python stack, see
+#: :mod:`conformance.process.stacks`).
+SIDES = (None, "C++", "fake", "torch")
 
 
 class CallAbandoned(Exception):
@@ -58,8 +61,8 @@ class Tracer:
         the per-call limit (``--torchbind-timeout``) applies (the outermost timed stretch counts). ``label`` may be
         a function, called only when a sink is attached; it should name the call precisely (the object's state and
         the arguments): it is also the key under which a call is abandoned. ``side``: whose code the call runs,
-        ``"fake"`` or ``"C++"`` (one of :data:`SIDES`). Entering raises :class:`CallAbandoned` for a timed call
-        abandoned during preparation; raises ``ValueError`` for an unknown ``side``."""
+        ``"fake"``, ``"C++"`` or ``"torch"`` (one of :data:`SIDES`). Entering raises :class:`CallAbandoned` for a
+        timed call abandoned during preparation; raises ``ValueError`` for an unknown ``side``."""
         if side not in SIDES:
             raise ValueError(f"calling(side={side!r}): expected one of {SIDES}")
         return _Calling(self.sink, label, timed, side)

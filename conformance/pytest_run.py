@@ -229,7 +229,10 @@ class PluginRun:
                     return run_target(unit, self.engine)
             # One worker per class (group): a leak or a crash of one class never shows in another class's items.
             self.supervisor.prepare_once(unit.qualname, group=unit.qualname)
-            result = self.supervisor.run(nodeid, group=unit.qualname)
+            # A matrix cell (one program compiled or exported, then run) gets --torchbind-timeout as a whole: a
+            # hang in torch's compiler costs one timeout; other items get ITEM_LIMIT_FACTOR times it.
+            factor = 1 if unit.check.scope == "cell" else None
+            result = self.supervisor.run(nodeid, group=unit.qualname, factor=factor)
             if isinstance(result, WorkerLost):
                 return lost_outcome(unit, result.failure(self.supervisor.timeout))
             return result

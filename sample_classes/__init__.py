@@ -18,7 +18,7 @@ from ._build import load_library
 
 LIBRARY_PATH = load_library()
 
-from . import fakes, fakes_patterns  # noqa: E402  (register on import; need the library)
+from . import fakes, fakes_limits, fakes_patterns  # noqa: E402  (register on import; need the library)
 
 fakes.register()
 
@@ -49,6 +49,10 @@ INPUTS_CLASS_QUALNAMES = (  # preconditions (fakes_inputs.py; the adopter's exam
     "samples_inputs::PagedCache",  # shape/index preconditions, a raw-pointer method, an untyped-self __eq__, op gather
     "samples_inputs::RealEngine",  # tracing_mode() returns "real": torch never uses its (stale) fake
 )
+LIMITS_CLASS_QUALNAMES = (  # classes that meet torch's limits in the matrix (fakes in fakes_limits.py)
+    "samples_limits::Vocab",  # __contains__ / __getitem__ / __len__ taking a str token: dynamo cannot trace them
+    "samples_limits::Stash",  # store(t) keeps its tensor: strict export leaves a FakeTensor in the real object
+)
 OBSERVE_CLASS_QUALNAMES = (  # argument-less methods that are not all observers (fakes in fakes_observe.py)
     "samples_observe::StreamGuard",  # clear() resets a handle __obj_flatten__ omits: flatten unchanged, is_bound() not
     "samples_observe::RunningStats",  # reset() changes nothing on a fresh object
@@ -64,11 +68,13 @@ __all__ = [
     "LIBRARY_PATH",
     "fakes",
     "fakes_patterns",
+    "fakes_limits",
     "CLASS_QUALNAMES",
     "PATTERN_CLASS_QUALNAMES",
     "OP_QUALNAMES",
     "BROKEN_CLASS_QUALNAMES",
     "INPUTS_CLASS_QUALNAMES",
+    "LIMITS_CLASS_QUALNAMES",
     "OBSERVE_CLASS_QUALNAMES",
     "UNSAFE_CLASS_QUALNAMES",
 ]

@@ -73,7 +73,10 @@ def test_stale_outputs_fail(samples):
 
     result = run_cell(ENGINE.context(COUNTER), "increment", Backend("stale", "test", "stale", prepare))
     assert result.status == "failed"
-    assert re.match(r"run 1 output\[0\]: expected \d+ \(int\), got \d+ \(int\)", result.reason)
+    # The cell says which output, what eager gave, what the program gave, and that it is the traced object's value.
+    assert re.match(r"run 1 output\[0\] \(r0 = obj\.increment\(\d+\), on an object in another state\): eager \d+ "
+                    r"\(int\), stale \d+ \(int\); eager on an object in the traced state gives \d+ \(int\): it stayed "
+                    r"at the traced object's value$", result.reason), result.reason
 
 
 def test_program_that_runs_on_a_copy_fails_the_state_comparison(samples):

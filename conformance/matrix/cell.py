@@ -101,7 +101,8 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
         return dataclasses.replace(earlier, row=row, row_index=cell.row_index, details=[
             *earlier.details, f"the same program and objects as row {earlier.row}: compiled and run once for both"])
     try:
-        with ctx.calling(f"scenario {row} of {qualname} through {backend.title} (compile and run)", timed=False):
+        with ctx.calling(f"scenario {row} of {qualname} through {backend.title} (compile and run)", timed=False,
+                         side="torch"):
             diffs = _run(scn, backend)
         evidence, failure_details, matched = diffs, diffs, diffs[0] if diffs else ""
     except Exception as exc:  # noqa: BLE001 - compile/export/runtime errors are this cell's result

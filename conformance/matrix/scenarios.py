@@ -32,7 +32,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..calls import OPERATORS, Call, Callee
-from ..compare import unstable_paths
+from ..compare import unstable_paths, value_differences
 from ..context import ClassContext, defined_on_fake
 from ..jit_types import return_type
 from ..example_objects import Example, read_state, state_key
@@ -86,11 +86,13 @@ class Reference:
     """Eager results: ``outputs[i]`` and ``states[i]`` (``__obj_flatten__`` after run ``i``), for runs 0 and 1;
     ``unstable``: the output positions (``run 0 output[1]``) whose tensor values differed between two identical
     eager runs (uninitialised memory, e.g. a method returning ``torch::empty``), which backends are held to by
-    metadata only."""
+    metadata only; ``traced[i]``: the output of one eager call of the program on a fresh object in the traced
+    (first) state with run ``i``'s inputs — what a program that baked the traced object in would return."""
 
     outputs: list[Any]
     states: list[Any]
     unstable: frozenset[str] = frozenset()
+    traced: list[Any] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -100,7 +102,8 @@ class Scenario:
     ``placement`` is ``"input"`` (the object is ``forward``'s first argument) or ``"attr"`` (``self.obj``);
     ``first`` / ``second`` are the example states of the two runs (``second`` is ``first`` for ``attr``: the
     program then runs twice on the same, evolving object). ``tensor_inputs[i]`` holds run ``i``'s inputs (tensors and TorchBind objects)
-    (``Value``s: fresh on every ``make``). ``dynamic``: tensor inputs get dynamic sizes.
+    (``Value``s: fresh on every ``make``). ``dynamic``: tensor inputs get dynamic sizes. ``notes``: what a cell
+    reports about how the scenario was chosen (e.g. why the dynamic row keeps a size torch specialises).
     """
 
     qualname: str
@@ -111,6 +114,7 @@ class Scenario:
     second: Example
     tensor_inputs: tuple[tuple[Value, ...], tuple[Value, ...]]
     dynamic: bool = False
+    notes: tuple[str, ...] = ()
 
     # ----- the program --------------------------------------------------------------------------------------
     @functools.cached_property
@@ -124,7 +128,7 @@ class Scenario:
                       f"    def forward(self{''.join(', ' + n for n in names)}):", "        obj = self.obj"]
         else:
             lines += [f"    def forward(self, obj{''.join(', ' + n for n in names)}):"]
-        results = []
+        results, labels = [], []
         inputs = iter(names)
         for i, call in enumerate(self.calls):
             args = []
@@ -138,12 +142,21 @@ class Scenario:
             else:
                 lines.append(f"        r{i} = {target}")
                 results.append(f"r{i}")
+                labels.append(f"r{i} = {target}")
         if not results:
             # Every call returns None: return a constant so each backend's program has an output (torch.export
             # save/load rejects a program without outputs, a limit unrelated to TorchBind).
-            results = ["torch.ones(1)"]
+            results, labels = ["torch.ones(1)"], ["the constant torch.ones(1)"]
         lines.append(f"        return ({''.join(r + ', ' for r in results)})")
+        self.__dict__["output_labels"] = tuple(labels)
         return "\n".join(lines) + "\n"
+
+    @property
+    def output_labels(self) -> tuple[str, ...]:
+        """What each output of the program is, by position: the line of :attr:`source` that computes it
+        (``r2 = obj.pop()``), for failure messages."""
+        self.source  # noqa: B018 - computes the labels with the source
+        return self.__dict__["output_labels"]
 
     @functools.cached_property
     def module_class(self) -> type:
@@ -201,7 +214,21 @@ class Scenario:
         again = self._eager()
         unstable = frozenset(path for run in (0, 1)
                              for path in unstable_paths(first.outputs[run], again.outputs[run], f"run {run} output"))
-        return dataclasses.replace(first, unstable=unstable)
+        traced = []
+        for run in (0, 1):
+            obj = self.first.build()
+            with self.first.tracer.calling(f"the eager run of scenario {self.row} on {self.qualname} on an object in "
+                                           f"the traced state with run {run}'s inputs"):
+                traced.append(self.module(obj)(*self.args(obj, run)))
+        return dataclasses.replace(first, unstable=unstable, traced=traced)
+
+    @property
+    def telling(self) -> bool:
+        """Whether run 1 can show a stale program: eager's run-1 output differs from :attr:`Reference.traced`'s
+        (what the program gives when it keeps the traced object's results). When it does not, a backend that
+        burns the traced object in passes too, and the cell says it cannot tell."""
+        ref = self.reference
+        return bool(value_differences(ref.traced[1], ref.outputs[1], "run 1 output", metadata_only=ref.unstable))
 
     def _eager(self) -> Reference:
         outputs, states = [], []
@@ -255,12 +282,31 @@ def _is_tensor_input(value: Value) -> bool:
     return False
 
 
-def _grow(value: Value) -> Value:
-    """A tensor input of the same rank and dtype but other sizes, for the dynamic row's second run."""
+def _sized(value: Value, copies: int) -> Value:
+    """``value``'s tensor repeated ``copies`` times along dim 0 (``value`` itself for one copy)."""
+    return value if copies == 1 else Value(f"torch.cat([{', '.join([value.code] * copies)}])", value.extra)
+
+
+def _dynamic_inputs(xs: tuple[Value, ...]) -> list[tuple[tuple[Value, ...], tuple[Value, ...], tuple[str, ...]]]:
+    """Run 0 and run 1 inputs of the dynamic row, with notes, best first: every tensor of size 1 on dim 0 doubled
+    for run 0 (torch specialises sizes 0 and 1 — ``Dim.AUTO``'s ``hint = 1`` case — so a program traced on size 1
+    refuses any other) and run 1 growing dim 0 further; then, for a class whose eager run rejects those sizes,
+    the inputs as drawn, saying so."""
+    ones = [i for i, v in enumerate(xs) if _dim0(v) == 1]
+    first = tuple(_sized(v, 2) if i in ones else v for i, v in enumerate(xs))
+    second = tuple(_sized(v, 3 if i in ones else 2) if (_dim0(v) or 0) > 0 else v for i, v in enumerate(xs))
+    options = [(first, second, ())]
+    if ones:
+        drawn = tuple(_sized(v, 2) if (_dim0(v) or 0) > 0 else v for v in xs)
+        options.append((xs, drawn, (f"the first run's input x{ones[0]} keeps size 1 on dim 0, which torch "
+                                     "specialises (a program traced on it refuses other sizes): eager rejects "
+                                     "the program with that input doubled",)))
+    return options
+
+
+def _dim0(value: Value) -> int | None:
     t = value.make()
-    if isinstance(t, torch.Tensor) and t.dim() > 0 and t.shape[0] > 0:
-        return Value(f"torch.cat([{value.code}, {value.code}])", value.extra)
-    return value
+    return t.shape[0] if isinstance(t, torch.Tensor) and t.dim() > 0 else None
 
 
 def _tensor_values(calls: tuple[ProgramCall, ...]) -> tuple[Value, ...]:
@@ -387,23 +433,38 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
     else:
         variants = _calls_for(ctx, row)
     placement = "attr" if row in (SEQUENCE_ATTR, TENSORS_ATTR) else "input"
+    fallback = None
     for calls in variants:
         valid = [e for e in examples if _eager_ok(e, calls)]
-        if not valid:
-            continue
-        first = valid[0]
-        # The second run uses an object in another state — preferably one reached by method calls, whose
-        # contents (not just its constructor arguments) differ — so stale burned-in constants show up.
-        others = [e for e in valid[1:] if _state_differs(first, e)]
-        second = next((e for e in others if len(e.steps) != len(first.steps)), others[0] if others else first)
-        if placement == "attr":
-            second = first
         xs = _tensor_values(calls)
-        grown = tuple(_grow(v) for v in xs) if row == DYNAMIC else xs
-        scn = Scenario(qualname, row, placement, calls, first, second, (xs, grown), dynamic=row == DYNAMIC)
-        try:
-            scn.reference  # noqa: B018 - eager must run the program itself (e.g. module-level code paths)
-        except Exception:  # noqa: BLE001
-            continue
-        return scn
+        inputs = _dynamic_inputs(xs) if row == DYNAMIC else [(xs, xs, ())]
+        for first in valid[:_FIRSTS]:
+            for second in _seconds(first, valid, placement):
+                for run0, run1, notes in inputs:
+                    scn = Scenario(qualname, row, placement, calls, first, second, (run0, run1),
+                                   dynamic=row == DYNAMIC, notes=notes)
+                    try:
+                        scn.reference  # noqa: B018 - eager must run the program itself (module-level code paths)
+                    except Exception:  # noqa: BLE001
+                        continue
+                    if scn.telling:
+                        return scn
+                    fallback = fallback or scn
+                    break  # other inputs only matter when eager rejects these
+    if fallback is not None:
+        return fallback
     raise NotApplicable(f"plain eager raises on every example object for {row}; no reference to compare with")
+
+
+_FIRSTS = 4  # traced objects tried, in example order, for a pair whose eager outputs differ
+
+
+def _seconds(first: Example, valid: list[Example], placement: str) -> list[Example]:
+    """Run 1's candidate objects: for the input placement, the objects in another state than ``first`` —
+    those reached by method calls (whose contents, not just their constructor arguments, differ) first — else
+    ``first`` itself; for an attribute, ``first`` (the program runs again on the same, evolved object)."""
+    if placement == "attr":
+        return [first]
+    others = [e for e in valid if e is not first and _state_differs(first, e)]
+    others.sort(key=lambda e: len(e.steps) == len(first.steps))  # stable: derived states first
+    return others or [first]

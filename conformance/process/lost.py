@@ -10,12 +10,15 @@ import signal
 
 from ..results import Failure
 from .memory import format_size
+from .stacks import HangSite
 
 __all__ = ["WorkerLost", "describe_exit", "abandon_cause", "TIMEOUT_OPTION", "ITEM_LIMIT_FACTOR"]
 
 #: How messages name the per-call time limit, unless the supervisor was given another name (the scaffold's).
 TIMEOUT_OPTION = "--torchbind-timeout"
-#: One item (compiling and tracing included) may take this many times the per-call timeout.
+#: One item (compiling and tracing included) may take this many times the per-call timeout; a coverage-matrix
+#: cell (one program compiled or exported and run) gets the per-call timeout itself (``Supervisor.run``'s
+#: ``factor``), so a cell that hangs in torch's compiler costs one timeout, not ten.
 ITEM_LIMIT_FACTOR = 10
 
 
@@ -42,7 +45,10 @@ class WorkerLost:
     progress, if any); ``stack`` the Python stack faulthandler dumped (crashes by signal only); ``seconds`` how
     long the item had run; ``side`` the side (``"fake"``, ``"C++"``) of the innermost breadcrumb that has one;
     ``status`` the exit status of a worker that exited without a signal; ``used`` and ``limit`` the worker's own
-    resident memory and the memory limit, in bytes (``"memory"`` only)."""
+    resident memory and the memory limit, in bytes (``"memory"`` only); ``site`` what the worker's Python stack
+    showed when it was stopped (``"hang"`` only, :func:`~conformance.process.stacks.hang_site`); ``budget`` the
+    seconds the item was allowed and how that limit is named, when not the default ``ITEM_LIMIT_FACTOR`` times
+    the timeout (``"hang"`` only)."""
 
     kind: str
     cause: str
@@ -54,6 +60,8 @@ class WorkerLost:
     status: int | None = None
     used: int = 0
     limit: int = 0
+    site: HangSite | None = None
+    budget: tuple[float, str] | None = None
 
     @classmethod
     def from_crumbs(cls, kind: str, cause: str, crumbs: list[tuple[str, bool, str | None]], stack: list[str],
@@ -90,6 +98,8 @@ class WorkerLost:
             if frame:
                 where += f"; innermost Python frame: {os.path.basename(frame['file'])}:{frame['line']} in " \
                          f"{frame['func']}"
+        if self.kind == "hang" and self.site is not None and self.site.in_compiler:
+            return self._compiler_hang(where, chain, timeout)
         if self.kind == "crash":
             summary = f"the process running this check crashed: {self.cause} while in {where}"
             cpp = f"{self.cause} (the run went on in a fresh worker process)"
@@ -100,14 +110,51 @@ class WorkerLost:
         if len(self.doing) > 1:
             details.append("in progress, outermost first: " + " > ".join(self.doing))
         if self.kind == "hang":
-            details.append(f"limits: --torchbind-timeout={timeout:g} s per call into the class, "
-                           f"{timeout * ITEM_LIMIT_FACTOR:g} s per item")
+            details.append(self._limits(timeout))
+            if self.site is not None:
+                details.append(f"where it was when stopped: {self.site.describe()}")
+                details += self._site_stack()
+            elif self.side == "torch":
+                details.append("torch was compiling, exporting or running the program; no Python stack came back "
+                               "from the worker, so whether the class's code or torch's compiler was running is "
+                               "not known")
         if self.stack:
             details.append("Python stack at the crash (faulthandler, most recent call first):")
             details += [f"  {ln.strip()}" for ln in self.stack]
         details.append("to debug it in one process, rerun this item without isolation under gdb: "
                        "gdb -ex run --args python -m pytest --torchbind-isolation=none <your options> -k <this item>")
         return Failure(summary, cpp=cpp, details=tuple(details))
+
+    def _limits(self, timeout: float) -> str:
+        budget = (f"{self.budget[0]:g} s for this item ({self.budget[1]})" if self.budget
+                  else f"{timeout * ITEM_LIMIT_FACTOR:g} s per item")
+        return f"limits: --torchbind-timeout={timeout:g} s per call into the class, {budget}"
+
+    def _site_stack(self, limit: int = 12) -> list[str]:
+        frames = self.site.stack if self.site is not None else ()
+        if not frames:
+            return []
+        more = [f"  ... {len(frames) - limit} outer frames"] if len(frames) > limit else []
+        return ["Python stack when it was stopped (faulthandler, most recent call first):",
+                *(f"  {frame}" for frame in frames[:limit]), *more]
+
+    def _compiler_hang(self, where: str, chain: list[str], timeout: float) -> Failure:
+        """A hang whose Python stack was inside torch's compiler, not in a call into the class's code: said as
+        such, with the stack; no debugger advice for C++ (the class's C++ code was not running)."""
+        site = self.site
+        parts = " > ".join(site.compiler)
+        evidence = ("the Python stack moved between the samples taken before the worker was killed: torch was "
+                    "still running its own Python code (e.g. dynamo tracing in a loop), not waiting for a call "
+                    "into the class" if site.moving else
+                    "the Python stack stood still in torch's compiler, outside any call into the class")
+        details = (*chain, f"where it was when stopped: {site.describe()}", evidence, self._limits(timeout),
+                   *self._site_stack(),
+                   "the class's code was not running when the stack was taken: to see it in plain torch, compile or "
+                   "export the program "
+                   "of this item with a timeout; a torch bug or limitation goes into the baseline "
+                   "(--torchbind-accept) with the reason")
+        return Failure(f"this check hung in torch's compiler ({parts}), not in the class's code: {where} "
+                       f"{self.cause}", details=details)
 
 
 

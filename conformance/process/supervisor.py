@@ -20,6 +20,7 @@ from ..faults import ignore_interrupts
 from .lost import ITEM_LIMIT_FACTOR, TIMEOUT_OPTION, WorkerLost, _current_thread_stack, abandon_cause, describe_exit
 from .memory import format_size, worker_memory
 from .page import CrumbPage, PageSink
+from .stacks import STACK_SIGNAL, Frame, hang_site, parse_dump
 
 __all__ = ["Supervisor", "isolation_available", "DEFAULT_TIMEOUT", "ITEM_LIMIT_FACTOR", "GROWTH_LIMIT", "ATTEMPTS",
            "HANGS"]
@@ -158,11 +159,20 @@ class Supervisor:
         return None if used is None else max(0, used - self._base)
 
     # ----- running ------------------------------------------------------------------------------------------
-    def run(self, key: str, group: str | None = None) -> Any:
+    def run(self, key: str, group: str | None = None, factor: float | None = None) -> Any:
         """Run the item ``key`` in the worker: what ``run_item`` returned, or :class:`WorkerLost` when the worker
         crashed, was killed for hanging or exceeded the memory limit (the next call starts a new worker).
         ``group`` (the plugin passes the item's class): a worker that ran items of another group is replaced
-        first."""
+        first. ``factor``: the item may take this many times ``timeout`` (default: :attr:`item_limit`; the
+        plugin gives a coverage-matrix cell ``1``)."""
+        if factor is None:
+            item_limit = self.item_limit
+            named = (f"{ITEM_LIMIT_FACTOR} x {self.timeout_option}"
+                     if item_limit == self.timeout * ITEM_LIMIT_FACTOR else "the item's own limit")
+            budget = None  # the default: "per item"
+        else:
+            item_limit, named = self.timeout * factor, f"{factor:g} x {self.timeout_option}"
+            budget = (item_limit, named)
         if self._pid is not None and (key not in self._known or (
                 group is not None and self._group is not None and group != self._group)):
             self.close()
@@ -195,11 +205,10 @@ class Supervisor:
                 since, doing = self._crumbs.read()
                 if since and now - since > self.timeout:
                     return self._lost_by_hang(start, doing, f"did not return within {self.timeout:g} s "
-                                                            f"({self.timeout_option})")
-                if now - start > self.item_limit:
-                    limit = f"{self.item_limit:g} s ({ITEM_LIMIT_FACTOR} x {self.timeout_option})"
+                                                            f"({self.timeout_option})", budget)
+                if now - start > item_limit:
                     return self._lost_by_hang(start, doing, f"was still running when the item reached its limit of "
-                                                            f"{limit}")
+                                                            f"{item_limit:g} s ({named})", budget)
 
     def run_abandoning(self, key: str, group: str | None = None, attempts: int = ATTEMPTS,
                        hangs: int | None = HANGS) -> tuple[Any, list[WorkerLost]]:
@@ -252,11 +261,37 @@ class Supervisor:
         self._forget()
         return lost
 
-    def _lost_by_hang(self, start: float, doing: list[tuple[str, bool, str | None]], cause: str) -> WorkerLost:
+    def _lost_by_hang(self, start: float, doing: list[tuple[str, bool, str | None]], cause: str,
+                      budget: tuple[float, str] | None) -> WorkerLost:
+        seconds = time.monotonic() - start
+        site = hang_site(self._sample_stacks())  # before the kill: where the worker is, not only what it was doing
         self._kill()
-        lost = WorkerLost.from_crumbs("hang", cause, doing, [], time.monotonic() - start)
+        lost = WorkerLost.from_crumbs("hang", cause, doing, [], seconds, site=site, budget=budget)
         self._forget()
         return lost
+
+    def _sample_stacks(self, count: int = 3, gap: float = 0.2, wait: float = 0.5) -> list[list[Frame]]:
+        """Ask the hung worker for its Python stack ``count`` times, ``gap`` seconds apart (its faulthandler
+        dumps it on :data:`~conformance.process.stacks.STACK_SIGNAL`, even from inside C++), waiting at most
+        ``wait`` seconds for each dump; the main thread's stacks, oldest first (fewer when the worker did not
+        answer). Reads with ``pread``: the worker shares the file's offset."""
+        fd = self._stackfile.fileno()
+        for _ in range(count):
+            size = os.fstat(fd).st_size
+            try:
+                os.kill(self._pid, STACK_SIGNAL)
+            except ProcessLookupError:
+                break
+            deadline, last = time.monotonic() + wait, size
+            while time.monotonic() < deadline:  # until the dump has stopped growing
+                time.sleep(0.02)
+                now = os.fstat(fd).st_size
+                if now > size and now == last:
+                    break
+                last = now
+            time.sleep(gap)
+        text = os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+        return parse_dump(text)
 
     def _lost_by_exit(self, start: float, reaped: int | None = None) -> WorkerLost:
         status = reaped
@@ -291,6 +326,7 @@ def _worker_main(conn: Connection, crumbs: CrumbPage, stackfile, run_item: Calla
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         _die_with_parent()
         faulthandler.enable(file=stackfile, all_threads=True)
+        faulthandler.register(STACK_SIGNAL, file=stackfile, all_threads=True)  # the supervisor asks on a hang
         if tracer is not None:  # for this process's whole life: the engine's calls go to the shared page
             tracer.attach(PageSink(crumbs, abandoned))
         while True:

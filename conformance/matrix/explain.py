@@ -1,0 +1,163 @@
+"""What a coverage-matrix cell says about its result, so that a failed cell explains itself.
+
+* :func:`output_differences`: each output of a run that differs from plain eager, named by its position and the
+  program line that computes it, with eager's value, the backend's, and — on the run with an object in another
+  state — the value eager gives on an object in the traced state: a result that stayed there is a program that
+  kept the traced object's result (burned in as a constant, or a missing guard), not a wrong computation.
+* :func:`fake_cause`: a failed cell whose program calls a method or op whose fake disagrees with C++ on the traced
+  object (the comparison of the ``agreement`` / ``custom_op`` and ``return_type`` checks,
+  :func:`conformance.compare.disagreement` and :func:`conformance.jit_types.value_mismatch`) names that item.
+* :func:`cannot_tell`: the note of a cell whose objects never change the program's output (shared by the
+  TorchBind and the Python custom-class matrix): a program that baked the traced object in passes there too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from ..calls import Call, Callee
+from ..compare import describe, disagreement, side_text, value_differences
+from ..context import new_fake_mode
+from ..jit_types import return_type, value_mismatch
+
+__all__ = ["show", "output_differences", "fake_cause", "FakeCause", "cannot_tell", "STAYED"]
+
+#: The words that mark an output which stayed at the traced object's value (the limitation table matches them).
+STAYED = "it stayed at the traced object's value"
+
+
+def show(value: Any, limit: int = 160) -> str:
+    """A value for a cell's message: scalars with their type (``3 (int)``), tensors by metadata and, when small,
+    their values (``Tensor(shape=[2], ...) = [0.0, 3.0]``)."""
+    if isinstance(value, torch.Tensor):
+        text = describe(value)
+        if value.numel() <= 12 and not value.is_meta and not isinstance(value, torch._subclasses.FakeTensor):
+            text += f" = {value.tolist()}"
+        return text
+    if isinstance(value, (list, tuple)):
+        text = describe(value, limit)
+    else:
+        text = f"{describe(value, limit)} ({type(value).__name__})"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _as_expected(expected: Any, got: Any, scalars_as_tensors: bool) -> Any:
+    """AOTInductor's 0-dim tensor for an int/float/bool result, as the Python scalar (as ``value_differences``
+    compares it)."""
+    if scalars_as_tensors and isinstance(got, torch.Tensor) and got.dim() == 0 and \
+            isinstance(expected, (bool, int, float)):
+        return type(expected)(got.item())
+    return got
+
+
+def output_differences(scn, run: int, got: Any, side: str, *, scalars_as_tensors: bool = False) -> list[str]:
+    """One line per output of run ``run`` of scenario ``scn`` that differs from plain eager
+    (:func:`conformance.compare.value_differences`, tensors through ``torch.testing.assert_close``; positions
+    whose values eager itself does not reproduce compared by metadata): ``run 1 output[0] (r0 =
+    obj.get_default_index(), on another object): eager 3 (int), export 2 (int); eager on an object in the traced
+    state gives 2: it stayed at the traced object's value``. ``side`` names the backend's result. Raises nothing
+    of its own."""
+    ref = scn.reference
+    expected, traced = ref.outputs[run], ref.traced[run] if ref.traced else None
+    where = f"run {run} output"
+    found = value_differences(expected, got, where, scalars_as_tensors, ref.unstable)
+    if not found:
+        return []
+    if not (isinstance(expected, (list, tuple)) and isinstance(got, (list, tuple)) and len(expected) == len(got)):
+        return [f"{found[0]} (eager {show(expected)}, {side} {show(got)})", *found[1:]]
+    labels = scn.output_labels
+    whose = ("the traced object" if run == 0 else
+             "the same object, run again" if scn.placement == "attr" else "an object in another state")
+    lines = []
+    for i, (e, g) in enumerate(zip(expected, got)):
+        found = value_differences(e, g, f"{where}[{i}]", scalars_as_tensors, ref.unstable)
+        if not found:
+            continue
+        g = _as_expected(e, g, scalars_as_tensors)
+        label = labels[i] if i < len(labels) else f"output {i}"
+        line = f"{where}[{i}] ({label}, on {whose}): eager {show(e)}, {side} {show(g)}"
+        if run == 1 and traced is not None and i < len(traced) and \
+                value_differences(traced[i], e, f"{where}[{i}]", metadata_only=ref.unstable):
+            line += f"; eager on an object in the traced state gives {show(traced[i])}"
+            if not value_differences(traced[i], g, f"{where}[{i}]", scalars_as_tensors, ref.unstable):
+                line += f": {STAYED}"
+        # What the comparison found, where a value alone does not say it (tensor values, nested positions).
+        extra = [d for d in found if not d.startswith(f"{where}[{i}]: expected ")]
+        lines.append(line + (f" [{'; '.join(extra)}]" if extra else ""))
+    return lines
+
+
+def fake_cause(ctx, scn) -> FakeCause | None:
+    """Why a failed cell may follow from a fake's wrong result: the scenario's calls replayed in order on a real
+    object in the traced state and on its fake (``maybe_to_fake_obj`` under a new ``FakeTensorMode``, as tracing
+    does), each result compared as ``agreement`` compares it (:func:`conformance.compare.disagreement`) and
+    against the schema's return type as ``return_type`` does. Returns a :class:`FakeCause` naming the first
+    call that disagrees, what each side did and the items that report it (``torchbind[ns.Cls]::agreement[m]``,
+    ``return_type[m]``, or ``custom_op[op]`` for an op), or ``None`` when every call agrees or nothing could be compared (no fake
+    class, an object that cannot be fakified, a call C++ rejects)."""
+    if ctx.traces_with_real_object or ctx.info.fake_class is None:
+        return None
+    try:
+        real_obj, other = scn.first.build(), scn.first.build()
+        mode = new_fake_mode()
+        fake_obj = ctx.fakify(other, mode, state=scn.first.label)
+    except Exception:  # noqa: BLE001 - the roundtrip and examples checks report objects that cannot be fakified
+        return None
+    for program_call in scn.calls:
+        callee = program_call.call.callee
+        # A dunder reached through its operator (obj["a"]) is the method the agreement check calls by name.
+        call = program_call.call if callee.op is not None else Call(Callee.method(callee.name), program_call.args)
+        with ctx.calling(f"{call.code()} on an object in the traced state, checking the fake's result for a "
+                         "failed matrix cell", timed=False):
+            real = ctx.call_real(real_obj, call)
+            fake = ctx.call_fake(fake_obj, mode, call)
+        if real.raised:
+            return None  # not a comparison (validity rule); eager ran the program, so this is not the cause
+        found = disagreement(real, fake)
+        items = []
+        if callee.op is not None:
+            if found:
+                items.append(f"custom_op[{callee.op.short_name}]")
+        else:
+            if found:
+                items.append(f"agreement[{callee.name}]")
+            schema = ctx.info.methods.get(callee.name)
+            if schema is not None and not fake.raised and value_mismatch(fake.value, return_type(schema)):
+                items.append(f"return_type[{callee.name}]")
+        if items:
+            # The comparison's own lines where the values alone do not say it (a tensor's shape, a list's element).
+            plain = not isinstance(real.value, (torch.Tensor, list, tuple, dict))
+            detail = "; ".join(found[1]) if found and found[1] and not plain else ""
+            return FakeCause(tuple(f"{ctx.info.test_name}::{item}" for item in items),
+                             f"{call.code()} on an object in the traced state: C++ {side_text(real)}, fake "
+                             f"{side_text(fake)}{f' ({detail})' if detail else ''}")
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeCause:
+    """A failed cell's program calls a method or op whose fake is wrong: ``items`` are the ids of the items that
+    report it (``torchbind[ns.Cls]::agreement[m]``), ``call`` what the call did on each side."""
+
+    items: tuple[str, ...]
+    call: str
+
+    @property
+    def reference(self) -> str:
+        """For the cell's reason: ``follows from the fake's wrong result, see <items>``."""
+        return f"follows from the fake's wrong result, see {' and '.join(self.items)}"
+
+    @property
+    def detail(self) -> str:
+        """For the cell's details: the call that disagrees and the items."""
+        return f"this {self.reference}: {self.call}"
+
+
+def cannot_tell(what: str, hint: str) -> str:
+    """The note of a cell whose objects never change the output: ``what`` says which objects were tried and
+    on what, ``hint`` what the adopter can give."""
+    return (f"{what}, so this cell cannot tell a program that follows the object from one that holds the "
+            f"traced object baked in: {hint}")

@@ -1,0 +1,150 @@
+"""Where a hung worker was: the Python stacks :mod:`faulthandler` dumps on request, and what they show.
+
+A worker registers ``faulthandler`` for :data:`STACK_SIGNAL`; before killing a hung worker the supervisor sends it
+that signal a few times, a moment apart (:func:`sample`), so the failure can say *where* the worker was, not only
+which breadcrumb was open. faulthandler writes from its C signal handler, so the dump comes even while the thread
+spins in C++ with the GIL held.
+
+:func:`hang_site` reads the samples: which part of torch's compiler the stack is inside (dynamo tracing the
+program, AOTAutograd, inductor, torch.export: the torch source directories below), whether the Python stack moved
+between samples (Python code still running, e.g. dynamo looping) or stood still in one frame (waiting in native
+code), and whether that frame is one where torch calls into the class's own code (``call_torchbind``,
+fakification, an op's kernel).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal
+import sysconfig
+
+__all__ = ["STACK_SIGNAL", "Frame", "HangSite", "parse_dump", "hang_site", "COMPILER_PARTS"]
+
+#: The signal on which a worker's faulthandler dumps its Python stacks (without ending the process).
+STACK_SIGNAL = signal.SIGUSR1
+
+_FRAME = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+|\?\?\?) in (?P<func>\S+)')
+
+#: Parts of torch's compiler, by the torch source directory a frame is in (``torch/_dynamo/...``), as messages
+#: name them. Present under these names in torch 2.13 and 2.14.
+COMPILER_PARTS: tuple[tuple[str, str], ...] = (
+    ("_dynamo", "dynamo tracing the program"),
+    ("_functorch", "AOTAutograd"),
+    ("_inductor", "inductor"),
+    ("export", "torch.export"),
+    ("_export", "torch.export"),
+)
+
+#: torch source files whose frames call into the class's own code: ``call_torchbind`` running a method on the real
+#: object (strict export), fakification (``__obj_flatten__``, the deep copy through ``def_pickle``), an op's kernel.
+_CLASS_CALL_SITES = ("_higher_order_ops/torchbind.py", "_library/fake_class_registry.py", "_ops.py")
+_STDLIB = sysconfig.get_paths()["stdlib"]
+#: Packages torch's compiler calls into itself: a frame in one of them is the compiler's work, not the class's.
+_TORCH_DEPENDENCIES = frozenset({"sympy", "mpmath", "networkx", "filelock", "jinja2", "triton", "fsspec", "numpy",
+                                 "typing_extensions", "optree"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One frame of a dump: the file, the line (``0`` when faulthandler printed ``???``) and the function."""
+
+    file: str
+    line: int
+    func: str
+
+    @property
+    def torch_path(self) -> str | None:
+        """The path inside the ``torch`` package (``_dynamo/symbolic_convert.py``), or ``None`` outside it."""
+        parts = self.file.replace(os.sep, "/").split("/torch/")
+        return parts[-1] if len(parts) > 1 else None
+
+    def __str__(self) -> str:
+        path = self.torch_path
+        return f"{'torch/' + path if path else os.path.basename(self.file)}:{self.line} in {self.func}"
+
+
+def parse_dump(text: str) -> list[list[Frame]]:
+    """The stacks of the worker's main thread in ``text`` (one or more faulthandler dumps), one per dump, each
+    most recent call first. A dump's main thread is the block holding the worker loop's frames (the thread that
+    runs the checks); the frames of :mod:`conformance.process` and below (the worker loop, pytest) are left out."""
+    stacks: list[list[Frame]] = []
+    block: list[Frame] | None = None
+    seen_loop = False
+    for line in [*text.splitlines(), "Thread end"]:
+        if line.startswith(("Current thread", "Thread", "Stack")):
+            if block is not None and seen_loop:
+                stacks.append(block)
+            block, seen_loop = [], False
+            continue
+        match = _FRAME.match(line)
+        if match is None or block is None:
+            continue
+        if f"{os.sep}conformance{os.sep}process{os.sep}" in match["file"]:
+            seen_loop = True
+            continue
+        if not seen_loop:
+            line_no = match["line"]
+            block.append(Frame(match["file"], int(line_no) if line_no.isdigit() else 0, match["func"]))
+    return stacks
+
+
+@dataclasses.dataclass(frozen=True)
+class HangSite:
+    """What the stacks of a hung worker show. ``compiler``: the parts of torch's compiler the stack was inside,
+    outermost first (empty: none); ``moving``: the Python stack changed between samples (Python code was running);
+    ``frame``: the innermost frame of the last sample; ``class_call``: the stack stood still in a frame where
+    torch calls into the class's code; ``user_code``: the innermost frame is outside torch and Python's standard
+    library (a fake method, the adopter's code); ``stack``: the last sample, most recent call first."""
+
+    compiler: tuple[str, ...]
+    moving: bool
+    frame: Frame | None
+    class_call: bool
+    user_code: bool
+    stack: tuple[Frame, ...]
+
+    @property
+    def in_compiler(self) -> bool:
+        """The worker hung inside torch's compiler itself (not in a call into the class's code it made)."""
+        return bool(self.compiler) and not self.class_call and not self.user_code
+
+    def describe(self) -> str:
+        """A phrase for the failure: ``"torch's compiler (dynamo tracing the program), still running Python code
+        (symbolic_convert.py:1603 in step)"``."""
+        where = f"torch's compiler ({' > '.join(self.compiler)})" if self.compiler else "Python code"
+        frame = f" ({self.frame})" if self.frame else ""
+        if self.class_call:
+            return f"a call into the class's code that {where} made{frame}, which did not return"
+        if self.user_code:
+            return f"Python code outside torch{frame}, called from {where}"
+        if self.moving:
+            return f"{where}, still running Python code when it was stopped{frame}"
+        return f"{where}, waiting in one call{frame}"
+
+
+def hang_site(samples: list[list[Frame]]) -> HangSite | None:
+    """Read the stack samples of a hung worker (each most recent call first, oldest sample first); ``None``
+    without any."""
+    samples = [s for s in samples if s]
+    if not samples:
+        return None
+    last = samples[-1]
+    moving = any(s != last for s in samples[:-1])
+    parts: list[str] = []
+    for frame in reversed(last):  # outermost first
+        path = frame.torch_path
+        if path is None:
+            continue
+        top = path.split("/", 1)[0]
+        part = next((name for d, name in COMPILER_PARTS if d == top), None)
+        if part is not None and (not parts or parts[-1] != part):
+            parts.append(part)
+    inner = last[0]
+    inner_path = inner.torch_path or ""
+    class_call = not moving and any(inner_path.endswith(site) for site in _CLASS_CALL_SITES)
+    directories = set(inner.file.replace(os.sep, "/").split("/"))
+    user_code = (inner.torch_path is None and not inner.file.startswith(_STDLIB) and "conformance" not in directories
+                 and not directories & _TORCH_DEPENDENCIES)
+    return HangSite(tuple(parts), moving, inner, class_call, user_code, tuple(last))

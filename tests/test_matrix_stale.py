@@ -1,0 +1,177 @@
+"""Stale results in the coverage matrix: a program traced with one object is also run with an object in another
+state, chosen so that eager's output changes, and a failed cell explains itself.
+
+``samples_stale::Vocab`` (csrc/samples_stale.cpp) returns its default index for an unknown token
+(``vocab["zz"]``, ``get_default_index()``): an int, which torch.export burns into the program as a constant.
+Each verdict is pinned beside the plain-torch lines that show what it predicts. Only the backends a test needs
+are compiled (``eager``: torch.compile's eager backend, and non-strict ``export``; no inductor).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import strategies as st
+from torch._library.fake_class_registry import maybe_to_fake_obj
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import conformance
+from conformance.matrix.backend import Backend
+from conformance.matrix.cell import run_cell
+from conformance.matrix.scenarios import scenario
+from conformance.runner import plan, run_target
+from conftest import engine_of
+
+VOCAB = "samples_stale::Vocab"
+ITEM = "torchbind[samples_stale.Vocab]"
+
+
+@pytest.fixture(scope="module")
+def stale():
+    import sample_classes  # noqa: F401 - builds (cached) and loads the library
+    import sample_classes.fakes_stale
+
+    return sample_classes.fakes_stale
+
+
+@pytest.fixture(scope="module")
+def engine(stale):
+    return engine_of()  # generated examples: Vocab(['a', 'bc'], 2), Vocab([], 1), ... and derived states
+
+
+def vocab(default: int, tokens=("a", "bc")):
+    return torch.classes.samples_stale.Vocab(list(tokens), default)
+
+
+class GetItem(torch.nn.Module):
+    def forward(self, obj):
+        return (obj["zz"],)
+
+
+# ----- 1. a second object whose eager output differs; both numbers shown -----------------------------------------
+
+
+def test_export_keeps_the_traced_default_and_the_cell_shows_both_numbers(engine):
+    # Plain torch: exported with default index 2, the program returns 2 for a vocabulary whose default is 1.
+    ep = torch.export.export(GetItem(), (vocab(2),), strict=False)
+    assert GetItem()(vocab(1)) == (1,)
+    assert ep.module()(vocab(1)) == (2,)
+    # torch.compile guards on the flattened state (default_index is in it) and follows the object.
+    compiled = torch.compile(lambda obj: obj.get_default_index(), backend="eager", fullgraph=True)
+    assert (compiled(vocab(2)), compiled(vocab(1))) == (2, 1)
+
+    ctx = engine.context(VOCAB)
+    scn = scenario(ctx, "operator.getitem")
+    # The row's objects were chosen so that eager's output changes: the traced object's value differs from run 1's.
+    assert scn.telling and scn.reference.traced[1] != scn.reference.outputs[1]
+    traced_value, other_value = scn.reference.traced[1][0], scn.reference.outputs[1][0]
+    # The same two objects through plain torch.export: the program returns the traced object's value.
+    (label,) = scn.output_labels
+    program = scn.module_class()
+    exported = torch.export.export(program, (scn.first.build(),), strict=False).module()
+    assert exported(scn.second.build()) == (traced_value,) != program(scn.second.build())
+
+    cell = run_cell(ctx, "operator.getitem", "export")
+    assert (cell.status, cell.limitation) == ("unsupported", "burned-in-constants")
+    assert cell.details[0] == (
+        f"run 1 output[0] ({label}, on an object in another state): eager {other_value} (int), export "
+        f"{traced_value} (int); eager on an object in the traced state gives {traced_value} (int): it stayed at the "
+        "traced object's value")
+    assert run_cell(ctx, "get_default_index", "eager").status == "passed"  # torch.compile recompiles: fresh
+
+
+def test_a_program_that_keeps_the_traced_value_is_never_a_pass(engine):
+    """torch.compile backends have no burn-in limitation: a stale value there is a failure, saying so."""
+    def keeps_first_result(scn, module, args):
+        kept = []
+
+        def run(*a):
+            out = module(*a)
+            kept.append(out)
+            return kept[0]
+
+        return run
+
+    cell = run_cell(engine.context(VOCAB), "get_default_index", Backend("keeps", "test", "keeps", keeps_first_result))
+    assert cell.status == "failed" and cell.limitation is None
+    assert cell.reason.endswith("(int): it stayed at the traced object's value"), cell.reason
+    assert cell.reason.startswith("run 1 output[0] (r0 = obj.get_default_index(), on an object in another state): ")
+
+
+def test_no_object_that_changes_the_output_means_the_cell_cannot_tell(stale):
+    def same_default():  # two vocabularies with the same default index: get_default_index() gives 5 on both
+        conformance.examples(VOCAB, derive=False)(lambda: [vocab(5), vocab(5, tokens=("x",))])
+
+    ctx = engine_of(same_default).context(VOCAB)
+    scn = scenario(ctx, "get_default_index")
+    assert not scn.telling and scn.reference.outputs == [(5,), (5,)]
+    # Plain torch: the exported program bakes 5 in, which no object the adopter gave can tell from following it.
+    ep = torch.export.export(scn.module_class(), (vocab(5),), strict=False)
+    assert ep.module()(vocab(5, tokens=("x",))) == (5,) and ep.module()(vocab(7)) == (5,)
+    cell = run_cell(ctx, "get_default_index", "export")
+    assert cell.status == "passed"
+    assert any("so this cell cannot tell a program that follows the object from one that holds the traced object "
+               "baked in" in d for d in cell.details), cell.details
+
+
+# ----- 2. the dynamic row starts from sizes torch does not specialise ---------------------------------------------
+
+
+class Lookup(torch.nn.Module):
+    def forward(self, obj, ids):
+        return obj.lookup(ids)
+
+
+def test_dynamic_row_starts_at_size_two(stale):
+    # Plain torch: Dim.AUTO on a size-1 dim specialises it (hint = 1), and the program refuses size 2.
+    auto = {0: torch.export.Dim.AUTO, 1: torch.export.Dim.AUTO}
+    ep = torch.export.export(Lookup(), (vocab(2), torch.ones(1, 3)), dynamic_shapes=(None, auto), strict=False)
+    with pytest.raises(Exception, match=r"size\(\)\[0\]|Expected input at .*shape\[0\] to be equal to 1"):
+        ep.module()(vocab(2), torch.ones(2, 3))
+    # From size 2, the same export runs on size 4.
+    ep = torch.export.export(Lookup(), (vocab(2), torch.ones(2, 3)), dynamic_shapes=(None, auto), strict=False)
+    assert ep.module()(vocab(2), torch.ones(4, 3)).shape == (4, 3)
+
+    def batch_of_one():  # the adopter's lookup ids have batch size 1
+        conformance.strategy(VOCAB, "lookup", arg=0)(lambda: st.just("torch.tensor([[0.0, 1.0, 5.0]])"))
+
+    ctx = engine_of(batch_of_one).context(VOCAB)
+    scn = scenario(ctx, "dynamic")
+    assert "obj.lookup(x0)" in scn.source
+    first, second = scn.inputs(0), scn.inputs(1)
+    assert [tuple(t.shape) for t in first] == [(2, 3)] and [tuple(t.shape) for t in second] == [(3, 3)]
+    assert scn.dynamic_shapes()[1] == auto
+    cell = run_cell(ctx, "dynamic", "export")
+    # No guard failure: what remains is the default index the program reads (burned in, the known limitation).
+    assert (cell.status, cell.limitation) == ("unsupported", "burned-in-constants"), (cell.reason, cell.details)
+    assert run_cell(ctx, "dynamic", "eager").status == "passed"
+
+
+# ----- 3. a failure that follows from a fake's wrong result names the item -----------------------------------------
+
+
+def test_a_cell_failing_because_of_the_fake_names_the_agreement_item(stale):
+    engine = engine_of()  # its own contexts: nothing cached from the correct fake's cells
+    with stale.BROKEN["vocab_constant_default"].installed():
+        # Plain torch: the fakified object returns 0 where C++ returns 2, and torch.compile burns that 0 in.
+        real = vocab(2)
+        with FakeTensorMode() as mode:
+            fake = maybe_to_fake_obj(mode, vocab(2))
+            assert torch.ops.higher_order.call_torchbind(fake, "get_default_index") == 0
+        assert real.get_default_index() == 2
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda obj: obj.get_default_index(), backend="eager", fullgraph=True)
+        assert compiled(vocab(2)) == 0
+        torch._dynamo.reset()
+
+        ctx = engine.context(VOCAB)
+        agreement = next(u for u in plan(VOCAB, engine, only={"agreement"}) if u.target == "get_default_index")
+        outcome = run_target(agreement, engine)
+        assert outcome.status == "failed"
+        item = f"{ITEM}::agreement[get_default_index]"
+        cell = run_cell(ctx, "get_default_index", "eager")
+        assert cell.status == "failed"
+        assert cell.reason.endswith(f"(follows from the fake's wrong result, see {item})"), cell.reason
+        assert cell.details[0] == (f"this follows from the fake's wrong result, see {item}: obj.get_default_index() on "
+                                   "an object in the traced state: C++ returned 2, fake returned 0")
+        assert item == f"{ITEM}::{agreement.name}"  # the id the plugin gives the agreement item
