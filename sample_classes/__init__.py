@@ -57,6 +57,9 @@ OBSERVE_CLASS_QUALNAMES = (  # argument-less methods that are not all observers 
     "samples_observe::StreamGuard",  # clear() resets a handle __obj_flatten__ omits: flatten unchanged, is_bound() not
     "samples_observe::RunningStats",  # reset() changes nothing on a fresh object
 )
+STALE_CLASS_QUALNAMES = (  # results a traced program can bake in (fakes in fakes_stale.py)
+    "samples_stale::Vocab",  # __getitem__ / get_default_index read a default index: export burns the int in
+)
 UNSAFE_CLASS_QUALNAMES = (  # crash, hang or leak in C++ on purpose; only with process isolation
     "samples_unsafe::CrashyStack",
     "samples_unsafe::OverflowPickle",
@@ -76,5 +79,6 @@ __all__ = [
     "INPUTS_CLASS_QUALNAMES",
     "LIMITS_CLASS_QUALNAMES",
     "OBSERVE_CLASS_QUALNAMES",
+    "STALE_CLASS_QUALNAMES",
     "UNSAFE_CLASS_QUALNAMES",
 ]

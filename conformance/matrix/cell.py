@@ -14,10 +14,11 @@ import traceback
 
 import torch
 
-from ..compare import flat_state_differences, value_differences
+from ..compare import flat_state_differences
 from ..example_objects import read_state
 from ..results import Cell, Failure, Status, exception_line
 from .backend import Backend, all_backends, get_backend
+from .explain import cannot_tell, fake_cause, output_differences
 from .limitations import find_limitation
 from .scenarios import Scenario, row_names, scenario
 
@@ -48,8 +49,7 @@ def _run(scn: Scenario, backend: Backend) -> list[str]:
             held = getattr(runner, "obj", None)
             obj = held if isinstance(held, torch.ScriptObject) else traced
         out = runner(*scn.args(obj, run))
-        diffs += value_differences(ref.outputs[run], out, f"run {run} output",
-                                   scalars_as_tensors=backend.scalars_as_tensors, metadata_only=ref.unstable)
+        diffs += output_differences(scn, run, out, backend.side, scalars_as_tensors=backend.scalars_as_tensors)
         if backend.state_visible:
             diffs += flat_state_differences(ref.states[run], read_state(obj, scn.first.tracer),
                                             f"run {run} object state", ("eager", backend.side))
@@ -122,6 +122,16 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
         else:
             cell.status, cell.reason = Status.FAILED, evidence[0]
             cell.details = failure_details + cell.details
+        cause = fake_cause(ctx, scn)  # a fake's wrong result makes the program wrong: name the item reporting it
+        if cause is not None:
+            cell.reason = f"{cell.reason} ({cause.reference})"
+            cell.details.insert(0, cause.detail)
+    elif not scn.telling:
+        cell.details.append(cannot_tell(
+            "no example object gives this program another eager output than the traced object",
+            "give example objects in states the row's calls read differently (@conformance.examples), or "
+            "strategies whose arguments do (conformance.strategy)"))
+    cell.details += scn.notes
     ctx.cells_by_program[same] = cell  # only once its verdict is set (a BaseException leaves nothing behind)
     return cell
 
