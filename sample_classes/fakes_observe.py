@@ -21,6 +21,8 @@ Importing this module registers the fakes (idempotently).
 
 from __future__ import annotations
 
+import torch
+
 from .broken import BrokenFake, _variant
 from .fakes import register_fake_classes
 
@@ -49,6 +51,9 @@ class FakeStreamGuard:
 
     def device(self) -> int:
         return self.device_index
+
+    def jitter(self) -> torch.Tensor:
+        return torch.rand(2)
 
     def set_device(self, device_index: int) -> None:
         if device_index < 0:

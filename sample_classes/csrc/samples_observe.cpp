@@ -10,6 +10,10 @@
 //     unchanged, yet it changes what is_bound() returns: it is not an
 //     observer, although "flatten did not change" says it is.
 //   - device() / set_device(int) read and write the flattened device index.
+//   - jitter() draws fresh random retry delays (torch::rand): it reads and
+//     changes nothing of the object, but two calls in a row differ, so only
+//     the adopter's word (conformance.strategy(..., observer=True)) makes it
+//     an observer.
 // * RunningStats: a newcomer's running statistics over pushed floats, correct
 //   and flattening all its state (count, total). reset() changes the state;
 //   on a fresh object (count 0) it changes nothing, so examples holding only
@@ -46,6 +50,10 @@ struct StreamGuard : torch::CustomClassHolder {
 
   int64_t device() {
     return device_index_;
+  }
+
+  at::Tensor jitter() {
+    return torch::rand({2});
   }
 
   void set_device(int64_t device_index) {
@@ -107,6 +115,7 @@ TORCH_LIBRARY(samples_observe, m) {
       .def("is_bound", &StreamGuard::is_bound)
       .def("device", &StreamGuard::device)
       .def("set_device", &StreamGuard::set_device)
+      .def("jitter", &StreamGuard::jitter)
       .def("__obj_flatten__", &StreamGuard::__obj_flatten__)
       .def_pickle(
           [](const c10::intrusive_ptr<StreamGuard>& self) -> int64_t {

@@ -1,0 +1,227 @@
+"""Observers are proven, not guessed: the differential test calls an argument-less method after every step only when
+calling it is shown to change neither the flattened state nor what any other such method returns.
+
+``samples_observe::StreamGuard`` (csrc/samples_observe.cpp) keeps a bound stream handle that ``__obj_flatten__``
+omits: ``clear()`` leaves the flattened state as it was and still unbinds the guard, so "flatten did not change"
+took it for an observer, and calling it after every step hid a fake ``bind()`` that forgets the handle.
+``samples_observe::RunningStats`` is a newcomer's correct class; with a fresh object as its only example,
+``reset()`` changed nothing there, was taken for an observer, and its calls after every step made a correct fake
+fail. Each verdict is pinned beside the plain torch that shows the same thing: a program compiled with
+``torch.compile(backend="aot_eager")`` against eager.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import conformance
+from conformance import differential as engine
+from conformance.runner import plan, run_target
+from conformance.settings import Settings
+from conftest import engine_of
+
+GUARD, STATS = "samples_observe::StreamGuard", "samples_observe::RunningStats"
+SETTINGS = Settings(examples=30)
+
+
+@pytest.fixture(scope="module")
+def observe():
+    import sample_classes  # noqa: F401 - builds (cached) and loads the library
+    import sample_classes.fakes_observe  # noqa: F401 - registers the fakes
+
+    return sample_classes.fakes_observe
+
+
+def differential(qualname, register=None):
+    """The differential item's outcome for ``qualname``, with what ``register()`` registers as the adopter."""
+    eng = engine_of(register, SETTINGS)
+    [unit] = plan(qualname, eng, only={"differential"})
+    return run_target(unit, eng)
+
+
+def fresh_stats():
+    return [torch.classes.samples_observe.RunningStats()]
+
+
+def fresh_stats_only():
+    """The newcomer's examples: one fresh object, no derived states."""
+    conformance.examples(STATS, derive=False)(fresh_stats)
+
+
+def compiled(fn, *args):
+    torch._dynamo.reset()
+    try:
+        return torch.compile(fn, backend="aot_eager", fullgraph=True)(*args)
+    finally:
+        torch._dynamo.reset()
+
+
+def bound_guard():
+    g = torch.classes.samples_observe.StreamGuard(0)
+    g.bind(3)
+    return g
+
+
+def is_bound_after_bind(x, g):
+    g.bind(3)
+    return x + int(g.is_bound())
+
+
+def count_after_reset(x, s):
+    s.reset()
+    return x + s.count()
+
+
+def stats(*values):
+    s = torch.classes.samples_observe.RunningStats()
+    for v in values:
+        s.push(v)
+    return s
+
+
+# ----- the proof -------------------------------------------------------------------------------------------------
+
+
+def test_flatten_unchanged_does_not_make_clear_an_observer(observe):
+    g = bound_guard()  # plain torch: clear() leaves __obj_flatten__ as it was, and unbinds the guard
+    flat = g.__obj_flatten__()
+    g.clear()
+    assert g.__obj_flatten__() == flat and g.is_bound() is False
+    p = engine.plan_for(engine_of(settings=SETTINGS).context(GUARD))
+    assert p.observers == ["is_bound", "device"]
+    assert "clear" in [r.name for r in p.rules] and "clear" not in p.observers
+    assert p.not_observers["clear"] == ("changes what is_bound() returns on `obj = torch.classes.samples_observe."
+                                        "StreamGuard(2); obj.bind(2)`: True before, False after")
+    assert p.not_observers["jitter"].startswith("two calls in a row on `obj = torch.classes.samples_observe."
+                                                "StreamGuard(2)` give tensor(")
+
+
+def test_reset_is_judged_on_the_states_a_call_reaches_too(observe):
+    s = stats()  # plain torch: on the newcomer's only example, reset() changes nothing; after one push it does
+    flat = s.__obj_flatten__()
+    s.reset()
+    assert s.__obj_flatten__() == flat
+    s.push(1.5)
+    s.reset()
+    assert s.count() == 0
+    p = engine.plan_for(engine_of(fresh_stats_only, SETTINGS).context(STATS))
+    assert [e.label for e in p.examples] == ["fresh_stats()[0]"]
+    assert p.observers == ["count", "mean"]
+    assert p.not_observers == {"reset": "changes the flattened state on `from test_observers import fresh_stats; "
+                               "obj = list(fresh_stats())[0]; obj.push(1.5)` (count: 1 before, 0 after)"}
+
+
+# ----- verdicts, with plain torch beside them -----------------------------------------------------------------
+
+
+def test_correct_running_stats_pass_with_no_false_failure_on_reset(observe):
+    # Plain torch: reset() then count() inside one compiled program agrees with eager.
+    x = torch.zeros(2)
+    assert torch.equal(compiled(count_after_reset, x, stats(1.0, 2.0)), count_after_reset(x, stats(1.0, 2.0)))
+    for register in (None, fresh_stats_only):
+        outcome = differential(STATS, register)
+        assert outcome.status == "passed", outcome.render()
+
+
+def test_a_fake_reset_that_keeps_the_count_is_found(observe):
+    x = torch.zeros(2)
+    with observe.BROKEN["stats_reset_keeps_count"].installed():
+        # Plain torch: the compiled program reads the count the fake kept; eager reads 0.
+        assert compiled(count_after_reset, x, stats(1.0, 2.0)).tolist() == [2.0, 2.0]
+        assert count_after_reset(x, stats(1.0, 2.0)).tolist() == [0.0, 0.0]
+        outcome = differential(STATS, fresh_stats_only)
+    assert outcome.status == "failed"
+    [failure] = outcome.failures
+    assert failure.target == "reset"
+    assert "count() afterwards disagrees" in failure.summary
+    assert "count(): C++ gave 0 (int), fake gave 1 (int)" in failure.details
+    assert "observers called after every step on both sides: count(), mean()" in failure.details
+
+
+def test_a_fake_bind_that_forgets_the_handle_is_found(observe):
+    x = torch.zeros(2)
+    with observe.BROKEN["guard_bind_forgets"].installed():
+        # Plain torch: bind() then is_bound() in one compiled program gives 0 where eager gives 1.
+        assert compiled(is_bound_after_bind, x, torch.classes.samples_observe.StreamGuard(0)).tolist() == [0.0, 0.0]
+        outcome = differential(GUARD)
+    assert is_bound_after_bind(x, torch.classes.samples_observe.StreamGuard(0)).tolist() == [1.0, 1.0]
+    assert outcome.status == "failed"
+    [failure] = outcome.failures
+    assert failure.target == "bind"
+    assert failure.summary.endswith("the fake's state drifted from the C++ object: is_bound() afterwards disagrees")
+    assert (failure.cpp, failure.fake) == ("obj.is_bound() returned True", "obj.is_bound() returned False")
+    assert "not an observer, driven as a step: clear() changes what is_bound() returns on `obj = torch.classes." \
+           "samples_observe.StreamGuard(2); obj.bind(2)`: True before, False after" in failure.details
+
+
+def test_the_correct_guard_fails_on_the_handle_its_flatten_omits(observe):
+    # Plain torch: within one program the correct fake keeps the handle (compiled agrees with eager) ...
+    x = torch.zeros(2)
+    assert compiled(is_bound_after_bind, x, torch.classes.samples_observe.StreamGuard(0)).tolist() == [1.0, 1.0]
+    # ... but a program traced from a bound guard sees it unbound: __obj_flatten__ omits the handle.
+    assert compiled(lambda x, g: x + int(g.is_bound()), x, bound_guard()).tolist() == [0.0, 0.0]
+    assert (x + int(bound_guard().is_bound())).tolist() == [1.0, 1.0]
+    outcome = differential(GUARD)
+    assert outcome.status == "failed"
+    [failure] = outcome.failures
+    assert failure.target == "bind" and failure.summary.endswith("disagree on is_bound()")
+    assert "is_bound(): fresh fake gave False (bool), fake gave True (bool)" in failure.details
+    assert any(d.startswith("C++ is_bound() returned True too, as the fake that made the calls: what it reads is not "
+                            "carried by __obj_flatten__") for d in failure.details)
+
+
+# ----- the adopter's word --------------------------------------------------------------------------------------
+
+
+def test_the_adopter_excludes_an_observer(observe):
+    def register():
+        conformance.strategy(GUARD, "device", observer=False)
+
+    p = engine.plan_for(engine_of(register, SETTINGS).context(GUARD))
+    assert p.observers == ["is_bound"]
+    assert p.not_observers["device"] == ("excluded by the adopter (conformance.strategy("
+                                         "'samples_observe::StreamGuard', 'device', observer=False))")
+    assert "device" in [r.name for r in p.rules]
+
+
+def test_a_named_observer_the_proof_refutes_is_a_step_with_a_note(observe):
+    def register():
+        conformance.strategy(GUARD, "clear", observer=True)
+
+    p = engine.plan_for(engine_of(register, SETTINGS).context(GUARD))
+    assert "clear" not in p.observers and "clear" in [r.name for r in p.rules]
+    assert ("clear: named an observer (conformance.strategy('samples_observe::StreamGuard', 'clear', observer=True)) "
+            "but calling it changes what is_bound() returns on `obj = torch.classes.samples_observe.StreamGuard(2); "
+            "obj.bind(2)`: True before, False after; driven as a step instead") in p.notes
+    with observe.BROKEN["guard_bind_forgets"].installed():  # and the bug clear() hid is still found
+        outcome = differential(GUARD, register)
+    assert outcome.status == "failed" and outcome.failures[0].target == "bind"
+
+
+def test_a_named_observer_whose_own_result_varies_is_trusted(observe):
+    g = torch.classes.samples_observe.StreamGuard(0)  # plain torch: two draws differ, the state does not change
+    assert not torch.equal(g.jitter(), g.jitter()) and g.__obj_flatten__() == (("device_index", 0),)
+
+    def register():
+        conformance.strategy(GUARD, "jitter", observer=True)
+
+    p = engine.plan_for(engine_of(register, SETTINGS).context(GUARD))
+    assert p.observers == ["is_bound", "device", "jitter"] and "jitter" not in p.not_observers
+
+
+def test_observer_declarations_are_checked(observe):
+    with pytest.raises(ValueError, match="observer= is said of a whole method"):
+        conformance.strategy(GUARD, "bind", arg=0, observer=True)
+
+    def needs_args():
+        conformance.strategy(GUARD, "bind", observer=True)
+
+    with pytest.raises(ValueError, match=r"an observer is called without arguments after every step"):
+        engine.plan_for(engine_of(needs_args, SETTINGS).context(GUARD))
+
+    def unknown():
+        conformance.strategy(GUARD, "flush", observer=False)
+
+    with pytest.raises(ValueError, match="has no method named 'flush'"):
+        engine.plan_for(engine_of(unknown, SETTINGS).context(GUARD))
