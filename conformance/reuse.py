@@ -259,6 +259,7 @@ class KeyMaker:
                 parts += [(op.qualname, str(op.schema), *_op_sources(op.qualname)) for op in info.ops]
             parts += [source_of(f) for f in self._registry.factories(qualname)]
             parts += sorted((repr(k), source_of(f)) for k, f in self._registry.strategies(qualname).items())
+            parts += sorted(self._registry.observers(qualname).items())  # conformance.strategy(..., observer=)
             self._own[qualname] = (_hash(parts), named)
         return self._own[qualname]
 
