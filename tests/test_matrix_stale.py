@@ -110,7 +110,7 @@ def test_no_object_that_changes_the_output_means_the_cell_cannot_tell(stale):
     assert ep.module()(vocab(5, tokens=("x",))) == (5,) and ep.module()(vocab(7)) == (5,)
     cell = run_cell(ctx, "get_default_index", "export")
     assert cell.status == "passed"
-    assert any("so this cell cannot tell a program that follows the object from one that holds the traced object "
+    assert any("so this cell cannot tell a program that follows the object from one that holds the first object "
                "baked in" in d for d in cell.details), cell.details
 
 

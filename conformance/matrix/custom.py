@@ -27,6 +27,7 @@ from ..custom_context import CustomClassContext, Recipe, same_value, show, state
 from ..results import Cell, NotApplicable, Status, exception_line
 from ..values import ArgumentSet
 from .backend import Backend, all_backends, get_backend
+from .explain import STAYED, cannot_tell
 from .limitations import find_limitation
 
 __all__ = ["custom_rows", "run_custom_cell", "CustomScenario"]
@@ -202,6 +203,7 @@ def _run(ctx: CustomClassContext, scn: CustomScenario, backend: Backend) -> list
     difference from eager on a twin object."""
     reference = scn.module()
     program = backend.prepare(scn, scn.module(), (*scn.inputs(), scn.steps[0][1]()))
+    traced = reference(*scn.inputs(), scn.steps[0][1]())  # eager on an object like the one traced
     diffs: list[str] = []
     for label, make in scn.steps:
         expected_obj, obj = make(), make()
@@ -214,7 +216,13 @@ def _run(ctx: CustomClassContext, scn: CustomScenario, backend: Backend) -> list
         got = program(*scn.inputs(), obj)
         differences = value_differences(expected, got, "output")
         if differences:
-            diffs += [f"{label}: eager {show(expected)}, {backend.side} {show(got)}"]
+            line = f"{label}: eager {show(expected)}, {backend.side} {show(got)}"
+            if not label.startswith("first") and value_differences(traced, expected):
+                # What a program holding the first object baked in returns: the traced object's eager output.
+                line += f"; eager on the first object gives {show(traced)}"
+                if not value_differences(traced, got):
+                    line += f": {STAYED}"
+            diffs += [line]
             diffs += [f"{label}: {d}" for d in differences]
         if ctx.info.kind == "symbolic" and backend.state_visible:
             before, after = state_of(expected_obj), state_of(obj)
@@ -257,8 +265,7 @@ def run_custom_cell(ctx: CustomClassContext, row: str, backend: str | Backend) -
         else:
             cell.status, cell.reason, cell.details = Status.FAILED, evidence[0], failure_details
     elif not scn.telling:
-        cell.details = [f"no object drawn after the first changes {scn.op.qualname}'s output on these arguments, so "
-                        "this cell cannot tell a program that follows the object from one that holds the first "
-                        "object baked in: give objects that do (@conformance.examples, or strategies for the "
-                        "op's arguments)"]
+        cell.details = [cannot_tell(f"no object drawn after the first changes {scn.op.qualname}'s output on these "
+                                    "arguments", "give objects that do (@conformance.examples, or strategies for "
+                                    "the op's arguments)")]
     return cell

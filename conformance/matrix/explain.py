@@ -159,5 +159,5 @@ class FakeCause:
 def cannot_tell(what: str, hint: str) -> str:
     """The note of a cell whose objects never change the output: ``what`` says which objects were tried and
     on what, ``hint`` what the adopter can give."""
-    return (f"{what}, so this cell cannot tell a program that follows the object from one that holds the "
-            f"traced object baked in: {hint}")
+    return (f"{what}, so this cell cannot tell a program that follows the object from one that holds the first "
+            f"object baked in (the one it was traced with): {hint}")
