@@ -60,6 +60,10 @@ OBSERVE_CLASS_QUALNAMES = (  # argument-less methods that are not all observers 
 STALE_CLASS_QUALNAMES = (  # results a traced program can bake in (fakes in fakes_stale.py)
     "samples_stale::Vocab",  # __getitem__ / get_default_index read a default index: export burns the int in
 )
+MULTI_CLASS_QUALNAMES = (  # ops taking two objects of the class (fakes in fakes_multi.py, not imported here)
+    "samples_multi::StreamGuard",  # enter_compute_stream clears its 2nd object; merge_into(g, g) takes one twice
+)
+MULTI_OP_QUALNAMES = ("samples_multi::enter_compute_stream", "samples_multi::merge_into")
 UNSAFE_CLASS_QUALNAMES = (  # crash, hang or leak in C++ on purpose; only with process isolation
     "samples_unsafe::CrashyStack",
     "samples_unsafe::OverflowPickle",
@@ -80,5 +84,7 @@ __all__ = [
     "LIMITS_CLASS_QUALNAMES",
     "OBSERVE_CLASS_QUALNAMES",
     "STALE_CLASS_QUALNAMES",
+    "MULTI_CLASS_QUALNAMES",
+    "MULTI_OP_QUALNAMES",
     "UNSAFE_CLASS_QUALNAMES",
 ]
