@@ -175,11 +175,13 @@ class Tally:
     rejected: int = 0
     first_rejection: str | None = None
     fake_accepted: list[str] = dataclasses.field(default_factory=list)
+    errors: set[str] = dataclasses.field(default_factory=set)
 
     def judge(self, real: CallResult, fake: CallResult, call: str, **kwargs: Any) -> tuple[str, list[str]] | None:
         """Count one call (``call``: its source) and return its :func:`disagreement` (``kwargs`` go to it)."""
         if real.raised:
             self.rejected += 1
+            self.errors.add(real.error_text())
             if self.first_rejection is None:
                 self.first_rejection = f"{call} -> C++ {real.error_text()}"
             if not fake.raised:
@@ -203,6 +205,13 @@ class Tally:
     def require_compared(self, what: str, hint: str) -> None:
         """Raise :class:`~conformance.results.NotApplicable` when no call was compared: ``what`` names the callee
         (``the C++ method pop``), ``hint`` what the adopter can give (a ``conformance.strategy`` line)."""
+        if not self.compared and len(self.errors) == 1 and self.rejected > 1:
+            # One error whatever the object and the arguments: a method that raises by design (a dunder bound to
+            # say "not supported"), not arguments the plugin should have drawn differently.
+            raise NotApplicable(f"{what} raised the same error on all {self.rejected} calls (example objects x "
+                                f"argument sets): {self.first_rejection}; it raises by design or in every state the "
+                                f"plugin built, so nothing was compared. If it returns in some state, give example "
+                                f"objects in that state; {hint}")
         if not self.compared:
             raise NotApplicable(f"no argument set {what} accepted: C++ raised on all {self.rejected} calls (example "
                                 f"objects x argument sets), e.g. {self.first_rejection}; nothing was compared. "

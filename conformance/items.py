@@ -20,7 +20,7 @@ import pytest
 
 from .baseline import Entry
 from .names import ITEM_DATA
-from .results import Outcome, Status
+from .results import Evidence, Outcome, Status
 from .reuse import ReuseStore, reused_note, settled
 from .runner import CheckTarget, Engine, plan
 
@@ -176,7 +176,8 @@ class TorchbindCheckItem(pytest.Item):
             return
         outcome = self.collection.run_item(self.nodeid, self.unit)
         data = {"status": outcome.status.value, "summary": outcome.summary, "notes": list(outcome.notes),
-                "qualname": self.unit.qualname, "check": self.unit.check.name, "target": self.unit.target_name}
+                "qualname": self.unit.qualname, "check": self.unit.check.name, "target": self.unit.target_name,
+                "evidence": dict(outcome.evidence.counts)}
         if outcome.cell is not None:
             # Through JSON, so a serial run's recorder reads exactly what pytest-xdist carries from a worker.
             data["cell"] = json.loads(json.dumps(outcome.cell.to_json()))
@@ -204,6 +205,8 @@ class TorchbindCheckItem(pytest.Item):
         self.user_properties.append((STATUS, data["status"]))
         if data["notes"]:
             self.add_report_section("call", "torchbind notes", "\n".join(data["notes"]))
+        if data["status"] == Status.PASSED.value and data.get("evidence"):
+            self.add_report_section("call", "torchbind evidence", Evidence(dict(data["evidence"])).describe())
         setattr(self, ITEM_DATA, data)
 
     def repr_failure(self, excinfo, style=None):

@@ -114,7 +114,7 @@ class Recorder:
                 "target": data.get("target", props.get("torchbind_target")),
                 "status": status or Status.FAILED.value, "summary": summary, "baseline": hasattr(report, "wasxfail"),
                 "qualname": data.get("qualname") or props.get("torchbind_class") or qualname_of_id(report.nodeid),
-                "notes": data.get("notes", [])}
+                "notes": data.get("notes", []), "evidence": data.get("evidence", {})}
         # Verdicts for --torchbind-accept: only a check that failed, or passed, changes the baseline.
         if crashed or (report.when == "call" and status == Status.FAILED.value):
             self.accepted[report.nodeid] = (True, summary)

@@ -17,8 +17,9 @@ def render(report: MatrixReport) -> str:
     """``{"schema", "torch", "run", "incomplete", "classes": [{"qualname", "rows", "backends", "cells": [...],
     "counts", "verdicts"}], "limitations"}`` (``run``: the run's labels — torch, device, platform, date — that
     :mod:`conformance.merge` tells runs apart by; ``verdicts``: every item of the class, ``{"item", "check",
-    "target", "status", "summary", "baseline", "notes"}``, ``notes`` being what the check found that does not change
-    its status, e.g. a fake that returns where C++ raises) (``incomplete``: ``null``, or why cells are missing,
+    "target", "status", "summary", "baseline", "notes", "evidence"}``, ``notes`` being what the check found that does
+    not change its status, e.g. a fake that returns where C++ raises, ``evidence`` the comparisons the verdict rests
+    on by kind, ``{"result": 12}``: a pass has at least one) (``incomplete``: ``null``, or why cells are missing,
     e.g. ``"interrupted: 47 of 91 cells ran"``); each cell: ``row``, ``backend``, ``status``, ``reason``,
     ``details`` (on a passing cell too, e.g. outputs compared by metadata only), ``limitation``, ``footnote``,
     ``program``."""

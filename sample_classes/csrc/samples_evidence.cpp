@@ -1,0 +1,72 @@
+// A TorchBind class for the evidence rule's tests (namespace `samples_evidence`).
+//
+// Span: an integer interval [lo, hi]. Its __obj_flatten__ keys "lo" and "hi" are also the names of its getters
+// lo() and hi(), so a fake keeps the values under other names (_lo, _hi) and serves them through those getters:
+// only calling the getters shows whether __obj_unflatten__ kept each value under its own key. __len__ raises on
+// every object by design (a span has a width, not a length), like a library's "not implemented" dunder.
+//
+// Its correct fake is sample_classes/fakes_evidence.py; the fake that swaps lo and hi is in the same module.
+
+#include <torch/custom_class.h>
+#include <torch/library.h>
+#include <torch/script.h>
+
+#include <string>
+#include <tuple>
+
+namespace torchbind_samples_evidence {
+
+struct Span : torch::CustomClassHolder {
+  Span(int64_t lo, int64_t hi) : lo_(lo), hi_(hi) {}
+
+  int64_t lo() {
+    return lo_;
+  }
+
+  int64_t hi() {
+    return hi_;
+  }
+
+  int64_t width() {
+    return hi_ - lo_;
+  }
+
+  // x clamped to [lo, hi] elementwise: what a traced program computes with the object's state.
+  at::Tensor clamp(at::Tensor x) {
+    return x.clamp(static_cast<double>(lo_), static_cast<double>(hi_));
+  }
+
+  int64_t __len__() {
+    TORCH_CHECK(false, "Span has no length; use width()");
+    return 0;
+  }
+
+  std::tuple<std::tuple<std::string, int64_t>, std::tuple<std::string, int64_t>> __obj_flatten__() {
+    return std::make_tuple(std::make_tuple(std::string("lo"), lo_), std::make_tuple(std::string("hi"), hi_));
+  }
+
+  int64_t lo_;
+  int64_t hi_;
+};
+
+} // namespace torchbind_samples_evidence
+
+using namespace torchbind_samples_evidence;
+
+TORCH_LIBRARY(samples_evidence, m) {
+  m.class_<Span>("Span")
+      .def(torch::init<int64_t, int64_t>())
+      .def("lo", &Span::lo)
+      .def("hi", &Span::hi)
+      .def("width", &Span::width)
+      .def("clamp", &Span::clamp)
+      .def("__len__", &Span::__len__)
+      .def("__obj_flatten__", &Span::__obj_flatten__)
+      .def_pickle(
+          [](const c10::intrusive_ptr<Span>& self) -> std::tuple<int64_t, int64_t> {
+            return std::make_tuple(self->lo_, self->hi_);
+          },
+          [](std::tuple<int64_t, int64_t> state) -> c10::intrusive_ptr<Span> {
+            return c10::make_intrusive<Span>(std::get<0>(state), std::get<1>(state));
+          });
+}
