@@ -2,8 +2,9 @@
 
 ``FakeVocab`` is CORRECT. :data:`BROKEN` holds ``vocab_constant_default``, a fake whose ``get_default_index`` and
 ``__getitem__`` return a constant (0) instead of the object's default index: ``agreement`` names both methods, and
-every matrix cell whose traced program burns that constant in fails with a pointer back to the agreement item.
-(``with BROKEN["vocab_constant_default"].installed(): ...``.)
+every matrix cell whose traced program burns that constant in fails with a pointer back to the agreement item;
+and ``vocab_lookup_scalar``, whose ``lookup`` returns shape ``[]``: inductor cells fail with "wrong number of
+dimensions", pointing back to ``agreement[lookup]``. (``with BROKEN["vocab_constant_default"].installed(): ...``.)
 
 A correct fake does not keep a program's results fresh: torch.export burns an int result (``vocab["unknown"]``,
 ``get_default_index()``) into the program as a constant, so the exported program returns the traced vocabulary's
@@ -75,10 +76,18 @@ def _constant_getitem(self, token: str) -> int:
     return self.tokens.index(token) if token in self.tokens else 0
 
 
+def _lookup_scalar(self, ids: torch.Tensor) -> torch.Tensor:  # a reduction where C++ maps ids elementwise
+    return torch.where(ids < len(self.tokens), ids, torch.full_like(ids, self.default_index)).sum()
+
+
 BROKEN = {bf.name: bf for bf in (
     BrokenFake(name="vocab_constant_default", qualname="samples_stale::Vocab", check="agreement",
                method="get_default_index",
                rule="get_default_index and __getitem__ return 0 for the default index, whatever the object holds",
                fake_class=_variant(FakeVocab, "FakeVocabConstantDefault", get_default_index=_constant_default,
                                    __getitem__=_constant_getitem)),
+    BrokenFake(name="vocab_lookup_scalar", qualname="samples_stale::Vocab", check="agreement", method="lookup",
+               rule="lookup returns shape [] where C++ returns the ids' shape (inductor's generated code asserts the "
+                    "fake's shape: 'wrong number of dimensions')",
+               fake_class=_variant(FakeVocab, "FakeVocabLookupScalar", lookup=_lookup_scalar)),
 )}

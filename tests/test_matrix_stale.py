@@ -175,3 +175,34 @@ def test_a_cell_failing_because_of_the_fake_names_the_agreement_item(stale):
         assert cell.details[0] == (f"this follows from the fake's wrong result, see {item}: obj.get_default_index() on "
                                    "an object in the traced state: C++ returned 2, fake returned 0")
         assert item == f"{ITEM}::{agreement.name}"  # the id the plugin gives the agreement item
+
+
+class LookupOnly(torch.nn.Module):
+    def forward(self, obj, ids):
+        return (obj.lookup(ids),)
+
+
+@pytest.mark.process  # one inductor compile: runs the C++ compiler
+def test_an_inductor_error_from_a_wrong_fake_shape_names_the_agreement_item(stale):
+    engine = engine_of()
+    with stale.BROKEN["vocab_lookup_scalar"].installed():
+        # Plain torch: the fake returns shape [] where C++ returns [2, 3]; inductor's code asserts the fake's shape.
+        ids = torch.arange(6.0).reshape(2, 3)
+        with FakeTensorMode() as mode:
+            fake = maybe_to_fake_obj(mode, vocab(2))
+            assert torch.ops.higher_order.call_torchbind(fake, "lookup", mode.from_tensor(ids)).shape == ()
+        assert vocab(2).lookup(ids).shape == (2, 3)
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match="wrong number of dimensions"):
+            torch.compile(LookupOnly(), backend="inductor", fullgraph=True)(vocab(2), ids)
+        torch._dynamo.reset()
+
+        agreement = next(u for u in plan(VOCAB, engine, only={"agreement"}) if u.target == "lookup")
+        assert run_target(agreement, engine).status == "failed"
+        item = f"{ITEM}::{agreement.name}"
+        cell = run_cell(engine.context(VOCAB), "lookup", "inductor")
+        assert cell.status == "failed" and cell.limitation is None
+        assert "wrong number of dimensions" in cell.reason
+        assert cell.reason.endswith(f"(follows from the fake's wrong result, see {item})"), cell.reason
+        assert cell.details[0].startswith(f"this follows from the fake's wrong result, see {item}: obj.lookup(")
+        assert "result.shape: C++ [2, 3], fake []" in cell.details[0]
