@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -26,7 +26,7 @@ from .values import ArgumentSet, Value
 
 __all__ = [
     "new_fake_mode", "to_fake", "import_lazily_imported_modules", "ClassContext", "CallResult",
-    "quiet_torch_logs", "defined_on_fake",
+    "quiet_torch_logs", "defined_on_fake", "PairedCall", "ObjectState", "kept_fields", "UNREADABLE",
 ]
 
 
@@ -87,6 +87,72 @@ class CallResult:
 
     def error_text(self) -> str:
         return f"raised {exception_line(self.error, limit=300)}"
+
+
+#: A fake's value under a flattened key that could not be read (no such attribute, or its getter raised).
+UNREADABLE = type("Unreadable", (), {"__repr__": lambda self: "(unreadable)"})()
+
+
+def kept_fields(fake_obj: Any, flattened: Any, mode: FakeTensorMode) -> dict[str, Any]:
+    """What the fake keeps under each key of ``flattened`` (an ``__obj_flatten__()`` result): the attribute of
+    that name of the fake class instance (``fake_obj``, or the one a ``FakeScriptObject`` wraps), as torch.compile
+    reads it (``getattr(fake, key)``, ``torch/_dynamo/output_graph.py``), or the result of calling it under
+    ``mode`` when it is a method taking no argument (a getter of that name). Containers are copied (their
+    elements shared), so a later in-place change of the fake does not reach the snapshot; a key that cannot be
+    read maps to :data:`UNREADABLE`. Empty when ``flattened`` is not a sequence of ``(str, value)`` pairs."""
+    wrapped = getattr(fake_obj, "wrapped_obj", fake_obj)
+    out: dict[str, Any] = {}
+    try:
+        keys = [key for key, _ in flattened if isinstance(key, str)]
+    except (TypeError, ValueError):
+        return out
+    for key in keys:
+        try:
+            value = getattr(wrapped, key)
+            if callable(value) and not isinstance(value, torch.Tensor):
+                with mode, quiet_torch_logs():
+                    value = value()
+            out[key] = pytree.tree_map(lambda x: x, value)
+        except Exception:  # noqa: BLE001 - a missing attribute (the roundtrip check reports it) or a raising getter
+            out[key] = UNREADABLE
+    return out
+
+
+@dataclasses.dataclass
+class PairedCall:
+    """One call made on both sides by :meth:`ClassContext.pairs`: ``examples`` the state of each object the
+    callee received (:attr:`Callee.objects` of them), the ``call``, what each side did (``real``, ``fake``), the
+    objects (``real_objects``; ``fake_objects``, each a ``FakeScriptObject`` made under ``mode``), and, per
+    object, its flattened state before the call (``before``: of the object its fake was made from) and what the
+    fake kept under those keys before the call (``kept``, :func:`kept_fields`)."""
+
+    examples: tuple[Example, ...]
+    call: Call
+    real: CallResult
+    fake: CallResult
+    real_objects: tuple[Any, ...]
+    fake_objects: tuple[Any, ...]
+    before: tuple[Any, ...]
+    kept: tuple[dict[str, Any], ...]
+    mode: FakeTensorMode
+
+    @property
+    def example(self) -> Example:
+        """The state of the first object."""
+        return self.examples[0]
+
+
+@dataclasses.dataclass
+class ObjectState:
+    """One object of a :class:`PairedCall` after the call (:meth:`ClassContext.observe`): its index among the
+    callee's objects, the real object's flattened state ``real_before`` / ``real_after`` the call, and what its
+    fake kept under those keys ``fake_before`` / ``fake_after`` (:func:`kept_fields`)."""
+
+    index: int
+    real_before: Any
+    real_after: Any
+    fake_before: dict[str, Any]
+    fake_after: dict[str, Any]
 
 
 class ClassContext:
@@ -207,13 +273,17 @@ class ClassContext:
         return _fakify(obj, mode, self.tracer, state)
 
     def call_real(self, obj: torch.ScriptObject, call: Call) -> CallResult:
-        """Run ``call`` on the real object with fresh arguments; C++ errors are captured in the result."""
-        return _invoke(call, obj, None, self.tracer, label=lambda: call.code(script_name(obj)))
+        """Run ``call`` on the real object (a sequence of them for a callee of several objects) with fresh
+        arguments; C++ errors are captured in the result."""
+        return _invoke(call, obj, None, self.tracer,
+                       label=lambda: call.code(script_name(obj) if call.callee.objects == 1 else None))
 
     def call_fake(self, fake_obj, mode: FakeTensorMode, call: Call) -> CallResult:
-        """Run ``call`` on a fakified object under ``mode`` — the ``call_torchbind`` path used while tracing —
-        with fresh arguments whose tensors were converted with ``mode.from_tensor``."""
-        return _invoke(call, fake_obj, mode, self.tracer, label=lambda: f"{call.code('fake_obj')} on the fake")
+        """Run ``call`` on a fakified object (a sequence of them for a callee of several objects) under ``mode``
+        — the ``call_torchbind`` path used while tracing — with fresh arguments whose tensors were converted
+        with ``mode.from_tensor``."""
+        return _invoke(call, fake_obj, mode, self.tracer, label=lambda: (
+            f"{call.code('fake_obj')} on the fake" if call.callee.objects == 1 else f"{call.code()} on the fakes"))
 
     def calls_of(self, callee: Callee, limit: int = 3, example: Example | None = None) -> list[Call]:
         """:class:`Call` objects of a method or an op with arguments from the class's argument source
@@ -227,34 +297,49 @@ class ClassContext:
             example = example or self.require_examples()[0]
             obj, state = example.build(), example.label
         sets = self.arguments.fixed(callee.name, schema, callee.position, limit, obj, state)
-        return [Call(callee, args) for args in sets]
+        return [Call(callee, callee.without_objects(args)) for args in sets]
 
     def paired_calls(self, callee: Callee):
-        """Yield ``(example, call, real, fake)`` for every example and argument set of a method or an op.
+        """Yield ``(example, call, real, fake)`` for every example and argument set of a method or an op: the
+        :class:`PairedCall` records of :meth:`pairs`, as tuples (``example`` the state of the first object)."""
+        for paired in self.pairs(callee):
+            yield paired.example, paired.call, paired.real, paired.fake
 
-        Each pair of calls runs on two fresh objects in the example's state: the real one and a fake made from
-        the other with :meth:`fakify` under a new ``FakeTensorMode``. ``real`` and ``fake`` are
-        :class:`CallResult`; an example whose object cannot be built or fakified is skipped here (the
-        ``examples`` and ``roundtrip`` checks report those). The arguments come from :meth:`calls_of` for each
-        example's state. Raises :class:`~conformance.arguments.Excluded` for an excluded callee, and
+    def pairs(self, callee: Callee):
+        """Yield a :class:`PairedCall` for every example and argument set of a method or an op.
+
+        Each pair of calls runs on fresh objects: real ones, and fakes made from others built the same way, with
+        :meth:`fakify` under one new ``FakeTensorMode`` (as dynamo fakifies each input of a program). A callee
+        of several objects (:meth:`Callee.layouts`) gets, for the example at index ``i``, its object ``k`` in the
+        state of example ``i + k`` (cycling), so distinct objects are in distinct states where there are several
+        examples; an object passed twice is one object (and one fake) at both arguments. ``real`` and ``fake``
+        are :class:`CallResult`; an example whose objects cannot be built or fakified is skipped here (the
+        ``examples`` and ``roundtrip`` checks report those). The arguments come from :meth:`calls_of` for the
+        first object's state. Raises :class:`~conformance.arguments.Excluded` for an excluded callee, and
         :class:`NotApplicable` when no example object could be fakified.
         """
         examples = self.require_examples()
         fakified = drawn = 0
-        for example in examples:
+        for i, example in enumerate(examples):
+            states = tuple(examples[(i + k) % len(examples)] for k in range(callee.objects))
             for call in self.calls_of(callee, example=example):
                 drawn += 1
                 try:
-                    real_obj, other = example.build(), example.build()
+                    reals = tuple(s.build() for s in states)
+                    others = tuple(s.build() for s in states)
                     mode = new_fake_mode()
-                    fake_obj = self.fakify(other, mode, state=example.label)
+                    fakes = tuple(self.fakify(o, mode, state=s.label) for o, s in zip(others, states))
+                    # What the fakes were made from, before the call: the state each object starts in.
+                    before = tuple(self._flattened(o) for o in others)
+                    kept = tuple(kept_fields(f, b, mode) for f, b in zip(fakes, before))
                 except Exception:  # noqa: BLE001 - reported by the examples / roundtrip checks
                     continue
-                with self.calling(f"on the example object {example.label}", timed=False):
-                    real = self.call_real(real_obj, call)
-                    fake = self.call_fake(fake_obj, mode, call)
+                label = ", ".join(s.label for s in states) if len(states) > 1 else example.label
+                with self.calling(f"on the example object {label}", timed=False):
+                    real = self.call_real(reals[0] if len(reals) == 1 else reals, call)
+                    fake = self.call_fake(fakes[0] if len(fakes) == 1 else fakes, mode, call)
                 fakified += 1
-                yield example, call, real, fake
+                yield PairedCall(states, call, real, fake, reals, fakes, before, kept, mode)
         if not drawn:
             raise NotApplicable(f"no arguments for {callee.label} in any example state: the strategy registered "
                                 f"with conformance.strategy({self.info.qualname!r}, {callee.name!r}, ...) draws "
@@ -262,6 +347,24 @@ class ClassContext:
         if not fakified:
             # Nothing was compared: the check must not pass (a gate that is green while nothing ran).
             raise NotApplicable(self.why_not_fakifiable())
+
+    def _flattened(self, obj: torch.ScriptObject) -> Any:
+        """``obj.__obj_flatten__()`` (``None`` when the class has none), reported to the tracer."""
+        if not self.info.has_flatten:
+            return None
+        with self.calling(lambda: f"{script_name(obj)}.__obj_flatten__()"):
+            return obj.__obj_flatten__()
+
+    def observe(self, paired: PairedCall) -> list[ObjectState]:
+        """After the call of ``paired``: for each object it received, its state before the call and now on both
+        sides (the real object's ``__obj_flatten__()``; the fake's value under each flattened key, see
+        :func:`kept_fields`). Raises whatever the real ``__obj_flatten__`` raises."""
+        out = []
+        for k, (real_obj, fake_obj) in enumerate(zip(paired.real_objects, paired.fake_objects)):
+            after = self._flattened(real_obj)
+            out.append(ObjectState(k, paired.before[k], after, paired.kept[k],
+                                   kept_fields(fake_obj, after, paired.mode)))
+        return out
 
     def why_not_fakifiable(self) -> str:
         """Why no example object could be fakified, pointing at the item that reports it: ``flatten`` for a
@@ -272,42 +375,58 @@ class ClassContext:
                 f"(see {self.info.test_name}::{item})")
 
     # ----- reproducers --------------------------------------------------------------------------------------
-    def repro(self, example: Example, body: list[str]) -> str:
-        """A standalone script: load the user's libraries, build ``obj`` from ``example``, then ``body``."""
+    def repro(self, example: Example | Sequence[tuple[str, Example]], body: list[str]) -> str:
+        """A standalone script: load the user's libraries, define ``make_obj()`` building an object in
+        ``example``'s state (or, given ``(name, example)`` pairs, one ``make_<name>()`` each), then ``body``."""
+        makers = [("obj", example)] if isinstance(example, Example) else list(example)
         lines = ["import torch", "import torch.utils._pytree as pytree",
                  "from torch._subclasses.fake_tensor import FakeTensorMode",
                  "from torch.fx.experimental.symbolic_shapes import ShapeEnv",
                  "from torch._library.fake_class_registry import maybe_to_fake_obj", ""]
         lines += list(self.settings.load_code) or ["# load your TorchBind library and fake classes here"]
         lines.append("")
-        lines.append("def make_obj():")
-        lines += ["    " + ln for ln in example.code("obj")]
-        lines.append("    return obj")
-        lines.append("")
+        for name, ex in makers:
+            lines.append(f"def make_{name}():")
+            lines += ["    " + ln for ln in ex.code("obj")]
+            lines.append("    return obj")
+            lines.append("")
         lines += body
         return "\n".join(lines) + "\n"
 
-    def call_repro(self, example: Example, call: Call) -> str:
-        """Reproducer comparing one call (a method, or an op with the object at its schema position) on a fresh
-        real object and on a fresh fake of the same state."""
+    def call_repro(self, example: Example | Sequence[Example], call: Call, *, states: bool = False) -> str:
+        """Reproducer comparing one call (a method, or an op with its objects at their schema positions) on fresh
+        real objects and on fresh fakes of the same states: ``example`` is the state of the object, or one per
+        object for a callee of several. With ``states`` (always for a callee of several objects) it also prints
+        every object's state afterwards: the real object's ``__obj_flatten__()`` and what its fake keeps under
+        those keys, as the ``custom_op`` check compares them."""
+        examples = [example] if isinstance(example, Example) else list(example)
+        callee = call.callee
+        several = callee.objects > 1 or callee.shares
+        if not several:
+            names = ["obj"]
+        else:
+            names = list(callee.object_names())
+            states = True
         pos = "".join(f"{v.code}, " for v in call.args.args)
         kw = ", ".join(f"{k!r}: {v.code}" for k, v in call.args.kwargs)
-        body = _extra_defs(call.args) + [
-            "def make_args():",
-            f"    return ({pos}), {{{kw}}}",
-            "",
-            "obj = make_obj()",
-            "args, kwargs = make_args()",
-            f"print('C++: ', {call.callee.spread_source('obj')})",
-            "",
-            "mode = FakeTensorMode(shape_env=ShapeEnv())",
-            "fake_obj = maybe_to_fake_obj(mode, make_obj())",
-            "args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), "
-            "make_args())",
-            "with mode:",
-            f"    print('fake:', {call.callee.spread_source('fake_obj')})",
-        ]
-        return self.repro(example, body)
+        fakes = [f"fake_{n}" if several else "fake_obj" for n in names]
+        real_call = call.spread_source(names if several else "obj")
+        fake_call = call.spread_source(fakes if several else "fake_obj")
+        body = _extra_defs(call.args) + ["def make_args():", f"    return ({pos}), {{{kw}}}", ""]
+        body += [f"{n} = make_{n}()" for n in names]
+        body += ["args, kwargs = make_args()", f"print('C++: ', {real_call})"]
+        if states:
+            body += [f"print('C++ {n} after:', {n}.__obj_flatten__())" for n in names]
+        body += ["", "mode = FakeTensorMode(shape_env=ShapeEnv())"]
+        body += [f"{f} = maybe_to_fake_obj(mode, make_{n}())" for f, n in zip(fakes, names)]
+        body += ["args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), "
+                 "make_args())",
+                 "with mode:",
+                 f"    print('fake:', {fake_call})"]
+        if states:
+            body += [f"print('fake {n} after:', {{key: getattr({f}.wrapped_obj, key) for key, _ in "
+                     f"{n}.__obj_flatten__()}})" for n, f in zip(names, fakes)]
+        return self.repro(list(zip(names, examples)) if several else examples[0], body)
 
 
 def _fakify(obj: torch.ScriptObject, mode: FakeTensorMode, tracer: Tracer, state: str | None = None):

@@ -23,7 +23,7 @@ from .broken import BrokenFake
 from .fakes import register_fake_classes
 
 __all__ = ["FakeStreamGuard", "fake_enter_compute_stream", "fake_merge_into", "FAKE_CLASSES", "OP_FAKES", "BROKEN",
-           "register"]
+           "register", "install_enter_forgets_caller_guard", "install_merge_into_unaliased"]
 
 GUARD = "samples_multi::StreamGuard"
 
@@ -130,3 +130,14 @@ BROKEN = {bf.name: bf for bf in (
            "the fake resets src before adding it to dst: right for two guards, wrong for one guard passed twice",
            _merge_into_unaliased),
 )}
+
+
+def install_enter_forgets_caller_guard() -> BrokenFake:
+    """Install the published-style fake for the rest of the process
+    (``--torchbind-load=sample_classes.fakes_multi:install_enter_forgets_caller_guard``)."""
+    return BROKEN["enter_forgets_caller_guard"].install()
+
+
+def install_merge_into_unaliased() -> BrokenFake:
+    """Install the ``merge_into`` fake that is wrong for one guard passed twice, for the rest of the process."""
+    return BROKEN["merge_into_unaliased"].install()

@@ -1,26 +1,48 @@
-"""Check 7: custom ops that take the class run on a fakified object and match the real op's output metadata.
+"""Check 7: custom ops that take the class run on fakified objects, match the real op's output metadata, and leave
+every object they received in the state the real op leaves it.
 
 Rule source: the PT2 custom-class notes — "since the fake class is implemented in python, we require the fake
 implementation of custom op must also be registered in python" (``torch.library.register_fake``); a C++ Meta
 kernel cannot accept a ``FakeScriptObject``, so an op without a Python fake fails in every traced program whatever
-its inputs, and is reported without calling it. Otherwise the op runs on a real object and, under
-``FakeTensorMode``, on a fakified one, with arguments from the class's argument source; under the validity rule
+its inputs, and is reported without calling it. Otherwise the op runs on real objects and, under
+``FakeTensorMode``, on fakified ones, with arguments from the class's argument source; under the validity rule
 (:class:`conformance.compare.Tally`) only calls the C++ op accepts are compared, like method results
 (:mod:`conformance.compare`).
+
+An op with several arguments of the class gets objects at every one of them (:meth:`conformance.calls.Callee.layouts`:
+distinct objects, and one object at two arguments where the schema lets them alias). After each compared call,
+every object it received is observed: the real object's ``__obj_flatten__()`` against what its fake keeps under
+each key (the attribute torch.compile reads, ``getattr(fake, key)``). A traced program runs the rest of its code
+on the fakes, so a fake op that forgets to change an object (the second guard it should clear) makes every later
+read of that object in the program differ from eager — for a non-tensor field, a stale constant burned into the
+graph. Tensors are compared by shape, dtype and device (a fake tensor has no values). A key is judged only where
+the fake agreed with C++ before the call (else the ``roundtrip`` item reports it).
 """
 
 from __future__ import annotations
 
+import collections.abc
+import math
+from typing import Any
+
+import torch
+
 from ..calls import Callee
-from ..compare import Tally, side_text
+from ..compare import Tally, describe, script_class_name, side_text
+from ..context import UNREADABLE
 from ..discovery import runs_on_fakes
-from ..results import Failure
+from ..results import Failure, Note
 from . import check
 
 
 @check("custom_op", scope="op")
 def custom_op(ctx, op) -> list[Failure]:
-    """The op has a Python fake, and on every call the C++ op accepts its output metadata matches the real op's."""
+    """The op has a Python fake; on every call C++ accepts, its output metadata and every object it received agree.
+
+    Objects go to every class-typed argument (:meth:`~conformance.calls.Callee.layouts`); each one is observed
+    after the call (:meth:`conformance.context.ClassContext.observe`). Returns the failures (a result
+    disagreement, a state drift) and notes; raises :class:`~conformance.results.NotApplicable` when nothing was
+    compared."""
     ctx.require_fake()
     if not runs_on_fakes(op):
         return [Failure(
@@ -29,13 +51,145 @@ def custom_op(ctx, op) -> list[Failure]:
             cpp=str(op.schema), fake="(no Python fake or Python Meta kernel registered)",
             details=(f"register one: @torch.library.register_fake({op.qualname.split('.')[0]!r}) in a module passed to "
                      "--torchbind-load (a C++ Meta kernel cannot take a FakeScriptObject)",))]
-    tally = Tally()
-    first = tally.first_disagreement(ctx.paired_calls(Callee.of_op(op)))
+    tally, states = Tally(), _States()
+    first = None
+    for callee in Callee.layouts(op):
+        for paired in ctx.pairs(callee):
+            found = tally.judge(paired.real, paired.fake, paired.call.code())
+            if found is not None:
+                first = first or (paired, found)
+            elif not paired.real.raised:
+                states.judge(paired, ctx.observe(paired))
     tally.require_compared("the C++ op", ctx.arguments.hint(op.qualname))
-    if first is None:
-        return tally.notes()
-    example, call, real, fake, (summary, diffs) = first
-    return [Failure(summary.replace("method", "op"), cpp=side_text(real), fake=side_text(fake),
-                    details=tuple(diffs + [tally.summary() + "; the first is shown"]),
-                    example="\n".join(example.code()), call=call.code(), repro=ctx.call_repro(example, call)),
-            *tally.notes()]
+    failures: list[Failure] = []
+    if first is not None:
+        paired, (summary, diffs) = first
+        failures.append(Failure(summary.replace("method", "op"), cpp=side_text(paired.real),
+                                fake=side_text(paired.fake), details=tuple(diffs + [tally.summary() + "; the first is shown"]),
+                                example=_objects_code(paired), call=paired.call.code(),
+                                repro=ctx.call_repro(_examples(paired), paired.call)))
+    if states.first is not None:
+        failures.append(states.failure(ctx))
+    return failures + tally.notes() + states.notes(ctx)
+
+
+def _examples(paired):
+    return paired.example if len(paired.examples) == 1 else paired.examples
+
+
+def _objects_code(paired) -> str:
+    """The code that builds every object the call received, each into the variable the call names it by."""
+    callee = paired.call.callee
+    if callee.objects == 1 and not callee.shares:
+        return "\n".join(paired.example.code())
+    return "\n".join(ln for name, ex in zip(callee.object_names(), paired.examples) for ln in ex.code(name))
+
+
+class _States:
+    """The objects' states after the compared calls: how many were judged and drifted, the first drift, and the
+    keys that could not be judged."""
+
+    def __init__(self):
+        self.observed = self.drifted = 0
+        self.first: tuple | None = None
+        self.unjudged: dict[str, str] = {}
+
+    def judge(self, paired, observed) -> None:
+        callee = paired.call.callee
+        names = callee.object_names()
+        diffs, judged = [], False
+        for state in observed:
+            name = names[state.index]
+            for key, real in _pairs(state.real_after):
+                kept = state.fake_after.get(key, UNREADABLE)
+                before = dict(_pairs(state.real_before))
+                if kept is UNREADABLE or state.fake_before.get(key, UNREADABLE) is UNREADABLE:
+                    self.unjudged.setdefault(f"{name}.{key}", "the fake keeps no readable value under this key")
+                    continue
+                if key in before and _differences(before[key], state.fake_before[key], key):
+                    self.unjudged.setdefault(f"{name}.{key}", "the fake disagreed with C++ before the call "
+                                                              "(see the roundtrip item)")
+                    continue
+                judged = True
+                found = _differences(real, kept, f"{name}.{key}")
+                if found and key in before:
+                    found = [f"{d} (both {describe(before[key])} before the call)" for d in found]
+                diffs += [(state, d) for d in found]
+        self.observed += judged
+        if diffs:
+            self.drifted += 1
+            if self.first is None:
+                self.first = (paired, observed, diffs)
+
+    def failure(self, ctx) -> Failure:
+        paired, observed, diffs = self.first
+        callee = paired.call.callee
+        names = callee.object_names()
+        which = sorted({state.index for state, _ in diffs})
+        culprits = ", ".join(callee.describe_object(k) for k in which)
+        received = "; ".join(f"{callee.describe_object(k)} in the state {ex.label}" for k, ex in enumerate(paired.examples))
+        return Failure(
+            f"after the op, the fake leaves {culprits} in a different state than C++ does: a traced program reads "
+            "the fake's state afterwards where eager reads the C++ object's",
+            cpp="; ".join(f"{names[s.index]} after: {_fields(_pairs(s.real_after))}" for s in observed if s.index in which),
+            fake="; ".join(f"{names[s.index]} keeps: {_fields(s.fake_after.items())}" for s in observed if s.index in which),
+            details=tuple([d for _, d in diffs] + [
+                f"objects received: {received}",
+                f"{self.drifted} of {self.observed} compared calls whose objects' states could be compared leave an "
+                "object in a different state; the first is shown"]),
+            example=_objects_code(paired), call=paired.call.code(),
+            repro=ctx.call_repro(_examples(paired), paired.call, states=True))
+
+    def notes(self, ctx) -> list[Note]:
+        """A note when some object's state could not be compared after the op (what was left out, and why)."""
+        if not self.unjudged:
+            return []
+        left = "; ".join(f"{k}: {why}" for k, why in list(self.unjudged.items())[:4])
+        head = ("no object's state could be compared after the op" if not self.observed
+                else "some fields were not compared after the op")
+        return [Note(f"{head} ({left}); give the fake an attribute named after each __obj_flatten__ key holding "
+                     f"its value (see {ctx.info.test_name}::roundtrip)")]
+
+
+def _pairs(flat) -> list[tuple[str, Any]]:
+    """``(key, value)`` pairs of a flattened state; none when it is malformed (the flatten check reports that)."""
+    try:
+        return [(k, v) for k, v in flat if isinstance(k, str)]
+    except (TypeError, ValueError):
+        return []
+
+
+def _fields(items) -> str:
+    return ", ".join(f"{k}={describe(v, 60)}" for k, v in items)
+
+
+def _differences(real: Any, kept: Any, where: str) -> list[str]:
+    """How the fake's value ``kept`` differs from the real flattened value ``real``: tensors by shape, dtype and
+    device (the fake holds fake tensors, without values); sequences element-wise whatever their container;
+    dicts by key; TorchBind objects by class; anything else by ``==`` (NaN equal to NaN)."""
+    if isinstance(real, torch.Tensor) or isinstance(kept, torch.Tensor):
+        if not (isinstance(real, torch.Tensor) and isinstance(kept, torch.Tensor)):
+            return [f"{where}: C++ {describe(real)}, the fake keeps {describe(kept)}"]
+        return [f"{where}.{k}: C++ {a}, the fake keeps {b}" for k, a, b in (
+            ("shape", list(real.shape), list(kept.shape)), ("dtype", real.dtype, kept.dtype),
+            ("device", real.device, kept.device)) if a != b]
+    if isinstance(real, (list, tuple)):
+        if isinstance(kept, (str, bytes, dict)) or not isinstance(kept, collections.abc.Sequence):
+            return [f"{where}: C++ {describe(real)}, the fake keeps {describe(kept)}"]
+        if len(real) != len(kept):
+            return [f"{where}: C++ has {len(real)} elements, the fake keeps {len(kept)}"]
+        return [d for i, (a, b) in enumerate(zip(real, kept)) for d in _differences(a, b, f"{where}[{i}]")]
+    if isinstance(real, dict):
+        if not isinstance(kept, dict) or set(real) != set(kept):
+            return [f"{where}: C++ {describe(real)}, the fake keeps {describe(kept)}"]
+        return [d for k in real for d in _differences(real[k], kept[k], f"{where}[{k!r}]")]
+    if isinstance(real, torch.ScriptObject):
+        same = script_class_name(kept) == script_class_name(real)
+        return [] if same else [f"{where}: C++ {describe(real)}, the fake keeps {describe(kept)}"]
+    if isinstance(real, float) and isinstance(kept, float) and math.isnan(real) and math.isnan(kept):
+        return []
+    try:
+        same = bool(real == kept)
+    except Exception:  # noqa: BLE001 - an exotic value: not judged
+        same = True
+    return [] if same else [f"{where}: C++ {describe(real)}, the fake keeps {describe(kept)}"]
