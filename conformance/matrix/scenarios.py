@@ -87,12 +87,14 @@ class Reference:
     ``unstable``: the output positions (``run 0 output[1]``) whose tensor values differed between two identical
     eager runs (uninitialised memory, e.g. a method returning ``torch::empty``), which backends are held to by
     metadata only; ``traced[i]``: the output of one eager call of the program on a fresh object in the traced
-    (first) state with run ``i``'s inputs — what a program that baked the traced object in would return."""
+    (first) state with run ``i``'s inputs — what a program that baked the traced object in would return — and
+    ``traced_states[i]`` that object's state afterwards."""
 
     outputs: list[Any]
     states: list[Any]
     unstable: frozenset[str] = frozenset()
     traced: list[Any] = dataclasses.field(default_factory=list)
+    traced_states: list[Any] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -214,19 +216,29 @@ class Scenario:
         again = self._eager()
         unstable = frozenset(path for run in (0, 1)
                              for path in unstable_paths(first.outputs[run], again.outputs[run], f"run {run} output"))
-        traced = []
+        traced, traced_states = [], []
         for run in (0, 1):
             obj = self.first.build()
             with self.first.tracer.calling(f"the eager run of scenario {self.row} on {self.qualname} on an object in "
                                            f"the traced state with run {run}'s inputs"):
                 traced.append(self.module(obj)(*self.args(obj, run)))
-        return dataclasses.replace(first, unstable=unstable, traced=traced)
+            traced_states.append(read_state(obj, self.first.tracer))
+        return dataclasses.replace(first, unstable=unstable, traced=traced, traced_states=traced_states)
 
     @property
     def telling(self) -> bool:
         """Whether run 1 can show a stale program: eager's run-1 output differs from :attr:`Reference.traced`'s
-        (what the program gives when it keeps the traced object's results). When it does not, a backend that
-        burns the traced object in passes too, and the cell says it cannot tell."""
+        (what a program that keeps the traced object's results gives) — or, for a program whose calls all return
+        nothing (its only result is what it does to the object), the object's state after run 1 differs from
+        :attr:`Reference.traced_states`'s. When it does not, a backend that burns the traced object in passes too,
+        and the cell says it cannot tell."""
+        if all(call.returns_none for call in self.calls):
+            return state_key(self.reference.traced_states[1]) != state_key(self.reference.states[1])
+        return self.output_changes
+
+    @property
+    def output_changes(self) -> bool:
+        """Whether eager's run-1 output differs from :attr:`Reference.traced`'s (the objects a row prefers)."""
         ref = self.reference
         return bool(value_differences(ref.traced[1], ref.outputs[1], "run 1 output", metadata_only=ref.unstable))
 
