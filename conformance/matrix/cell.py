@@ -19,7 +19,8 @@ from ..example_objects import read_state
 from ..results import Cell, Failure, Status, exception_line
 from .backend import Backend, all_backends, get_backend
 from .explain import cannot_tell, fake_cause, output_differences
-from .limitations import find_limitation
+from .export_strict import fake_tensors_left
+from .limitations import observation, raised_at
 from .scenarios import Scenario, row_names, scenario
 
 __all__ = ["run_cell", "cell_failure", "cell_skip_reason", "new_cell"]
@@ -33,9 +34,11 @@ def _run(scn: Scenario, backend: Backend) -> list[str]:
     before = read_state(traced, scn.first.tracer)
     runner = backend.prepare(scn, scn.module(traced), scn.args(traced, 0))
     if backend.ahead_of_time:
-        changed = flat_state_differences(before, read_state(traced, scn.first.tracer), "state", ("before", "after"))
-        if changed:
-            diffs.append("tracing changed the real object used to trace: " + "; ".join(changed))
+        after = read_state(traced, scn.first.tracer)
+        left = fake_tensors_left(after)  # strict export traced the real object with fake tensors: say so
+        changed = [] if left else flat_state_differences(before, after, "state", ("before", "after"))
+        if left or changed:
+            diffs += left or ["tracing changed the real object used to trace: " + "; ".join(changed)]
             traced = scn.first.build()  # run on an object in the intended state anyway
     for run in (0, 1):
         if scn.placement == "input":
@@ -110,18 +113,23 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
         evidence = [exception_line(exc, limit=400)]
         failure_details, matched = [ln.rstrip() for ln in tb[-4:]], f"{type(exc).__name__}: {exc}"
         failure_details += _compiler_hint(matched)
+        matched = exc  # the limitation table matches the exception itself (its type and site), not its text
     if scn.reference.unstable:
         cell.details = [f"{path}: its values differ between two identical eager runs (uninitialised memory, e.g. "
                         "torch::empty), so it is compared by shape, dtype and device only"
                         for path in sorted(scn.reference.unstable)]
     if evidence:
-        limitation = find_limitation(backend_name, scn, matched)
-        if limitation is not None:
-            cell.status, cell.reason, cell.limitation = Status.UNSUPPORTED, limitation.reason, limitation.key
+        found = observation(backend_name, scn, matched)
+        if found is not None:
+            limitation, seen = found
+            cell.status, cell.limitation = Status.UNSUPPORTED, limitation.key
+            cell.reason = f"{limitation.reason} (observed for this class: {seen})"
             cell.details = evidence + [f"known limitation {limitation.key}: {limitation.source}"] + cell.details
         else:
             cell.status, cell.reason = Status.FAILED, evidence[0]
-            cell.details = failure_details + cell.details
+            raised = [] if isinstance(matched, str) else [f"{raised_at(matched)}: no known limitation has this "
+                                                          "exception type and site"]
+            cell.details = failure_details + raised + cell.details
         cause = fake_cause(ctx, scn)  # a fake's wrong result makes the program wrong: name the item reporting it
         if cause is not None:
             cell.reason = f"{cell.reason} ({cause.reference})"

@@ -254,7 +254,7 @@ def run_custom_cell(ctx: CustomClassContext, row: str, backend: str | Backend) -
     except Exception as exc:  # noqa: BLE001 - compile/export/runtime errors are this cell's result
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
         evidence = [exception_line(exc, limit=400)]
-        failure_details, matched = [ln.rstrip() for ln in tb[-4:]], f"{type(exc).__name__}: {exc}"
+        failure_details, matched = [ln.rstrip() for ln in tb[-4:]], exc  # the limitation table: type and site
     finally:
         torch._dynamo.reset()
     if evidence:

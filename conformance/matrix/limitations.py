@@ -1,37 +1,93 @@
 """Known torch limitations: the one table that turns a failing matrix cell into "unsupported".
 
-A cell is still run. It is *unsupported* only when an entry applies to its backend and scenario and the error it
-raised — or, for entries about wrong results, its first difference from eager — matches the entry's ``error``
-pattern; any other failure is a real ✗, and a cell an entry covers that
-passes is a pass (the limitation no longer holds there). Entries name where torch states or raises the limit.
+A cell is still run. It is *unsupported* only when an entry applies to its backend and scenario and the cell's
+own failure matches the entry by evidence: for an exception, the same exception type raised at the same site in
+torch's source (the innermost torch frame of its traceback, by file and function, so line numbers may move
+between torch versions; for a dynamo graph break, its registered ``gb_type``), optionally reached through a given
+frame; for a wrong result, the plugin's own comparison (its first difference from eager). A message is never
+enough. Any other failure is a real ✗ with its own error, and a cell an entry covers that passes is a pass (the
+limitation no longer holds there). Entries name where torch states or raises the limit; the footnote of an
+unsupported cell says what was observed for this class (:func:`observation`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import traceback
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["Limitation", "LIMITATIONS", "find_limitation"]
+__all__ = ["Limitation", "LIMITATIONS", "find_limitation", "observation", "raised_at", "failure_chain"]
+
+
+def failure_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or while handling (``__cause__`` / ``__context__``),
+    outermost first, each once."""
+    chain: list[BaseException] = []
+    while exc is not None and all(exc is not seen for seen in chain):
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return chain
+
+
+def _torch_frames(exc: BaseException) -> list[str]:
+    """``"file.py:function"`` below the ``torch`` package of each frame of ``exc``'s traceback, outermost first."""
+    frames = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        parts = frame.filename.replace(os.sep, "/").split("/torch/")
+        if len(parts) > 1:
+            frames.append(f"{parts[-1]}:{frame.name}")
+    return frames
+
+
+def raised_at(exc: BaseException) -> str:
+    """Where torch raised ``exc``, for messages: ``"RuntimeError raised in torch/fx/graph.py lint"`` (the
+    innermost torch frame of the innermost exception of its chain), or its type alone outside torch."""
+    inner = failure_chain(exc)[-1]
+    frames = _torch_frames(inner)
+    where = f" raised in torch/{frames[-1].replace(':', ' ')}" if frames else ""
+    graph_break = getattr(inner, "gb_type", None)
+    return f"{type(inner).__name__}{where}" + (f" (dynamo graph break '{graph_break}')" if graph_break else "")
 
 
 @dataclasses.dataclass(frozen=True)
 class Limitation:
-    """``backends``: backend names it applies to; ``placement``: ``"input"`` (a TorchBind object is an input of
-    the program: the scenario's object, or another object passed to a method), ``"attr"`` (the object is a module
-    attribute) or ``None`` (any);
-    ``returns``: schema return types (e.g. ``("str",)``; ``"non-tensor"`` stands for any type without a
-    Tensor in it, e.g. ``int``, ``str[]``, ``(int, float)``), one of which some call of the scenario must return,
-    or ``None``;
-    ``dunder``: the scenario calls a dunder method by name (``obj.__eq__(other)``, not ``obj == other``);
-    ``error``: regex over ``"ExceptionType: message"``; ``reason``: the report's footnote; ``source``: evidence;
-    ``kind``: the kind of class (``"torchbind"``, or ``"custom"`` for a Python custom class, whose scenarios carry
-    ``class_kind``); ``class_kind``: ``"constant"`` or ``"symbolic"`` for a custom-class entry about one of them."""
+    """One known torch limitation. Where it applies: ``backends`` (backend names); ``placement``: ``"input"`` (a
+    TorchBind object is an input of the program: the scenario's object, or another object passed to a method),
+    ``"attr"`` (the object is a module attribute) or ``None`` (any); ``returns``: schema return types (e.g.
+    ``("str",)``; ``"non-tensor"`` stands for any type without a Tensor in it, e.g. ``int``, ``str[]``,
+    ``(int, float)``), one of which some call of the scenario must return, or ``None``; ``dunder``: the scenario
+    calls a dunder method by name (``obj.__eq__(other)``, not ``obj == other``); ``kind``: the kind of class
+    (``"torchbind"``, or ``"custom"`` for a Python custom class, whose scenarios carry ``class_kind``);
+    ``class_kind``: ``"constant"`` or ``"symbolic"`` for a custom-class entry about one of them.
+
+    The evidence a failure must show (:meth:`observe`): an exception of one of the types ``raises`` (its class or a
+    base class, by name), somewhere in the failure's chain, whose innermost torch frame is one of ``sites``
+    (``"file.py:function"`` below the ``torch`` package), or whose dynamo graph break type is ``graph_break``;
+    ``via``: frames (same form) of which one must be on that exception's stack or the stack of one it was raised
+    from; ``cpp_check``: for an error raised in torch's C++ code, whose Python site is only the call into it (an
+    AOTInductor package's runner), a regex over the text of the C++ check that raised, the one thing that names
+    that site (its file is in ``source``); ``confirm(scenario)``: a further check on the class itself, returning what it observed or ``None``.
+    Or, for a wrong result, ``difference``: a regex over the cell's first difference from eager (the plugin's own
+    comparison, :mod:`conformance.matrix.cell`), ``observed`` saying what that shows.
+
+    ``reason``: the report's footnote (followed by what was observed); ``source``: where torch states or raises it.
+    """
 
     key: str
     backends: frozenset[str]
-    error: str
     reason: str
     source: str
+    raises: tuple[str, ...] = ()
+    sites: tuple[str, ...] = ()
+    graph_break: str | None = None
+    via: tuple[str, ...] = ()
+    cpp_check: str | None = None
+    confirm: Callable[[Any], str | None] | None = None
+    difference: str | None = None
+    observed: str = ""
     placement: str | None = None
     returns: tuple[str, ...] | None = None
     dunder: bool = False
@@ -39,12 +95,12 @@ class Limitation:
     class_kind: str | None = None
 
     def applies(self, backend: str, scenario) -> bool:
+        """Whether the entry covers this backend and scenario at all (before any evidence is looked at)."""
         if backend not in self.backends or getattr(scenario, "kind", "torchbind") != self.kind:
             return False
         if self.class_kind is not None and getattr(scenario, "class_kind", None) != self.class_kind:
             return False
-        if self.dunder and not any(call.call.callee.name.startswith("__") and not call.call.callee.operator
-                                   for call in scenario.calls):
+        if self.dunder and not _explicit_dunders(scenario):
             return False
         if self.placement == "input" and not scenario.has_object_input:
             return False
@@ -55,8 +111,77 @@ class Limitation:
             return False
         return True
 
+    def observe(self, failure: BaseException | str, scenario=None) -> str | None:
+        """What the cell's own ``failure`` (the exception it raised, or its first difference from eager) shows
+        of this limitation -- ``"RuntimeError raised in torch/_higher_order_ops/torchbind.py call_torchbind_impl"``
+        -- or ``None`` when it does not match the entry's evidence."""
+        if isinstance(failure, str):
+            if self.difference is None or not re.search(self.difference, failure, re.S):
+                return None
+            seen = self.observed
+        else:
+            seen = self._raised(failure)
+            if seen is None:
+                return None
+        if self.confirm is not None:
+            confirmed = self.confirm(scenario)
+            if confirmed is None:
+                return None
+            seen = f"{seen}; {confirmed}"
+        return seen
+
+    def _raised(self, exc: BaseException) -> str | None:
+        if not self.raises:
+            return None
+        chain = failure_chain(exc)
+        for depth, candidate in enumerate(chain):
+            names = {cls.__name__ for cls in type(candidate).__mro__}
+            if not names & set(self.raises):
+                continue
+            frames = _torch_frames(candidate)
+            if self.graph_break is not None:
+                if getattr(candidate, "gb_type", None) != self.graph_break:
+                    continue
+            elif not frames or frames[-1] not in self.sites:
+                continue
+            if self.via and not any(f in self.via for e in chain[depth:] for f in _torch_frames(e)):
+                continue
+            if self.cpp_check is not None and not re.search(self.cpp_check, str(candidate)):
+                continue
+            return raised_at(candidate) if self.graph_break is None else (
+                f"{type(candidate).__name__}, dynamo graph break '{self.graph_break}'")
+        return None
+
+
+def _explicit_dunders(scenario) -> list[str]:
+    """The dunder methods the scenario calls by name (``obj.__len__()``), not through an operator."""
+    return [call.call.callee.name for call in getattr(scenario, "calls", ())
+            if call.call.callee.name.startswith("__") and not call.call.callee.operator]
+
+
+def _dunder_is_python_method(scenario) -> str | None:
+    """The evidence ``explicit-dunder-call`` rests on, read off the real object: ``getattr(obj, name)`` for the
+    dunder methods the scenario calls by name gives Python's own method of ``torch.ScriptObject``, not the
+    ``ScriptMethod`` the class binds, which is what ``call_torchbind`` calls. ``None`` when it does not hold."""
+    import torch
+
+    obj = scenario.first.build()
+    seen = []
+    for name in _explicit_dunders(scenario):
+        found = getattr(obj, name, None)
+        if found is None or isinstance(found, torch._C.ScriptMethod):
+            return None
+        operator = "operator." + name.strip("_")
+        seen.append(f"getattr(obj, {name!r}) on the real object is a Python {type(found).__name__} of "
+                    f"torch.ScriptObject, not the bound ScriptMethod; the operator form is row {operator}, not tried "
+                    "by this cell")
+    return "; ".join(seen) or None
+
 
 _NON_TENSOR = ("non-tensor",)
+#: Where a loaded AOTInductor package is called (torch 2.13 and 2.14: pt2_archive; earlier: inductor's package).
+_AOTI_RUNNER = ("export/pt2_archive/_package.py:__call__", "_inductor/package/package.py:__call__")
+
 
 def _returns_match(returned: str, wanted: tuple[str, ...]) -> bool:
     if returned in wanted:
@@ -70,7 +195,9 @@ LIMITATIONS: tuple[Limitation, ...] = (
         key="custom-aoti-object",
         kind="custom",
         backends=frozenset({"aoti"}),
-        error=r"Unsupported input type as_\w+ for extern kernel",
+        raises=("RuntimeError",),
+        sites=(*_AOTI_RUNNER, "_inductor/package/package.py:load_package"),  # loading builds the proxy executor
+        cpp_check=r"Unsupported input type as_\w+ for extern kernel",
         reason="AOTInductor cannot pass a Python custom class object to a custom op (its proxy executor has no "
                "input type for it)",
         source="torch/csrc/inductor/aoti_torch/oss_proxy_executor.cpp: 'Unsupported input type ... for extern "
@@ -80,7 +207,9 @@ LIMITATIONS: tuple[Limitation, ...] = (
         key="custom-saveload-object-input",
         kind="custom",
         backends=frozenset({"export_saveload"}),
-        error=r"SerializeError: Failed serializing node",
+        raises=("SerializeError",),
+        sites=("_export/serde/serialize.py:serialize_graph", "_export/serde/serialize.py:serialize_input",
+               "_export/serde/serialize.py:serialize_inputs"),
         reason="torch.export.save cannot serialize a program that takes a Python custom class object as an input",
         source="torch/_export/serde/serialize.py serialize_graph: 'Failed serializing node' for the object's "
                "placeholder (torch 2.13, 2.14.1)",
@@ -89,7 +218,12 @@ LIMITATIONS: tuple[Limitation, ...] = (
         key="custom-export-weakref",
         kind="custom",
         backends=frozenset({"export", "export_strict", "export_saveload", "aoti"}),
-        error=r"TypeError: cannot create weak reference to",
+        raises=("TypeError",),
+        # Raised where the tracer's weak-keyed table takes a weak reference to the object (torch/utils/weak.py).
+        sites=tuple(f"utils/weak.py:{f}" for f in ("get", "__getitem__", "__setitem__", "__contains__",
+                                                   "setdefault", "__init__")),
+        via=("fx/experimental/proxy_tensor.py:get_proxy_slot", "fx/experimental/proxy_tensor.py:set_proxy_slot",
+             "fx/experimental/proxy_tensor.py:fetch_object_proxy"),
         reason="torch.export keeps a weak reference to each custom class object it traces, so a class with "
                "__slots__ and no '__weakref__' slot cannot be exported (adding '__weakref__' to __slots__ lifts it)",
         source="torch/fx/experimental/proxy_tensor.py fetch_object_proxy / get_proxy_slot: the tracer's table of "
@@ -100,7 +234,8 @@ LIMITATIONS: tuple[Limitation, ...] = (
         kind="custom",
         class_kind="constant",
         backends=frozenset({"export", "export_strict"}),
-        error=r"^(unequal|changed): obj = ",
+        difference=r"^(unequal|changed): obj = ",
+        observed="the program gave the traced object's result for another object",
         reason="torch.export bakes a constant custom class object into the program (the op takes the traced "
                "object as a constant, the input is unused, and nothing checks it at run time): a program exported "
                "with one object returns that object's result for any other",
@@ -113,8 +248,12 @@ LIMITATIONS: tuple[Limitation, ...] = (
         backends=frozenset({"export", "export_strict", "export_saveload", "aoti"}),
         returns=_NON_TENSOR,
         # The evidence: run 1's output equals eager's on an object in the traced state (conformance.matrix.explain).
-        error=r"^run 1 output\S* \(.*\): eager .*: it stayed at the traced object's value|"
-              r"Expect returned int value to match the serialized int value",
+        difference=r"^run 1 output\S* \(.*\): eager .*: it stayed at the traced object's value",
+        observed="run 1 (an object in another state) returned the traced object's value",
+        # AOTInductor's runtime checks the burned-in int against what the method returns now (a C++ error).
+        raises=("RuntimeError",),
+        sites=_AOTI_RUNNER,
+        cpp_check=r"Expect returned int value to match the serialized int value",
         reason="non-tensor results of methods (int, float, str, ...) are burned into an exported program as "
                "constants, so a run on an object in another state returns the traced value",
         source="PT2 custom-class notes, 'Constant burning-in graph': methods that return non-tensors 'will be "
@@ -125,16 +264,19 @@ LIMITATIONS: tuple[Limitation, ...] = (
         key="non-tensor-op-result",
         backends=frozenset({"eager", "aot_eager", "inductor", "export_strict"}),
         returns=_NON_TENSOR,
-        error=r"torch\.\* op returned non-Tensor",
+        raises=("Unsupported",),
+        graph_break="torch.* op returned non-Tensor",
         reason="dynamo cannot keep a call returning a str (or a custom op returning a non-tensor) in the graph: "
                "'torch.* op returned non-Tensor' is a graph break, fatal under fullgraph=True",
-        source="torch/_dynamo/variables/torch.py graph break 'torch.* op returned non-Tensor'",
+        source="torch/_dynamo/variables/builder.py wrap_fx_proxy_cls: graph break 'torch.* op returned non-Tensor' "
+               "(GB0208 in torch/_dynamo/graph_break_registry.json)",
     ),
     Limitation(
         key="str-result-export",
         backends=frozenset({"export", "export_saveload", "aoti"}),
         returns=("str",),
-        error=r"only these constant dtypes are supported to be returned from torchbind methods",
+        raises=("AssertionError",),
+        sites=("_higher_order_ops/torchbind.py:inner",),
         reason="export supports only some constant types as TorchBind method results; str is not one of them",
         source="torch/_higher_order_ops/torchbind.py: 'Currently, only these constant dtypes are supported to be "
                "returned from torchbind methods'",
@@ -142,17 +284,31 @@ LIMITATIONS: tuple[Limitation, ...] = (
     Limitation(
         key="strict-export-real-object",
         backends=frozenset({"export_strict"}),
-        error=r"^tracing changed the real object used to trace",
+        difference=r"^tracing changed the real object used to trace",
+        observed="tracing changed the real object's state",
         reason="strict export traces TorchBind method calls on the real ScriptObject, so tracing mutates it",
         source="torch/_higher_order_ops/torchbind.py warns 'Tracing torchbind method ... with real ScriptObject. "
                "This may cause the original object being mutated'; the seed's Coverage Matrix marks strict "
                "export N",
     ),
     Limitation(
+        key="strict-export-fake-tensors",
+        backends=frozenset({"export_strict"}),
+        difference=r"^tracing left FakeTensors in the real object used to trace",
+        observed="tracing left FakeTensors inside the real object",
+        reason="strict export calls TorchBind methods on the real ScriptObject with the fake tensors it traces "
+               "with, so a method that keeps a tensor argument leaves a FakeTensor inside the real object, which "
+               "is unusable afterwards (its next comparison raises DataDependentOutputException: "
+               "aten.equal.default)",
+        source="torch/_higher_order_ops/torchbind.py call_torchbind under strict export: 'Tracing torchbind method "
+               "... with real ScriptObject. This may cause the original object being mutated'",
+    ),
+    Limitation(
         key="strict-export-attribute",
         backends=frozenset({"export_strict"}),
         placement="attr",
-        error=r"FakeScriptObject should only exist during tracing",
+        raises=("AssertionError",),
+        sites=("export/unflatten.py:_assign_attr",),
         reason="strict export keeps the FakeScriptObject it traced with as the program's constant for an "
                "attribute object, so the exported program cannot run",
         source="torch.export strict mode (ep.constants holds a FakeScriptObject for a TorchBind attribute)",
@@ -161,7 +317,8 @@ LIMITATIONS: tuple[Limitation, ...] = (
         key="aoti-object-input",
         backends=frozenset({"aoti"}),
         placement="input",
-        error=r"TorchBind objects found in inputs",
+        raises=("UserError",),
+        sites=("_inductor/compile_fx.py:_aoti_flatten_inputs",),
         reason="AOTInductor accepts TorchBind objects only as module attributes, not as inputs",
         source="torch._inductor (aoti_compile_and_package): 'TorchBind object inputs are not supported in "
                "AOTInductor. TorchBind objects can only be attributes.'",
@@ -170,17 +327,21 @@ LIMITATIONS: tuple[Limitation, ...] = (
         key="explicit-dunder-call",
         backends=frozenset({"eager", "aot_eager", "inductor", "export", "export_strict", "export_saveload"}),
         dunder=True,
-        error=r"Unable to cast Python instance of type <class 'method'>|'NoneType' object has no attribute 'returns'",
-        reason="a dunder method called by name (obj.__eq__(other)) cannot be traced: on a ScriptObject the name "
-               "resolves to Python's own method, not the bound C++ one; the operator form (obj == other, its own "
-               "operator.* row) works",
+        # The program calls obj.__len__(): call_torchbind(obj, "__len__") calls getattr(obj, "__len__") (eager,
+        # export: the pybind cast fails) or looks up its schema (aot_eager, inductor: there is none).
+        raises=("RuntimeError", "AttributeError"),
+        sites=("_higher_order_ops/torchbind.py:call_torchbind_impl", "_higher_order_ops/effects.py:handle_effects"),
+        confirm=_dunder_is_python_method,
+        reason="a dunder method called by name (obj.__eq__(other)) cannot be traced: call_torchbind looks the name "
+               "up on the ScriptObject, where it resolves to Python's own method, not the bound C++ one",
         source="torch/_higher_order_ops/torchbind.py call_torchbind_impl: getattr(obj, method) on a "
                "torch.ScriptObject returns the Python-level magic method for a dunder name, which has no schema",
     ),
     Limitation(
         key="inductor-reruns-fake-method",
         backends=frozenset({"inductor"}),
-        error=r"^InductorError: .*While executing %with_effects .*call_torchbind",
+        raises=("InductorError",),
+        via=("_inductor/ir.py:process_kernel",),
         reason="inductor runs a TorchBind method's fake a second time on the same FakeScriptObject while lowering "
                "(fake tensor propagation with the realized strides), so a state-changing fake method is applied "
                "twice and can meet a state eager never reaches (e.g. an empty cache): a torch behaviour, not the "
@@ -193,7 +354,11 @@ LIMITATIONS: tuple[Limitation, ...] = (
         key="saveload-object-input",
         backends=frozenset({"export_saveload"}),
         placement="input",
-        error=r"error when deserializing the saved file",
+        # torch.export.load falls back to weights_only=False after this error (torch 2.13 logs "Fallback to
+        # weights_only=False succeeded"), so the entry applies only where that error is the load's failure.
+        raises=("UnpicklingError",),
+        sites=("serialization.py:load",),
+        via=("_export/serde/serialize.py:deserialize_torch_artifact",),
         reason="torch.export.load cannot deserialize a program whose example inputs hold a ScriptObject "
                "(weights_only unpickling rejects torch.ScriptObject)",
         source="torch/_export/serde/serialize.py deserialize_torch_artifact: 'Unsupported global: GLOBAL "
@@ -202,9 +367,19 @@ LIMITATIONS: tuple[Limitation, ...] = (
 )
 
 
-def find_limitation(backend: str, scenario, error_text: str) -> Limitation | None:
-    """The first entry that applies to this cell and whose ``error`` matches ``error_text``, else ``None``."""
+def find_limitation(backend: str, scenario, failure: BaseException | str) -> Limitation | None:
+    """The first entry that applies to this cell and whose evidence the cell's own ``failure`` shows (the
+    exception the cell raised, or its first difference from eager: :meth:`Limitation.observe`), else ``None``."""
+    found = observation(backend, scenario, failure)
+    return found[0] if found is not None else None
+
+
+def observation(backend: str, scenario, failure: BaseException | str) -> tuple[Limitation, str] | None:
+    """``(entry, what the failure showed of it)`` for the first entry that applies to this cell and whose evidence
+    ``failure`` shows, else ``None``. The text goes into the cell's footnote: what was observed for this class."""
     for entry in LIMITATIONS:
-        if entry.applies(backend, scenario) and re.search(entry.error, error_text, re.S):
-            return entry
+        if entry.applies(backend, scenario):
+            seen = entry.observe(failure, scenario)
+            if seen is not None:
+                return entry, seen
     return None
