@@ -34,6 +34,7 @@ import torch.utils._pytree as pytree
 from ..calls import OPERATORS, Call, Callee
 from ..compare import unstable_paths, value_differences
 from ..context import ClassContext, defined_on_fake
+from ..evidence import collecting
 from ..jit_types import return_type
 from ..example_objects import Example, read_state, state_key
 from ..results import NotApplicable
@@ -225,7 +226,7 @@ class Scenario:
             traced_states.append(read_state(obj, self.first.tracer))
         return dataclasses.replace(first, unstable=unstable, traced=traced, traced_states=traced_states)
 
-    @property
+    @functools.cached_property
     def telling(self) -> bool:
         """Whether run 1 can show a stale program: eager's run-1 output differs from :attr:`Reference.traced`'s
         (what a program that keeps the traced object's results gives) — or, for a program whose calls all return
@@ -427,7 +428,8 @@ def scenario(ctx: ClassContext, row: str) -> Scenario:
     """
     cached = ctx.scenarios.get(row)
     if cached is None:
-        cached = ctx.scenarios[row] = _build_scenario(ctx, row)
+        with collecting():  # choosing the objects compares eager with eager: no backend's evidence
+            cached = ctx.scenarios[row] = _build_scenario(ctx, row)
     return cached
 
 
