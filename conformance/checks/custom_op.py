@@ -31,6 +31,7 @@ from ..calls import Callee
 from ..compare import Tally, describe, script_class_name, side_text
 from ..context import UNREADABLE
 from ..discovery import runs_on_fakes
+from ..evidence import record
 from ..results import Failure, Note
 from . import check
 
@@ -97,12 +98,11 @@ class _States:
     def judge(self, paired, observed) -> None:
         callee = paired.call.callee
         names = callee.object_names()
-        diffs, judged = [], False
+        diffs, judged = [], 0
         for state in observed:
-            name = names[state.index]
+            name, before, compared = names[state.index], dict(_pairs(state.real_before)), False
             for key, real in _pairs(state.real_after):
                 kept = state.fake_after.get(key, UNREADABLE)
-                before = dict(_pairs(state.real_before))
                 if kept is UNREADABLE or state.fake_before.get(key, UNREADABLE) is UNREADABLE:
                     self.unjudged.setdefault(f"{name}.{key}", "the fake keeps no readable value under this key")
                     continue
@@ -110,12 +110,14 @@ class _States:
                     self.unjudged.setdefault(f"{name}.{key}", "the fake disagreed with C++ before the call "
                                                               "(see the roundtrip item)")
                     continue
-                judged = True
+                compared = True
                 found = _differences(real, kept, f"{name}.{key}")
                 if found and key in before:
                     found = [f"{d} (both {describe(before[key])} before the call)" for d in found]
                 diffs += [(state, d) for d in found]
-        self.observed += judged
+            judged += compared
+        record("object state", judged)  # the evidence: each object whose state after the call was compared
+        self.observed += judged > 0
         if diffs:
             self.drifted += 1
             if self.first is None:
