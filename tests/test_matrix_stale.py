@@ -206,3 +206,24 @@ def test_an_inductor_error_from_a_wrong_fake_shape_names_the_agreement_item(stal
         assert cell.reason.endswith(f"(follows from the fake's wrong result, see {item})"), cell.reason
         assert cell.details[0].startswith(f"this follows from the fake's wrong result, see {item}: obj.lookup(")
         assert "result.shape: C++ [2, 3], fake []" in cell.details[0]
+
+
+def test_a_state_difference_names_the_flattened_key(engine):
+    """A program run on a copy of the object leaves the object as it was: the cell names the __obj_flatten__ key
+    and both values, not a bare position."""
+    import copy
+
+    def on_a_copy(scn, module, args):
+        def run(*a):
+            return module(*(copy.deepcopy(x) if isinstance(x, torch.ScriptObject) else x for x in a))
+
+        return run
+
+    # Plain torch: set_default_index on a copy leaves the object's default index alone.
+    obj = vocab(1)
+    copy.deepcopy(obj).set_default_index(2)
+    assert obj.get_default_index() == 1
+    cell = run_cell(engine.context(VOCAB), "set_default_index", Backend("copying", "test", "copying", on_a_copy))
+    assert cell.status == "failed"
+    assert cell.reason.startswith("run 1 object state 'default_index': eager left "), cell.reason
+    assert ", copying left " in cell.reason and "(int)" in cell.reason

@@ -18,7 +18,7 @@ from ..compare import flat_state_differences
 from ..example_objects import read_state
 from ..results import Cell, Failure, Status, exception_line
 from .backend import Backend, all_backends, get_backend
-from .explain import cannot_tell, fake_cause, output_differences
+from .explain import cannot_tell, fake_cause, output_differences, state_differences
 from .export_strict import fake_tensors_left
 from .limitations import observation, raised_at
 from .scenarios import Scenario, row_names, scenario
@@ -54,8 +54,7 @@ def _run(scn: Scenario, backend: Backend) -> list[str]:
         out = runner(*scn.args(obj, run))
         diffs += output_differences(scn, run, out, backend.side, scalars_as_tensors=backend.scalars_as_tensors)
         if backend.state_visible:
-            diffs += flat_state_differences(ref.states[run], read_state(obj, scn.first.tracer),
-                                            f"run {run} object state", ("eager", backend.side))
+            diffs += state_differences(scn, run, read_state(obj, scn.first.tracer), backend.side)
     return diffs
 
 

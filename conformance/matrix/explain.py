@@ -19,11 +19,11 @@ from typing import Any
 import torch
 
 from ..calls import Call, Callee
-from ..compare import describe, disagreement, side_text, value_differences
+from ..compare import describe, disagreement, flat_state_differences, side_text, value_differences
 from ..context import new_fake_mode
 from ..jit_types import return_type, value_mismatch
 
-__all__ = ["show", "output_differences", "fake_cause", "FakeCause", "cannot_tell", "STAYED"]
+__all__ = ["show", "output_differences", "state_differences", "fake_cause", "FakeCause", "cannot_tell", "STAYED"]
 
 #: The words that mark an output which stayed at the traced object's value (the limitation table matches them).
 STAYED = "it stayed at the traced object's value"
@@ -88,6 +88,44 @@ def output_differences(scn, run: int, got: Any, side: str, *, scalars_as_tensors
         extra = [d for d in found if not d.startswith(f"{where}[{i}]: expected ")]
         lines.append(line + (f" [{'; '.join(extra)}]" if extra else ""))
     return lines
+
+
+def _pairs(state: Any) -> list[tuple[str, Any]] | None:
+    """A flattened state's ``(key, value)`` pairs, or ``None`` when it is not a tuple of such pairs."""
+    if isinstance(state, (list, tuple)) and all(isinstance(p, (list, tuple)) and len(p) == 2 and
+                                                isinstance(p[0], str) for p in state):
+        return [(p[0], p[1]) for p in state]
+    return None
+
+
+def state_differences(scn, run: int, got: Any, side: str) -> list[str]:
+    """The differences of the object's state after run ``run`` (``got``, its ``__obj_flatten__``) from eager's,
+    compared as :func:`conformance.compare.flat_state_differences` compares (tensor values included), one line per
+    flattened key that differs: ``run 1 object state 'default_index': eager left 3 (int), export left 2 (int)``,
+    with — on the run with an object in another state — what eager leaves in an object in the traced state.
+    Falls back to the comparison's own lines for a state that is not ``(key, value)`` pairs. Raises nothing of
+    its own."""
+    ref = scn.reference
+    where = f"run {run} object state"
+    found = flat_state_differences(ref.states[run], got, where, ("eager", side))
+    expected, actual = _pairs(ref.states[run]), _pairs(got)
+    if not found or expected is None or actual is None or [k for k, _ in expected] != [k for k, _ in actual]:
+        return found
+    traced = _pairs(ref.traced_states[run]) if ref.traced_states else None
+    lines = []
+    for i, ((key, e), (_, g)) in enumerate(zip(expected, actual)):
+        detail = flat_state_differences(e, g, f"{where} {key!r}", ("eager", side))
+        if not detail:
+            continue
+        line = f"{where} {key!r}: eager left {show(e)}, {side} left {show(g)}"
+        if run == 1 and traced is not None and i < len(traced) and traced[i][0] == key and \
+                flat_state_differences(traced[i][1], e):
+            line += f"; eager leaves {show(traced[i][1])} in an object in the traced state"
+            if not flat_state_differences(traced[i][1], g):
+                line += f": {STAYED}"
+        extra = [d for d in detail if not d.startswith(f"{where} {key!r}: eager gave ")]
+        lines.append(line + (f" [{'; '.join(extra)}]" if extra else ""))
+    return lines or found
 
 
 def fake_cause(ctx, scn) -> FakeCause | None:
