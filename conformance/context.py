@@ -414,7 +414,9 @@ class ClassContext:
         fake_call = call.spread_source(fakes if several else "fake_obj")
         body = _extra_defs(call.args) + ["def make_args():", f"    return ({pos}), {{{kw}}}", ""]
         body += [f"{n} = make_{n}()" for n in names]
-        body += ["args, kwargs = make_args()", f"print('C++: ', {real_call})"]
+        body += ["args, kwargs = make_args()", f"real = {real_call}", "print('C++: ', real)",
+                 f"real_states = [dict({n}.__obj_flatten__()) for n in ({', '.join(names)},)]" if states else
+                 "real_states = []"]
         if states:
             body += [f"print('C++ {n} after:', {n}.__obj_flatten__())" for n in names]
         body += ["", "mode = FakeTensorMode(shape_env=ShapeEnv())"]
@@ -422,11 +424,33 @@ class ClassContext:
         body += ["args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), "
                  "make_args())",
                  "with mode:",
-                 f"    print('fake:', {fake_call})"]
+                 f"    fake = {fake_call}",
+                 "print('fake:', fake)",
+                 f"fake_states = [{{key: getattr(f.wrapped_obj, key) for key in s}} for f, s in "
+                 f"zip(({', '.join(fakes)},), real_states)]"]
         if states:
-            body += [f"print('fake {n} after:', {{key: getattr({f}.wrapped_obj, key) for key, _ in "
-                     f"{n}.__obj_flatten__()}})" for n, f in zip(names, fakes)]
-        return self.repro(list(zip(names, examples)) if several else examples[0], body)
+            body += [f"print('fake {n} after:', fake_states[{i}])" for i, n in enumerate(names)]
+        return self.repro(list(zip(names, examples)) if several else examples[0], body + SAME_AS_FAKE)
+
+
+#: The end of a paired-call reproducer: it judges itself (:mod:`conformance.reproducers`), printing
+#: ``no disagreement reproduced`` when the C++ and fake results (and states) agree in what a FakeTensor carries
+#: and in every non-tensor value and type — a stricter test than the check's, so it never hides a difference the
+#: check saw.
+SAME_AS_FAKE = [
+    "",
+    "def meta(v):",
+    "    if isinstance(v, torch.Tensor):",
+    "        return ('tensor', tuple(v.shape), v.dtype, v.device, tuple(v.stride()), v.requires_grad)",
+    "    return (type(v).__name__, v)",
+    "",
+    "try:",
+    "    same = pytree.tree_map(meta, (real, real_states)) == pytree.tree_map(meta, (fake, fake_states))",
+    "except Exception:",
+    "    same = False",
+    "if same:",
+    "    print('no disagreement reproduced')",
+]
 
 
 def _fakify(obj: torch.ScriptObject, mode: FakeTensorMode, tracer: Tracer, state: str | None = None):

@@ -156,7 +156,19 @@ def _module_home(top: str, rootdir: Path | None) -> Path | None:
     for location in locations:
         if location.resolve() in searched:
             return location.resolve()
+    for location in locations:
+        if not _on_fresh_path(location.resolve()):
+            return location.resolve()  # on sys.path only because this process put it there (a conftest, pytest)
     return None
+
+
+def _on_fresh_path(directory: Path) -> bool:
+    """Whether a fresh interpreter started with this environment finds modules in ``directory`` without help:
+    it is under the installation's prefixes (the standard library, site-packages, a virtualenv's) or a
+    ``PYTHONPATH`` entry."""
+    roots = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    roots |= {Path(p).resolve() for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    return any(directory == root or root in directory.parents for root in roots)
 
 
 def _registrations() -> tuple[int, int]:

@@ -72,6 +72,13 @@ def add_options(parser: pytest.Parser, check_names: list[str], backend_names: li
                          "(libraries, fakes, schemas, examples, torch, the plugin, verdict options, its baseline "
                          "entry); its verdict is kept in pytest's cache (.pytest_cache; --cache-clear forgets it). "
                          "A failure the baseline does not list always runs again. Default off. Ini: torchbind_reuse.")
+    group.addoption("--torchbind-check-repro", default=None, choices=("on", "off"),
+                    help="on (default): before a failure prints its reproducer, run the script in a fresh "
+                         "interpreter from an empty directory and say whether it reproduces (one that does not "
+                         "shows a divergence that depends on state outside the object); off: print it unchecked "
+                         "(each check starts an interpreter that imports torch). Ini: torchbind_check_repro.")
+    parser.addini("torchbind_check_repro", "on (default) or off: run failures' reproducers in a fresh interpreter",
+                  default="")
     parser.addini("torchbind_device", "device of the examples' tensors and program inputs (cpu, cuda)", default="")
     parser.addini("torchbind_reuse", "on: reuse settled verdicts whose inputs did not change (off: default)",
                   default="")
@@ -91,7 +98,7 @@ def add_options(parser: pytest.Parser, check_names: list[str], backend_names: li
 #: Every ini key :func:`add_options` registers (``tests/test_docs.py`` keeps the two in step).
 INI_KEYS = ("torchbind_classes", "torchbind_load", "torchbind_backends", "torchbind_report", "torchbind_baseline",
             "torchbind_examples", "torchbind_timeout", "torchbind_isolation", "torchbind_memory_limit",
-            "torchbind_device", "torchbind_reuse")
+            "torchbind_device", "torchbind_reuse", "torchbind_check_repro")
 
 
 def check_ini_keys(config: pytest.Config) -> None:
@@ -279,6 +286,10 @@ def read_options(config: pytest.Config, check_names: list[str], backend_names: l
     if reuse not in ("on", "off"):
         raise pytest.UsageError(f"torchbind_reuse: expected on or off, got {reuse!r}")
     options.reuse = reuse == "on"
+    check_repro = _opt(config, "torchbind_check_repro", "torchbind_check_repro") or "on"
+    if check_repro not in ("on", "off"):
+        raise pytest.UsageError(f"torchbind_check_repro: expected on or off, got {check_repro!r}")
+    fields["check_reproducers"] = check_repro == "on"
     if options.reuse and getattr(config, "cache", None) is None:
         raise pytest.UsageError("--torchbind-reuse=on (ini torchbind_reuse) keeps verdicts in pytest's cache, which "
                                 "this run switched off (-p no:cacheprovider): enable the cache provider or use "

@@ -24,6 +24,7 @@ from .evidence import collecting
 from .faults import UserFault, fault_failure, real_interrupt
 from .matrix.cell import cell_failure, cell_skip_reason
 from .registry import REGISTRY, Registry
+from .reproducers import MAX_CHECKED, check_reproducer
 from .results import Cell, Failure, NotApplicable, Outcome, Status
 from .settings import Settings
 
@@ -133,6 +134,11 @@ def run_target(unit: CheckTarget, engine: Engine | None = None) -> Outcome:
     outcome = _run_check(unit, engine)
     if engine.lost_examples():  # judged without an example a crash or hang took away: never kept for reuse
         outcome.lost = True
+    if engine.settings.check_reproducers and engine.settings.load_code and outcome.failures:
+        with engine.tracer.calling(f"check {unit.name} of {unit.qualname}: its reproducers, in a fresh interpreter",
+                                   timed=False):
+            outcome.failures = [check_reproducer(f) if i < MAX_CHECKED else f
+                                for i, f in enumerate(outcome.failures)]
     return outcome
 
 

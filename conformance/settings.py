@@ -24,10 +24,13 @@ class Settings:
     ``None``: all); ``checks``: check names to run (``--torchbind-checks``; ``None``: all); ``device``: where the
     example objects' tensors and the programs' inputs live (``--torchbind-device``: ``cpu``, ``cuda``, ``cuda:N``);
     ``load_code``: Python lines that load the user's libraries and fakes, put at the top of every reproducer
-    script (from ``--torchbind-load``)."""
+    script (from ``--torchbind-load``); ``check_reproducers``: run each failure's reproducer in a fresh interpreter
+    before it is printed and say whether it reproduces (``--torchbind-check-repro``; only with ``load_code``,
+    which a reproducer needs to run anywhere: :mod:`conformance.reproducers`)."""
 
     examples: int = DEFAULT_EXAMPLES
     backends: tuple[str, ...] | None = None
     checks: tuple[str, ...] | None = None
     device: str = "cpu"
     load_code: tuple[str, ...] = ()
+    check_reproducers: bool = False

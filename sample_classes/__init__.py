@@ -60,13 +60,14 @@ OBSERVE_CLASS_QUALNAMES = (  # argument-less methods that are not all observers 
 STALE_CLASS_QUALNAMES = (  # results a traced program can bake in (fakes in fakes_stale.py)
     "samples_stale::Vocab",  # __getitem__ / get_default_index read a default index: export burns the int in
 )
+EVIDENCE_CLASS_QUALNAMES = (  # the evidence rule (fakes in fakes_evidence.py, not imported here)
+    "samples_evidence::Span",  # flattened keys that are getters' names; __len__ raises by design
+    "samples_evidence::Ticketer",  # next() reads a process-wide counter: divergences a fresh process does not show
+)
 MULTI_CLASS_QUALNAMES = (  # ops taking two objects of the class (fakes in fakes_multi.py, not imported here)
     "samples_multi::StreamGuard",  # enter_compute_stream clears its 2nd object; merge_into(g, g) takes one twice
 )
 MULTI_OP_QUALNAMES = ("samples_multi::enter_compute_stream", "samples_multi::merge_into")
-EVIDENCE_CLASS_QUALNAMES = (  # the evidence rule (fakes in fakes_evidence.py, not imported here)
-    "samples_evidence::Span",  # flattened keys that are getters' names; __len__ raises by design
-)
 UNSAFE_CLASS_QUALNAMES = (  # crash, hang or leak in C++ on purpose; only with process isolation
     "samples_unsafe::CrashyStack",
     "samples_unsafe::OverflowPickle",
@@ -87,8 +88,8 @@ __all__ = [
     "LIMITS_CLASS_QUALNAMES",
     "OBSERVE_CLASS_QUALNAMES",
     "STALE_CLASS_QUALNAMES",
+    "EVIDENCE_CLASS_QUALNAMES",
     "MULTI_CLASS_QUALNAMES",
     "MULTI_OP_QUALNAMES",
-    "EVIDENCE_CLASS_QUALNAMES",
     "UNSAFE_CLASS_QUALNAMES",
 ]

@@ -1,5 +1,6 @@
 """Fakes for ``samples_evidence::Span`` (csrc/samples_evidence.cpp): the correct one, and one whose
-``__obj_unflatten__`` reads the flattened pairs by position the wrong way round (``lo`` and ``hi`` swapped).
+``__obj_unflatten__`` reads the flattened pairs by position the wrong way round (``lo`` and ``hi`` swapped); and
+for ``samples_evidence::Ticketer``, whose C++ ``next()`` reads a process-wide counter.
 
 Span's flattened keys ``lo`` and ``hi`` are also its getters' names, so both fakes keep the values as ``_lo`` /
 ``_hi`` and serve them through ``lo()`` / ``hi()``. Not imported by ``sample_classes``: a test imports this module
@@ -12,7 +13,7 @@ import torch
 
 from .fakes import register_fake_classes
 
-__all__ = ["FakeSpan", "FakeSpanSwapped", "register", "install_swapped"]
+__all__ = ["FakeSpan", "FakeSpanSwapped", "FakeTicketer", "register", "install_swapped"]
 
 
 class FakeSpan:
@@ -51,9 +52,24 @@ class FakeSpanSwapped(FakeSpan):
         return cls(second, first)
 
 
+class FakeTicketer:
+    """``next()`` as a fresh process's first call gives it: C++ counts tickets in a process-wide static, which no
+    fake (and no flattened state) can carry."""
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+
+    @classmethod
+    def __obj_unflatten__(cls, flattened):
+        return cls(**dict(flattened))
+
+    def next(self) -> int:
+        return self.base + 1
+
+
 def register(force: bool = False) -> None:
-    """Register :class:`FakeSpan` for ``samples_evidence::Span`` (idempotent unless ``force``)."""
-    register_fake_classes({"samples_evidence::Span": FakeSpan}, force)
+    """Register :class:`FakeSpan` and :class:`FakeTicketer` (idempotent unless ``force``)."""
+    register_fake_classes({"samples_evidence::Span": FakeSpan, "samples_evidence::Ticketer": FakeTicketer}, force)
 
 
 def install_swapped() -> None:

@@ -82,7 +82,11 @@ def run_inprocess(pytester, *args, **kwargs):
     would register its fakes twice), so this module imports it before any run."""
     if TORCH_TESTLIB:
         init_torchbind_implementations()
-    return pytester.runpytest_inprocess("-p", "no:cacheprovider", *args, "--torchbind-isolation=none", **kwargs)
+    # Reproducers are checked (an interpreter per failure) only where a test asks for it.
+    asked = any(str(a).startswith("--torchbind-check-repro") for a in args)
+    checked = () if asked else ("--torchbind-check-repro=off",)
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", *args, "--torchbind-isolation=none", *checked,
+                                        **kwargs)
 
 
 def undated_report(path) -> dict:

@@ -49,6 +49,26 @@ struct Span : torch::CustomClassHolder {
   int64_t hi_;
 };
 
+// Ticketer: next() hands out tickets from a counter shared by every object of the process (a static, as a
+// library's global handle or registry would be), so what it returns depends on how many calls the process made
+// before, not on the object. Its fake returns the first ticket, as a fresh process would: a disagreement the plugin
+// sees after earlier calls, which the reproducer does not show in a fresh interpreter.
+int64_t g_next_ticket = 0;
+
+struct Ticketer : torch::CustomClassHolder {
+  explicit Ticketer(int64_t base) : base_(base) {}
+
+  int64_t next() {
+    return base_ + ++g_next_ticket;
+  }
+
+  std::tuple<std::tuple<std::string, int64_t>> __obj_flatten__() {
+    return std::make_tuple(std::make_tuple(std::string("base"), base_));
+  }
+
+  int64_t base_;
+};
+
 } // namespace torchbind_samples_evidence
 
 using namespace torchbind_samples_evidence;
@@ -69,4 +89,8 @@ TORCH_LIBRARY(samples_evidence, m) {
           [](std::tuple<int64_t, int64_t> state) -> c10::intrusive_ptr<Span> {
             return c10::make_intrusive<Span>(std::get<0>(state), std::get<1>(state));
           });
+  m.class_<Ticketer>("Ticketer")
+      .def(torch::init<int64_t>())
+      .def("next", &Ticketer::next)
+      .def("__obj_flatten__", &Ticketer::__obj_flatten__);
 }

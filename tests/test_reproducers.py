@@ -1,0 +1,117 @@
+"""Reproducers are checked before they are printed (issue 27 item 8): each failure's script runs in a fresh
+interpreter from an empty directory; one that does not show the divergence there says it depends on state
+outside the object.
+
+``samples_evidence::Ticketer.next()`` reads a process-wide counter (a C++ static): in the plugin's process, after
+earlier calls, C++ returns more than its fake, which returns what a fresh process's first call gives. Plain torch
+beside the verdict: the same call in a fresh interpreter agrees with the fake.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conformance.reproducers import NOT_REPRODUCED, check_reproducer, run_fresh
+from conformance.results import Failure, Status
+from conformance.runner import plan, run_target
+from conformance.settings import Settings
+from conftest import engine_of, run_inprocess
+
+ROOT = Path(__file__).resolve().parent.parent
+LOAD = ("import sys", f"sys.path.insert(0, {str(ROOT)!r})", "import sample_classes",
+        "import sample_classes.fakes_evidence")
+TICKETER = "samples_evidence::Ticketer"
+
+pytestmark = pytest.mark.process  # every test here starts interpreters
+
+
+@pytest.fixture(scope="module")
+def evidence_fakes():
+    import sample_classes  # noqa: F401
+    import sample_classes.fakes_evidence as fakes
+
+    return fakes
+
+
+def checked_engine():
+    return engine_of(settings=Settings(examples=5, check_reproducers=True, load_code=LOAD))
+
+
+def test_a_divergence_from_process_global_state_is_not_reproduced_and_says_so(evidence_fakes):
+    # Plain torch: in this process every call moves the shared counter, so an object's first next() depends on
+    # what ran before; in a fresh interpreter the first call gives base + 1, which is what the fake returns.
+    before = torch.classes.samples_evidence.Ticketer(1).next()
+    assert torch.classes.samples_evidence.Ticketer(1).next() == before + 1
+    fresh = subprocess.run([sys.executable, "-c", "\n".join([*LOAD, "import torch",
+                            "print(torch.classes.samples_evidence.Ticketer(1).next())"])],
+                           capture_output=True, text=True, timeout=120)
+    assert fresh.stdout.split()[-1] == "2"
+
+    engine = checked_engine()
+    [outcome] = [run_target(u, engine) for u in plan(TICKETER, engine, only={"agreement"})]
+    assert outcome.status is Status.FAILED
+    text = outcome.render()
+    assert "the fake's result differs from the C++ result" in text
+    assert f"NOT REPRODUCED in a fresh interpreter: the reproducer below, run from an empty directory, does not " \
+           f"show this — it prints {NOT_REPRODUCED!r}" in text
+    assert "The divergence depends on state outside the object" in text
+    [(cpp, fake)] = re.findall(r"fresh run: C\+\+:  (\d+)\n.*fresh run: fake: (\d+)", text)
+    assert cpp == fake  # in a fresh interpreter C++ gives what the fake gives
+
+
+def test_a_divergence_of_the_fake_itself_is_reproduced(tmp_path):
+    import sample_classes  # noqa: F401
+    from sample_classes.broken import by_name
+
+    engine = engine_of(settings=Settings(examples=5, check_reproducers=True, load_code=(
+        "import sys", f"sys.path.insert(0, {str(ROOT)!r})", "import sample_classes",
+        "import sample_classes.broken", "sample_classes.broken.install_counter_increment_off_by_one()")))
+    with by_name("counter_increment_off_by_one").installed():
+        [outcome] = [run_target(u, engine) for u in plan("samples::Counter", engine, only={"agreement"})
+                     if u.target == "increment"]
+    assert outcome.status is Status.FAILED
+    [failure] = outcome.failures
+    assert failure.details[-1].startswith("reproducer checked: run in a fresh interpreter from an empty directory, "
+                                          "it ran as shown")
+    # The script judges itself: run again by hand from another directory, it shows the disagreement.
+    run = run_fresh(failure.repro)
+    assert run.returncode == 0 and NOT_REPRODUCED not in run.stdout
+    lines = dict(ln.split(":", 1) for ln in run.stdout.splitlines() if ln.startswith(("C++", "fake")))
+    assert lines["C++"].strip() != lines["fake"].strip()
+
+
+def test_a_script_that_cannot_run_outside_the_process_is_not_blamed_on_the_class():
+    script = "import torch\nobj = list(<lambda>())[0]\n"
+    failure = check_reproducer(Failure("the fake's result differs", repro=script))
+    assert failure.details[-1].startswith("the reproducer could not be checked: run in a fresh interpreter from an "
+                                          "empty directory, SyntaxError")
+    assert "NOT REPRODUCED" not in " ".join(failure.details)
+    # An error the failure itself reports (the fake raises) is what the script shows: reproduced.
+    raising = "raise RuntimeError('FakeCounter.value: boom')\n"
+    failure = check_reproducer(Failure("the fake raises", fake="raised RuntimeError: FakeCounter.value: boom",
+                                       repro=raising))
+    assert failure.details[-1].startswith("reproducer checked")
+    other = check_reproducer(Failure("the fake raises", fake="raised RuntimeError: boom",
+                                     repro="raise ValueError('not bound')\n"))
+    assert "NOT REPRODUCED" in other.details[0] and "it raises ValueError: not bound" in other.details[0]
+
+
+def test_the_option_switches_the_check_and_rejects_other_values(pytester, evidence_fakes):
+    args = ("--torchbind-load=sample_classes", "--torchbind-load=sample_classes.fakes_evidence",
+            f"--torchbind-class={TICKETER}", "--torchbind-checks=agreement")
+    on = run_inprocess(pytester, *args, "--torchbind-check-repro=on")
+    on.assert_outcomes(failed=1)
+    assert "NOT REPRODUCED in a fresh interpreter" in on.stdout.str()
+    off = run_inprocess(pytester, *args, "--torchbind-check-repro=off")
+    off.assert_outcomes(failed=1)
+    assert "fresh interpreter" not in off.stdout.str()
+    bad = pytester.runpytest_inprocess("-p", "no:cacheprovider", *args, "--torchbind-isolation=none", "-o",
+                                       "torchbind_check_repro=maybe")
+    assert bad.ret == 4
+    assert "torchbind_check_repro: expected on or off, got 'maybe'" in bad.stderr.str()
