@@ -225,3 +225,46 @@ def test_observer_declarations_are_checked(observe):
 
     with pytest.raises(ValueError, match="has no method named 'flush'"):
         engine.plan_for(engine_of(unknown, SETTINGS).context(GUARD))
+
+
+# ----- throughput: what the machine skips, and what it must not ----------------------------------------------
+
+
+def test_fresh_fakes_are_reused_only_where_fakification_reads_nothing_else(observe):
+    import sample_classes.fakes_broken  # noqa: F401 - registers the samples_broken fakes
+
+    run = engine.run_differential(engine_of(settings=SETTINGS).context("samples::TensorQueue"))
+    assert run.plan.reads_pure and run.fresh_reused > 0 and run.drift is None
+    # Plain torch: this __obj_flatten__ changes the object it reads, so no two reads are the same state.
+    o = torch.classes.samples_broken.FlattenMutates(2)
+    assert o.__obj_flatten__() != o.__obj_flatten__()
+    p = engine.plan_for(engine_of(settings=SETTINGS).context("samples_broken::FlattenMutates"))
+    assert not p.reads_pure and p.observers == ["get"]
+    assert p.notes == ["reading the flattened state twice in a row gives two states on `obj = torch.classes."
+                       "samples_broken.FlattenMutates(2)` (n: 3 before, 4 after): observers are judged by what the "
+                       "other candidates return only (see torchbind[samples_broken.FlattenMutates]::flatten)"]
+
+
+def test_fake_method_calls_take_torchs_fake_kernel_unless_an_argument_requires_grad(observe, monkeypatch):
+    from conformance.arguments import EMPTY
+    from conformance.calls import Callee
+    from conformance.context import new_fake_mode
+    from conformance.differential import machine
+    from conformance.values import ArgumentSet, Value
+
+    ctx = engine_of(settings=SETTINGS).context("samples::TensorQueue")
+    mode = new_fake_mode()
+    fake = ctx.fakify(torch.classes.samples.TensorQueue(torch.zeros(2, 3)), mode)
+    side = machine._Side("fake", fake, mode)
+    routed, kernel = [], machine.call_torchbind_fake
+    monkeypatch.setattr(machine, "call_torchbind_fake", lambda m, o, name, *a, **k: routed.append(name) or
+                        kernel(m, o, name, *a, **k))
+    push, top = engine.Rule(Callee.method("push"), None), engine.Rule(Callee.method("top"), None)
+    assert not side.call(push, ArgumentSet((Value("torch.ones(2, 3)"),)), ctx, 1).raised
+    assert not side.call(push, ArgumentSet((Value("torch.ones(4).requires_grad_()"),)), ctx, 2).raised
+    assert routed == ["push"]  # the argument requiring grad went through the operator, whose autograd kernel runs
+    direct = side.call(top, EMPTY, ctx, None).value
+    with mode:
+        through_op = torch.ops.higher_order.call_torchbind(fake, "top")
+    assert routed == ["push", "top"]
+    assert (direct.shape, direct.dtype, direct.stride()) == (through_op.shape, through_op.dtype, through_op.stride())

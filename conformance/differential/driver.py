@@ -154,7 +154,10 @@ class Run:
     """The result of :func:`run_differential`: ``drift`` (``None`` when none was found), the :class:`Plan`,
     counts of ``sequences`` and ``steps`` run (shrinking included), wall ``seconds``, ``flaky`` when the failure
     did not reproduce on replay, the hypothesis ``settings`` used, and how many steps were ``compared`` (C++
-    accepted them) and ``rejected`` (C++ raised: not applied to the fake, not comparisons)."""
+    accepted them) and ``rejected`` (C++ raised: not applied to the fake, not comparisons); ``plan_seconds``: the
+    time :func:`plan_for` took (the observers' proof included), ``fresh_reused``: how many fresh fakes' observer
+    results were taken from an earlier fakification of a state read the same way (see
+    :meth:`.machine._Machine._fresh_results`)."""
 
     plan: Plan
     drift: Drift | None
@@ -165,6 +168,8 @@ class Run:
     flaky: bool = False
     compared: int = 0
     rejected: int = 0
+    plan_seconds: float = 0.0
+    fresh_reused: int = 0
 
     def summary(self) -> str:
         """One line: what was driven and how much."""
@@ -195,9 +200,11 @@ def run_differential(ctx: ClassContext, *, examples: int | None = None, seed: in
 
 
 def _run(ctx: ClassContext, examples: int | None, seed: int | None, settings: Settings | None) -> Run:
+    planning = time.perf_counter()
     plan = plan_for(ctx)
+    plan_seconds = time.perf_counter() - planning
     used = hypothesis_settings(ctx.settings.examples if examples is None else examples, settings)
-    stats = {"sequences": 0, "steps": 0, "compared": 0, "rejected": 0}
+    stats = {"sequences": 0, "steps": 0, "compared": 0, "rejected": 0, "fresh_reused": 0}
 
     def differential(program, data):
         _execute(plan, stats, program, data)
@@ -234,7 +241,7 @@ def _run(ctx: ClassContext, examples: int | None, seed: int | None, settings: Se
         drift = _first_found(match).drift
         flaky = "Flaky" in type(group).__name__
     return Run(plan, drift, stats["sequences"], stats["steps"], time.perf_counter() - start, used, flaky,
-               stats["compared"], stats["rejected"])
+               stats["compared"], stats["rejected"], plan_seconds, stats["fresh_reused"])
 
 
 def _first_found(group: BaseExceptionGroup) -> _Found:

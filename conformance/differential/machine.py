@@ -11,10 +11,11 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch._higher_order_ops.torchbind import call_torchbind_fake
 
 from ..compare import disagreement, side_text
 from ..context import CallResult, ClassContext, new_fake_mode, to_fake
-from ..example_objects import Example
+from ..example_objects import Example, state_key
 from ..faults import raise_fault
 from ..arguments import EMPTY as _EMPTY
 from ..values import ArgumentSet
@@ -61,6 +62,11 @@ def _disagree(real: CallResult, fake: CallResult, where: str = "result") -> tupl
     :func:`conformance.compare.compare_results`): eager kernels and meta functions legitimately pick different
     strides for size-0/1 dimensions. Differences are named from ``where`` (``result``, ``size()``...)."""
     return disagreement(real, fake, where, significant_strides_only=True)
+
+
+def _grad(args: list, kwargs: dict) -> bool:
+    """Whether a tensor among the arguments requires grad (so that autograd's kernel of ``call_torchbind`` runs)."""
+    return any(isinstance(t, torch.Tensor) and t.requires_grad for t in pytree.tree_leaves((args, kwargs)))
 
 
 def _storage(t: torch.Tensor):
@@ -117,6 +123,13 @@ class _Side:
 
     def call(self, rule: Rule, args: ArgumentSet, ctx: ClassContext, step: int | None) -> CallResult:
         """Run one rule with fresh arguments; ``step`` given, remember the argument tensors for aliasing.
+
+        A method call on the fake side goes straight to ``call_torchbind``'s ``FakeTensorMode`` kernel
+        (``torch/_higher_order_ops/torchbind.py`` ``call_torchbind_fake``: the fake method under the mode, tensors it
+        returns made fake), the kernel ``obj.method(...)`` reaches through ``HigherOrderOperator.dispatch``
+        (``torch/_ops.py``: the current mode's ``python_key_table`` entry) when no argument requires grad; skipping
+        the dispatch halves the cost of a fake call. With an argument that requires grad (an adopter's override),
+        the call goes through the operator, so that its autograd kernel runs as it does while tracing.
         Errors from the call are captured in the :class:`CallResult`; a ``RuntimeError`` when the arguments
         themselves cannot be built (a user override that draws bad source); a ``BaseException`` that is not an
         ``Exception`` is raised on as a :class:`~conformance.faults.UserFault` that fails the item (a real
@@ -136,8 +149,12 @@ class _Side:
             return f"{rule.label}({args.code()}) on the {self.name} side"
 
         try:
-            with self.mode if self.mode is not None else contextlib.nullcontext(), ctx.calling(label, side=side):
-                value = rule.callee.invoke(self.obj, a, kw)
+            if self.mode is not None and rule.callee.op is None and not rule.callee.operator and not _grad(a, kw):
+                with ctx.calling(label, side=side):
+                    value = call_torchbind_fake(self.mode, self.obj, rule.callee.name, *a, **kw)
+            else:
+                with self.mode if self.mode is not None else contextlib.nullcontext(), ctx.calling(label, side=side):
+                    value = rule.callee.invoke(self.obj, a, kw)
             return CallResult(value)
         except Exception as exc:  # noqa: BLE001 - user and C++ code may raise anything
             return CallResult(error=exc)
@@ -242,17 +259,8 @@ class _Machine:
                            "earlier result on one side only", side_text(r), side_text(f), diffs, observer=name)
         if not mutated:
             return
-        try:
-            # The same FakeTensorMode: a ShapeEnv costs milliseconds, and the two fakes share no tensors.
-            fresh = _Side("fresh fake", ctx.fakify(self.real.obj, self.fake.mode), self.fake.mode)
-        except Exception as exc:  # noqa: BLE001 - a state torch cannot fakify is a finding
-            self._fail("state", "after the calls the C++ object can no longer be fakified (maybe_to_fake_obj "
-                       "raised)", CallResult(error=exc).error_text(), "-", [])
-        for obs in plan.observer_rules:
-            name = obs.name
-            if name not in fake_results:
-                continue
-            r = fresh.call(obs, _EMPTY, ctx, None)
+        fresh = self._fresh_results([obs for obs in plan.observer_rules if obs.name in fake_results])
+        for name, r in fresh.items():
             f = fake_results[name]
             # Two fakes, both held to what C++ returned: the fresh one raising is a finding too.
             found = ("the fresh fake raises", []) if r.raised and not f.raised else _disagree(r, f, f"{name}()")
@@ -267,10 +275,66 @@ class _Machine:
                            f"__obj_flatten__ (maybe_to_fake_obj) and the fake that made the calls disagree on "
                            f"{name}()", side_text(r), side_text(f), details, observer=name)
 
+    def _fresh_results(self, rules: list[Rule]) -> dict[str, CallResult]:
+        """The observers ``rules``' results, in order, on a fresh fake made from the C++ object now
+        (``maybe_to_fake_obj``, in the same FakeTensorMode: a ShapeEnv costs milliseconds, and the two fakes share
+        no tensors); fails the sequence when the object can no longer be fakified.
+
+        Fakification reads only ``__obj_flatten__`` (its tensors become fake ones: metadata and storage sharing,
+        no values) and ``__getstate__`` (the deep copy); so when the plan proved both read-only
+        (:attr:`Plan.reads_pure`), a state read the same way as an earlier one gives the same fresh fake, and its
+        results are taken from :attr:`Plan.fresh` instead of fakifying again (``stats["fresh_reused"]``). That
+        assumes a fake class whose ``__obj_unflatten__`` and observers depend only on what they are given."""
+        plan, ctx = self.plan, self.plan.ctx
+        key = None
+        if plan.reads_pure:
+            try:
+                key = (_fresh_key(self.real.obj), tuple(r.name for r in rules))
+            except Exception:  # noqa: BLE001 - not readable this way now: fakify below reports what it finds
+                key = None
+            if key is not None and key in plan.fresh:
+                self.stats["fresh_reused"] = self.stats.get("fresh_reused", 0) + 1
+                return plan.fresh[key]
+        try:
+            fresh = _Side("fresh fake", ctx.fakify(self.real.obj, self.fake.mode), self.fake.mode)
+        except Exception as exc:  # noqa: BLE001 - a state torch cannot fakify is a finding
+            self._fail("state", "after the calls the C++ object can no longer be fakified (maybe_to_fake_obj "
+                       "raised)", CallResult(error=exc).error_text(), "-", [])
+        results = {obs.name: fresh.call(obs, _EMPTY, ctx, None) for obs in rules}
+        if key is not None and len(plan.fresh) < MAX_FRESH:
+            plan.fresh[key] = results
+        return results
+
     def _fail(self, phase: str, summary: str, cpp: str, fake: str, details: list[str],
               observer: str | None = None) -> None:
         raise _Found(Drift(self.example, list(self.steps), list(self.plan.observers), list(self.mutating), phase,
                            summary, cpp, fake, list(details), observer, list(self.rejected)))
+
+
+#: At most this many fresh fakes' results are kept per run (:meth:`_Machine._fresh_results`).
+MAX_FRESH = 4096
+
+
+def _fresh_key(obj: torch.ScriptObject) -> Any:
+    """What ``maybe_to_fake_obj`` reads of ``obj``: ``__obj_flatten__``'s tensors by the metadata a FakeTensor
+    keeps (shape, dtype, strides, storage offset, device, requires_grad, which of them share a storage) and its
+    other values as they are; ``__getstate__``'s result by value (the deep copy rebuilds the object from it)."""
+    storages: dict[Any, int] = {}
+
+    def meta(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            shared = storages.setdefault(_storage(value) or id(value), len(storages))
+            return ("T", tuple(value.shape), str(value.dtype), tuple(value.stride()), value.storage_offset(),
+                    str(value.device), value.requires_grad, shared)
+        if isinstance(value, (list, tuple)):
+            return (type(value).__name__, tuple(meta(v) for v in value))
+        if isinstance(value, dict):
+            return ("dict", tuple((meta(k), meta(v)) for k, v in value.items()))
+        return state_key(value)
+
+    names = obj._method_names()
+    pickled = state_key(obj.__getstate__()) if "__getstate__" in names else None
+    return meta(obj.__obj_flatten__()), pickled
 
 
 def _names(labels: tuple[str, ...]) -> str:

@@ -43,12 +43,15 @@ MAX_STATES = 48
 class Proof:
     """What :func:`prove` established: ``observers`` (proven or named, in candidate order), ``not_observers``
     (method -> one line: why it is not one, with the evidence), ``notes`` (a named observer the proof refuted),
-    and ``states``: how many object states the proof ran on."""
+    ``states``: how many object states the proof ran on, and ``reads_pure``: whether the class has
+    ``__obj_flatten__`` and it (and ``__getstate__``, where bound) passes the same proof, so that reading them one
+    more time changes nothing (the machine then keys the fresh fakes it makes by what they read)."""
 
     observers: list[str]
     not_observers: dict[str, str]
     notes: list[str]
     states: int
+    reads_pure: bool = False
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -58,12 +61,13 @@ def _short(value: Any, limit: int = 60) -> str:
 
 class _Reader:
     """Calls into the real object for the proof, each reported to the context's tracer; results become comparable
-    keys (``("returned", state_key(value))`` or ``("raised", type, first line)``) and short texts."""
+    keys (``("returned", state_key(value))`` or ``("raised", type, first line)``), and short texts on demand."""
 
     def __init__(self, ctx: ClassContext):
         self.ctx = ctx
 
-    def call(self, obj: Any, method: str, state: str) -> tuple[Any, str]:
+    def call(self, obj: Any, method: str, state: str) -> tuple[Any, Any]:
+        """``(key, what)``: what the call returned, or the exception it raised (for :func:`_text`)."""
         ctx = self.ctx
         try:
             with ctx.calling(lambda: f"{ctx.info.qualname}.{method}() on {state} (is it an observer? planning the "
@@ -71,13 +75,18 @@ class _Reader:
                 value = getattr(obj, method)()
         except Exception as exc:  # noqa: BLE001 - user and C++ code may raise anything
             line = (str(exc).strip().splitlines() or [""])[0]
-            return ("raised", type(exc).__name__, line), f"raised {type(exc).__name__}"
-        return ("returned", state_key(value)), _short(value)
+            return ("raised", type(exc).__name__, line), exc
+        return ("returned", state_key(value)), value
 
     def state(self, obj: Any) -> tuple[Any, Any]:
         """``(key, value)`` of the object's flattened state."""
         value = read_state(obj, self.ctx.tracer)
         return state_key(value), value
+
+
+def _text(key: Any, what: Any) -> str:
+    """A result of :meth:`_Reader.call` in words."""
+    return f"raised {type(what).__name__}" if key[0] == "raised" else _short(what)
 
 
 def _flat_change(before: Any, after: Any) -> str:
@@ -118,25 +127,40 @@ def _describe(state: Example) -> str:
     return "; ".join(state.code())
 
 
-def _evidence_against(reader: _Reader, method: str, states: list[Example], witnesses: list[str]) -> str | None:
-    """The first evidence that ``method()`` changes the state, or ``None`` when it changes nothing on ``states``."""
+def _flatten_changes_itself(reader: _Reader, states: list[Example]) -> str | None:
+    """Where reading the flattened state twice in a row gives two states (``__obj_flatten__`` changes the object:
+    the ``flatten`` item reports it), or ``None``."""
+    for state in states:
+        obj = state.build()
+        first, second = reader.state(obj), reader.state(obj)
+        if first[0] != second[0]:
+            return f"`{_describe(state)}` ({_flat_change(first[1], second[1])})"
+    return None
+
+
+def _evidence_against(reader: _Reader, method: str, states: list[Example], witnesses: list[str],
+                      flat: bool = True) -> str | None:
+    """The first evidence that ``method()`` changes the state, or ``None`` when it changes nothing on ``states``;
+    ``flat=False``: judge by the other candidates only (the flattened state cannot be read without changing it)."""
     for state in states:
         where = _describe(state)
         obj = state.build()
-        before = reader.state(obj)
-        reader.call(obj, method, where)
-        after = reader.state(obj)
-        if after[0] != before[0]:
-            return f"changes the flattened state on `{where}` ({_flat_change(before[1], after[1])})"
+        if flat:
+            before = reader.state(obj)
+            reader.call(obj, method, where)
+            after = reader.state(obj)
+            if after[0] != before[0]:
+                return f"changes the flattened state on `{where}` ({_flat_change(before[1], after[1])})"
         for other in witnesses:
             if other == method:
                 continue
             obj = state.build()
-            first, first_text = reader.call(obj, other, where)
+            first, first_what = reader.call(obj, other, where)
             reader.call(obj, method, where)
-            second, second_text = reader.call(obj, other, where)
+            second, second_what = reader.call(obj, other, where)
             if first != second:
-                return f"changes what {other}() returns on `{where}`: {first_text} before, {second_text} after"
+                return (f"changes what {other}() returns on `{where}`: {_text(first, first_what)} before, "
+                        f"{_text(second, second_what)} after")
     return None
 
 
@@ -145,11 +169,11 @@ def _unstable(reader: _Reader, method: str, states: list[Example]) -> str | None
     for state in states:
         where = _describe(state)
         obj = state.build()
-        first, first_text = reader.call(obj, method, where)
-        second, second_text = reader.call(obj, method, where)
+        first, first_what = reader.call(obj, method, where)
+        second, second_what = reader.call(obj, method, where)
         if first != second:
-            return (f"two calls in a row on `{where}` give {first_text}, then {second_text} (it changes what it "
-                    "reads, or its result is not deterministic)")
+            return (f"two calls in a row on `{where}` give {_text(first, first_what)}, then "
+                    f"{_text(second, second_what)} (it changes what it reads, or its result is not deterministic)")
     return None
 
 
@@ -163,6 +187,10 @@ def prove(ctx: ClassContext, candidates: list[str], reaching: list[Callee], exam
     states = _states(ctx, examples, [*reaching, *(Callee.method(m) for m in candidates)])
     not_observers: dict[str, str] = {}
     notes: list[str] = []
+    changing = _flatten_changes_itself(reader, states) if ctx.info.has_flatten else None
+    if changing is not None:
+        notes.append(f"reading the flattened state twice in a row gives two states on {changing}: observers are "
+                     f"judged by what the other candidates return only (see {ctx.info.test_name}::flatten)")
     unstable = {m: why for m in candidates if (why := _unstable(reader, m, states)) is not None}
     witnesses = [m for m in candidates if m not in unstable]
     observers = []
@@ -173,7 +201,7 @@ def prove(ctx: ClassContext, candidates: list[str], reaching: list[Callee], exam
             not_observers[method] = f"excluded by the adopter (conformance.strategy({qual!r}, {method!r}, " \
                                     "observer=False))"
             continue
-        against = _evidence_against(reader, method, states, witnesses)
+        against = _evidence_against(reader, method, states, witnesses, flat=changing is None)
         if against is None and method in unstable and not said:
             against = unstable[method]
         if against is None:
@@ -183,5 +211,8 @@ def prove(ctx: ClassContext, candidates: list[str], reaching: list[Callee], exam
         if said:
             notes.append(f"{method}: named an observer (conformance.strategy({qual!r}, {method!r}, observer=True)) "
                          f"but calling it {against}; driven as a step instead")
-    return Proof(observers, not_observers, notes, len(states))
+    reads = [m for m, bound in (("__obj_flatten__", ctx.info.has_flatten), ("__getstate__", ctx.info.pickles)) if bound]
+    pure = ctx.info.has_flatten and changing is None and all(_unstable(reader, m, states) is None and
+                                        _evidence_against(reader, m, states, witnesses) is None for m in reads)
+    return Proof(observers, not_observers, notes, len(states), pure)
 

@@ -73,7 +73,9 @@ class Plan:
     ``observer_rules`` (called after every step), ``not_observers`` (each method callable without arguments
     that is not an observer -> one line: why, with the evidence of :func:`.observers.prove`), and ``notes`` on
     what is left out and why (methods the fake lacks, ops without a fake, unsupported argument types, user
-    exclusions, a named observer the proof refuted).
+    exclusions, a named observer the proof refuted). ``reads_pure``: :attr:`.observers.Proof.reads_pure`;
+    ``fresh``: the observers' results on the fresh fakes made during one run, by what each fakification read
+    (filled by the machine, see :meth:`.machine._Machine._fresh_results`).
 
     A method without arguments that never changes the C++ object's state (``size()``) is only an observer, not
     also a step: it runs after every step anyway, and leaving it out of the rules makes the state-changing calls
@@ -86,6 +88,8 @@ class Plan:
     observer_rules: list[Rule]
     notes: list[str]
     not_observers: dict[str, str] = dataclasses.field(default_factory=dict)
+    reads_pure: bool = False
+    fresh: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     @property
     def observers(self) -> list[str]:
@@ -255,4 +259,4 @@ def plan_for(ctx: ClassContext) -> Plan:
         rules = list(observer_rules)  # nothing changes the state: still call the observers repeatedly
     if not rules:
         raise NotApplicable(f"nothing to drive on {info.qualname}: " + "; ".join(notes or ["no methods"]))
-    return Plan(ctx, examples, rules, observer_rules, notes, proof.not_observers)
+    return Plan(ctx, examples, rules, observer_rules, notes, proof.not_observers, proof.reads_pure)
