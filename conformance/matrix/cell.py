@@ -21,7 +21,7 @@ from .backend import Backend, all_backends, get_backend
 from .explain import cannot_tell, fake_cause, output_differences, state_differences
 from .export_strict import fake_tensors_left
 from .limitations import observation, raised_at
-from .scenarios import Scenario, row_names, scenario
+from .scenarios import NoEagerReference, Scenario, row_names, scenario
 
 __all__ = ["run_cell", "cell_failure", "cell_skip_reason", "new_cell"]
 
@@ -89,12 +89,19 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
     ``backend`` (by name, or a :class:`Backend` object); never raises for errors in torch or the class (they
     become ``FAILED`` or ``UNSUPPORTED``).
 
-    Raises :class:`~conformance.results.NotApplicable` only when the row has no eager reference.
+    A row whose program plain eager rejects on every example object is ``SKIPPED`` (n/a), saying what eager
+    raised and keeping the program. Raises :class:`~conformance.results.NotApplicable` only when the row has no
+    program at all (e.g. no method runs in eager for a sequence).
     """
     backend = get_backend(backend) if isinstance(backend, str) else backend
     backend_name = backend.name
     qualname = ctx.info.qualname
-    scn = scenario(ctx, row)
+    try:
+        scn = scenario(ctx, row)
+    except NoEagerReference as exc:  # n/a: say what eager raised, and keep the program it raised on
+        cell = new_cell(ctx, row, backend_name)
+        cell.status, cell.reason, cell.program = Status.SKIPPED, f"no eager reference: {exc}", exc.program or None
+        return cell
     cell = new_cell(ctx, row, backend_name)
     cell.program = scn.code()
     same = (cell.program, bool(scn.dynamic), backend)  # backend: the object (a test's may reuse a name)

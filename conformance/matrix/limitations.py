@@ -69,7 +69,8 @@ class Limitation:
     ``via``: frames (same form) of which one must be on that exception's stack or the stack of one it was raised
     from; ``cpp_check``: for an error raised in torch's C++ code, whose Python site is only the call into it (an
     AOTInductor package's runner), a regex over the text of the C++ check that raised, the one thing that names
-    that site (its file is in ``source``); ``confirm(scenario)``: a further check on the class itself, returning what it observed or ``None``.
+    that site (its file is in ``source``); ``confirm(scenario)``: a further check on the class itself, returning
+    what it observed or ``None``.
     Or, for a wrong result, ``difference``: a regex over the cell's first difference from eager (the plugin's own
     comparison, :mod:`conformance.matrix.cell`), ``observed`` saying what that shows.
 
@@ -340,14 +341,19 @@ LIMITATIONS: tuple[Limitation, ...] = (
     Limitation(
         key="inductor-reruns-fake-method",
         backends=frozenset({"inductor"}),
+        # The fake method raised inside call_torchbind while inductor propagated fake tensors through the graph
+        # again: compile_fx.fake_tensor_prop (torch 2.13) or FallbackKernel.process_kernel.
         raises=("InductorError",),
-        via=("_inductor/ir.py:process_kernel",),
-        reason="inductor runs a TorchBind method's fake a second time on the same FakeScriptObject while lowering "
-               "(fake tensor propagation with the realized strides), so a state-changing fake method is applied "
-               "twice and can meet a state eager never reaches (e.g. an empty cache): a torch behaviour, not the "
-               "fake's fault",
-        source="torch/_inductor/ir.py FallbackKernel.process_kernel: 're-run fake tensor propagation with the "
-               "realized strides' on the effectful call_torchbind node (with_effects), whose FakeScriptObject "
+        sites=("_higher_order_ops/torchbind.py:call_torchbind_impl",
+               "_higher_order_ops/torchbind.py:call_torchbind_fake"),
+        via=("_inductor/compile_fx.py:fake_tensor_prop", "_inductor/ir.py:process_kernel"),
+        reason="inductor runs a TorchBind method's fake a second time on the same FakeScriptObject while compiling "
+               "(fake tensor propagation over the traced graph), so a state-changing fake method is applied twice "
+               "and can meet a state eager never reaches (e.g. an empty cache): a torch behaviour, not the fake's "
+               "fault",
+        source="torch/_inductor/compile_fx.py codegen_and_compile -> fake_tensor_prop (torch 2.13), and "
+               "torch/_inductor/ir.py FallbackKernel.process_kernel ('re-run fake tensor propagation with the "
+               "realized strides'), over the effectful call_torchbind node (with_effects) whose FakeScriptObject "
                "tracing already mutated",
     ),
     Limitation(

@@ -37,10 +37,10 @@ from ..context import ClassContext, defined_on_fake
 from ..evidence import collecting
 from ..jit_types import return_type
 from ..example_objects import Example, read_state, state_key
-from ..results import NotApplicable
+from ..results import NotApplicable, exception_line
 from ..values import ArgumentSet, Value
 
-__all__ = ["ProgramCall", "Scenario", "row_names", "scenario", "Reference"]
+__all__ = ["ProgramCall", "Scenario", "row_names", "scenario", "Reference", "NoEagerReference"]
 
 SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC = "sequence", "sequence.attr", "tensors.attr", "dynamic"
 _SEQUENCES = (SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC)
@@ -329,14 +329,30 @@ def _tensor_values(calls: tuple[ProgramCall, ...]) -> tuple[Value, ...]:
     return tuple(out)
 
 
-def _eager_ok(example: Example, calls: tuple[ProgramCall, ...]) -> bool:
+class NoEagerReference(NotApplicable):
+    """No example object lets plain eager run a row's program: ``program`` is the program (on the first example
+    object), ``errors`` what eager raised, as ``"Type: first line (the call, on the example object ...)"``."""
+
+    def __init__(self, row: str, program: str, errors: list[str]):
+        raised = f": {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "") if errors else ""
+        super().__init__(f"plain eager raises on every example object for {row}{raised}; no reference to compare "
+                         "with")
+        self.program, self.errors = program, errors
+
+
+def _eager_ok(example: Example, calls: tuple[ProgramCall, ...], errors: list[str] | None = None) -> bool:
+    """Whether the calls run in eager on a fresh object of ``example``; what raised goes to ``errors``."""
+    doing = "building the object"
     try:
         obj = example.build()
         for call in calls:
+            doing = call.call.code()
             with example.tracer.calling(lambda: f"{call.call.code()} on the example object {example.label}, trying the "
                                  "scenario in eager"):
                 call.call.invoke(obj)
-    except Exception:  # noqa: BLE001 - the scenario is not valid in this state
+    except Exception as exc:  # noqa: BLE001 - the scenario is not valid in this state
+        if errors is not None:
+            errors.append(f"{exception_line(exc, limit=200)} ({doing}, on the example object {example.label})")
         return False
     return True
 
@@ -447,9 +463,9 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
     else:
         variants = _calls_for(ctx, row)
     placement = "attr" if row in (SEQUENCE_ATTR, TENSORS_ATTR) else "input"
-    fallback = None
+    fallback, errors = None, []
     for calls in variants:
-        valid = [e for e in examples if _eager_ok(e, calls)]
+        valid = [e for e in examples if _eager_ok(e, calls, errors)]
         xs = _tensor_values(calls)
         inputs = _dynamic_inputs(xs) if row == DYNAMIC else [(xs, xs, ())]
         for first in valid[:_FIRSTS]:
@@ -459,7 +475,9 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
                                    dynamic=row == DYNAMIC, notes=notes)
                     try:
                         scn.reference  # noqa: B018 - eager must run the program itself (module-level code paths)
-                    except Exception:  # noqa: BLE001
+                    except Exception as exc:  # noqa: BLE001
+                        errors.append(f"{exception_line(exc, limit=200)} (the program, on the example object "
+                                      f"{first.label})")
                         continue
                     if scn.telling:
                         return scn
@@ -467,7 +485,10 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
                     break  # other inputs only matter when eager rejects these
     if fallback is not None:
         return fallback
-    raise NotApplicable(f"plain eager raises on every example object for {row}; no reference to compare with")
+    xs = _tensor_values(variants[0]) if variants else ()
+    program = Scenario(qualname, row, placement, variants[0], examples[0], examples[0], (xs, xs)).code() \
+        if variants else ""
+    raise NoEagerReference(row, program, errors)
 
 
 _FIRSTS = 4  # traced objects tried, in example order, for a pair whose eager outputs differ

@@ -6,6 +6,8 @@
 //   its own way, none of them the explicit-dunder-call limitation's.
 // * Stash: store(t) keeps the tensor it is given (no copy). Strict export traces the real object, so the real
 //   object is left holding the FakeTensor it was handed while tracing.
+// * stash_scale(Stash, Tensor): an op with a CUDA kernel only, as a library built for GPUs ships it: on a CPU
+//   machine plain eager raises on every call, so its matrix row has no eager reference (n/a).
 #include <torch/custom_class.h>
 #include <torch/script.h>
 
@@ -61,6 +63,10 @@ struct Stash : torch::CustomClassHolder {
   at::Tensor t_;
 };
 
+at::Tensor stash_scale(const c10::intrusive_ptr<Stash>& stash, at::Tensor x) {
+  return x * stash->t_.sum();
+}
+
 } // namespace torchbind_samples_limits
 
 using torchbind_samples_limits::Stash;
@@ -94,4 +100,10 @@ TORCH_LIBRARY(samples_limits, m) {
           [](at::Tensor state) -> c10::intrusive_ptr<Stash> {
             return c10::make_intrusive<Stash>(std::move(state));
           });
+
+  m.def("stash_scale(__torch__.torch.classes.samples_limits.Stash stash, Tensor x) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(samples_limits, CUDA, m) {
+  m.impl("stash_scale", &torchbind_samples_limits::stash_scale);
 }
