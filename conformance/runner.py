@@ -124,17 +124,19 @@ def _collect(unit: CheckTarget, result: Any) -> Outcome:
     return Outcome.of_failures(check, qualname, target, list(result or ()))
 
 
-def run_target(unit: CheckTarget, engine: Engine | None = None) -> Outcome:
+def run_target(unit: CheckTarget, engine: Engine | None = None, known_failure: bool = False) -> Outcome:
     """Run one check on one target. Never raises for errors in user code or checks: an exception escaping the
     check becomes a failure that shows it; :class:`NotApplicable` becomes a skip; a raised :class:`Failure` is
     the check's one failure. A ``BaseException`` that is not an ``Exception`` (``SystemExit``, a
     ``KeyboardInterrupt`` from user code) fails the item too (:mod:`conformance.faults`); only a real interrupt
-    (Ctrl-C) is raised on."""
+    (Ctrl-C) is raised on. With ``settings.check_reproducers`` the first failures' reproducers are run in a fresh
+    interpreter (:mod:`conformance.reproducers`), unless ``known_failure`` (a baseline lists the item: its failure
+    is expected, and nobody reads its reproducer in a green run)."""
     engine = engine or Engine()
     outcome = _run_check(unit, engine)
     if engine.lost_examples():  # judged without an example a crash or hang took away: never kept for reuse
         outcome.lost = True
-    if engine.settings.check_reproducers and engine.settings.load_code and outcome.failures:
+    if engine.settings.check_reproducers and engine.settings.load_code and outcome.failures and not known_failure:
         with engine.tracer.calling(f"check {unit.name} of {unit.qualname}: its reproducers, in a fresh interpreter",
                                    timed=False):
             outcome.failures = [check_reproducer(f) if i < MAX_CHECKED else f
