@@ -79,7 +79,9 @@ def check_modules(qualnames: list[str], load_specs: list[str], modules: list[Pat
     env["PYTHONPATH"] = os.pathsep.join([str(cwd), *filter(None, [env.get("PYTHONPATH")])])
     with tempfile.TemporaryDirectory(prefix="scaffold-check-") as scratch:
         report = Path(scratch) / "report.json"
+        # Verdicts only (no reproducer is shown): the reproducers are not run again in a fresh interpreter.
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--torchbind-isolation={isolation}",
+               "--torchbind-check-repro=off",
                *[f"--torchbind-load={s}" for s in specs], *[f"--torchbind-class={q}" for q in qualnames],
                f"--torchbind-checks={','.join(checks)}", f"--torchbind-report={report}",
                *([f"--torchbind-examples={examples}"] if examples else []), *options]
