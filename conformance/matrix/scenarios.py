@@ -39,6 +39,7 @@ from ..jit_types import return_type
 from ..example_objects import Example, read_state, state_key
 from ..results import NotApplicable, exception_line
 from ..values import ArgumentSet, Value
+from .sizes import dynamic_inputs
 
 __all__ = ["ProgramCall", "Scenario", "row_names", "scenario", "Reference", "NoEagerReference"]
 
@@ -295,33 +296,6 @@ def _is_tensor_input(value: Value) -> bool:
     return False
 
 
-def _sized(value: Value, copies: int) -> Value:
-    """``value``'s tensor repeated ``copies`` times along dim 0 (``value`` itself for one copy)."""
-    return value if copies == 1 else Value(f"torch.cat([{', '.join([value.code] * copies)}])", value.extra)
-
-
-def _dynamic_inputs(xs: tuple[Value, ...]) -> list[tuple[tuple[Value, ...], tuple[Value, ...], tuple[str, ...]]]:
-    """Run 0 and run 1 inputs of the dynamic row, with notes, best first: every tensor of size 1 on dim 0 doubled
-    for run 0 (torch specialises sizes 0 and 1 — ``Dim.AUTO``'s ``hint = 1`` case — so a program traced on size 1
-    refuses any other) and run 1 growing dim 0 further; then, for a class whose eager run rejects those sizes,
-    the inputs as drawn, saying so."""
-    ones = [i for i, v in enumerate(xs) if _dim0(v) == 1]
-    first = tuple(_sized(v, 2) if i in ones else v for i, v in enumerate(xs))
-    second = tuple(_sized(v, 3 if i in ones else 2) if (_dim0(v) or 0) > 0 else v for i, v in enumerate(xs))
-    options = [(first, second, ())]
-    if ones:
-        drawn = tuple(_sized(v, 2) if (_dim0(v) or 0) > 0 else v for v in xs)
-        options.append((xs, drawn, (f"the first run's input x{ones[0]} keeps size 1 on dim 0, which torch "
-                                     "specialises (a program traced on it refuses other sizes): eager rejects "
-                                     "the program with that input doubled",)))
-    return options
-
-
-def _dim0(value: Value) -> int | None:
-    t = value.make()
-    return t.shape[0] if isinstance(t, torch.Tensor) and t.dim() > 0 else None
-
-
 def _tensor_values(calls: tuple[ProgramCall, ...]) -> tuple[Value, ...]:
     out = []
     for call in calls:
@@ -467,7 +441,7 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
     for calls in variants:
         valid = [e for e in examples if _eager_ok(e, calls, errors)]
         xs = _tensor_values(calls)
-        inputs = _dynamic_inputs(xs) if row == DYNAMIC else [(xs, xs, ())]
+        inputs = dynamic_inputs(xs) if row == DYNAMIC else [(xs, xs, ())]
         for first in valid[:_FIRSTS]:
             for second in _seconds(first, valid, placement):
                 for run0, run1, notes in inputs:
