@@ -415,7 +415,7 @@ class ClassContext:
         body = _extra_defs(call.args) + ["def make_args():", f"    return ({pos}), {{{kw}}}", ""]
         body += [f"{n} = make_{n}()" for n in names]
         body += ["args, kwargs = make_args()", f"real = {real_call}", "print('C++: ', real)",
-                 f"real_states = [dict({n}.__obj_flatten__()) for n in ({', '.join(names)},)]" if states else
+                 f"real_states = [dict(o.__obj_flatten__()) for o in ({', '.join(names)},)]" if states else
                  "real_states = []"]
         if states:
             body += [f"print('C++ {n} after:', {n}.__obj_flatten__())" for n in names]
