@@ -227,3 +227,30 @@ def test_a_state_difference_names_the_flattened_key(engine):
     assert cell.status == "failed"
     assert cell.reason.startswith("run 1 object state 'default_index': eager left "), cell.reason
     assert ", copying left " in cell.reason and "(int)" in cell.reason
+
+
+def test_a_fake_wrong_only_in_the_second_state_is_named_for_torch_compile(stale):
+    """The broken fake returns 0, right for a vocabulary whose default is 0, wrong for one whose default is 3:
+    torch.compile traces again for the second object (its guard on the flattened state fails) and burns the
+    fake's 0 in, which looks like a stale value; the cell names the agreement item instead of blaming a guard."""
+    def defaults():
+        conformance.examples(VOCAB, derive=False)(lambda: [vocab(0), vocab(3)])
+
+    engine = engine_of(defaults)
+    with stale.BROKEN["vocab_constant_default"].installed():
+        # Plain torch: the recompiled program returns the fake's 0 for the second vocabulary.
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda obj: obj.get_default_index(), backend="eager", fullgraph=True)
+        assert (compiled(vocab(0)), compiled(vocab(3))) == (0, 0)
+        torch._dynamo.reset()
+        cell = run_cell(engine.context(VOCAB), "get_default_index", "eager")
+        assert cell.status == "failed"
+        assert cell.reason.startswith("run 1 output[0] (r0 = obj.get_default_index(), on an object in another "
+                                      "state): eager 3 (int), torch.compile eager 0 (int)"), cell.reason
+        assert cell.reason.endswith(f"(follows from the fake's wrong result, see {ITEM}::agreement[get_default_index])")
+        assert cell.details[0].endswith("obj.get_default_index() on the second run's object: C++ returned 3, fake "
+                                        "returned 0")
+        # Export traces once, on the first object, where the fake is right: the burned-in limitation, no pointer.
+        export = run_cell(engine.context(VOCAB), "get_default_index", "export")
+        assert (export.status, export.limitation) == ("unsupported", "burned-in-constants")
+        assert not any("follows from the fake's wrong result" in d for d in export.details)

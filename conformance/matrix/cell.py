@@ -136,7 +136,7 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
             raised = [] if isinstance(matched, str) else [f"{raised_at(matched)}: no known limitation has this "
                                                           "exception type and site"]
             cell.details = failure_details + raised + cell.details
-        cause = fake_cause(ctx, scn)  # a fake's wrong result makes the program wrong: name the item reporting it
+        cause = fake_cause(ctx, scn, backend)  # a fake's wrong result makes the program wrong: name its item
         if cause is not None:
             cell.reason = f"{cell.reason} ({cause.reference})"
             cell.details.insert(0, cause.detail)

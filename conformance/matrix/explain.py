@@ -128,28 +128,42 @@ def state_differences(scn, run: int, got: Any, side: str) -> list[str]:
     return lines or found
 
 
-def fake_cause(ctx, scn) -> FakeCause | None:
+def fake_cause(ctx, scn, backend=None) -> FakeCause | None:
     """Why a failed cell may follow from a fake's wrong result: the scenario's calls replayed in order on a real
-    object in the traced state and on its fake (``maybe_to_fake_obj`` under a new ``FakeTensorMode``, as tracing
-    does), each result compared as ``agreement`` compares it (:func:`conformance.compare.disagreement`) and
-    against the schema's return type as ``return_type`` does. Returns a :class:`FakeCause` naming the first
-    call that disagrees, what each side did and the items that report it (``torchbind[ns.Cls]::agreement[m]``,
-    ``return_type[m]``, or ``custom_op[op]`` for an op), or ``None`` when every call agrees or nothing could be compared (no fake
-    class, an object that cannot be fakified, a call C++ rejects)."""
+    object and on its fake (``maybe_to_fake_obj`` under a new ``FakeTensorMode``, as tracing does) — in the traced
+    state, then, for a ``backend`` that traces on its first call (torch.compile, which traces again for an object
+    its guards reject), in the second run's state — each
+    result compared as ``agreement`` compares it (:func:`conformance.compare.disagreement`) and against the
+    schema's return type as ``return_type`` does. Returns a :class:`FakeCause` naming the first call that
+    disagrees, what each side did and the items that report it (``torchbind[ns.Cls]::agreement[m]``,
+    ``return_type[m]``, or ``custom_op[op]`` for an op), or ``None`` when every call agrees or nothing could be
+    compared (no fake class, an object that cannot be fakified, a call C++ rejects)."""
     if ctx.traces_with_real_object or ctx.info.fake_class is None:
         return None
+    states = [(scn.first, "an object in the traced state")]
+    if scn.placement == "input" and scn.second is not scn.first and not getattr(backend, "ahead_of_time", True):
+        states.append((scn.second, "the second run's object"))
+    for example, where in states:
+        cause = _replay(ctx, scn, example, where)
+        if cause is not None:
+            return cause
+    return None
+
+
+def _replay(ctx, scn, example, where: str) -> FakeCause | None:
+    """:func:`fake_cause` on objects in ``example``'s state (``where`` names it in the message)."""
     try:
-        real_obj, other = scn.first.build(), scn.first.build()
+        real_obj, other = example.build(), example.build()
         mode = new_fake_mode()
-        fake_obj = ctx.fakify(other, mode, state=scn.first.label)
+        fake_obj = ctx.fakify(other, mode, state=example.label)
     except Exception:  # noqa: BLE001 - the roundtrip and examples checks report objects that cannot be fakified
         return None
     for program_call in scn.calls:
         callee = program_call.call.callee
         # A dunder reached through its operator (obj["a"]) is the method the agreement check calls by name.
         call = program_call.call if callee.op is not None else Call(Callee.method(callee.name), program_call.args)
-        with ctx.calling(f"{call.code()} on an object in the traced state, checking the fake's result for a "
-                         "failed matrix cell", timed=False):
+        with ctx.calling(f"{call.code()} on {where}, checking the fake's result for a failed matrix cell",
+                         timed=False):
             real = ctx.call_real(real_obj, call)
             fake = ctx.call_fake(fake_obj, mode, call)
         if real.raised:
@@ -170,7 +184,7 @@ def fake_cause(ctx, scn) -> FakeCause | None:
             plain = not isinstance(real.value, (torch.Tensor, list, tuple, dict))
             detail = "; ".join(found[1]) if found and found[1] and not plain else ""
             return FakeCause(tuple(f"{ctx.info.test_name}::{item}" for item in items),
-                             f"{call.code()} on an object in the traced state: C++ {side_text(real)}, fake "
+                             f"{call.code()} on {where}: C++ {side_text(real)}, fake "
                              f"{side_text(fake)}{f' ({detail})' if detail else ''}")
     return None
 
