@@ -128,8 +128,8 @@ class _States:
         callee = paired.call.callee
         names = callee.object_names()
         which = sorted({state.index for state, _ in diffs})
-        culprits = ", ".join(callee.describe_object(k) for k in which)
-        received = "; ".join(f"{callee.describe_object(k)} in the state {ex.label}" for k, ex in enumerate(paired.examples))
+        culprits = ", ".join(_who(callee, k, names[k]) for k in which)
+        received = "; ".join(f"{_who(callee, k, names[k])} in the state {ex.label}" for k, ex in enumerate(paired.examples))
         return Failure(
             f"after the op, the fake leaves {culprits} in a different state than C++ does: a traced program reads "
             "the fake's state afterwards where eager reads the C++ object's",
@@ -151,6 +151,13 @@ class _States:
                 else "some fields were not compared after the op")
         return [Note(f"{head} ({left}); give the fake an attribute named after each __obj_flatten__ key holding "
                      f"its value (see {ctx.info.test_name}::roundtrip)")]
+
+
+def _who(callee, k: int, name: str) -> str:
+    """Object ``k`` for messages, with the variable ``name`` the call and details use: ``caller_guard (argument
+    1)``, or ``obj, passed as foo (argument 2)`` where the variable is not the argument's name."""
+    text = callee.describe_object(k)
+    return text if text.startswith(f"{name} ") else f"{name}, passed as {text}"
 
 
 def _pairs(flat) -> list[tuple[str, Any]]:
