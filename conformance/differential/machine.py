@@ -66,6 +66,8 @@ def _disagree(real: CallResult, fake: CallResult, where: str = "result") -> tupl
 
 def _grad(args: list, kwargs: dict) -> bool:
     """Whether a tensor among the arguments requires grad (so that autograd's kernel of ``call_torchbind`` runs)."""
+    if not args and not kwargs:
+        return False
     return any(isinstance(t, torch.Tensor) and t.requires_grad for t in pytree.tree_leaves((args, kwargs)))
 
 
