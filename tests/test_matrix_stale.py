@@ -254,3 +254,19 @@ def test_a_fake_wrong_only_in_the_second_state_is_named_for_torch_compile(stale)
         export = run_cell(engine.context(VOCAB), "get_default_index", "export")
         assert (export.status, export.limitation) == ("unsupported", "burned-in-constants")
         assert not any("follows from the fake's wrong result" in d for d in export.details)
+
+
+@pytest.mark.process  # two inductor compiles: runs the C++ compiler
+def test_torchs_own_tensor_queue_fake_is_named_by_its_inductor_cells(torch_test_classes):
+    """On a class the project did not write: torch's _TensorQueue fake pops shape [] where C++ pops [2, 3], so
+    inductor fails 'wrong number of dimensions'; the method row names agreement[pop], the op row custom_op[queue_pop]
+    (the items that fail for that fake)."""
+    engine = engine_of()
+    qualname, item = "_TorchScriptTesting::_TensorQueue", "torchbind[_TorchScriptTesting._TensorQueue]"
+    units = {u.name: u for u in plan(qualname, engine, only={"agreement", "custom_op"})}
+    for row, name in (("pop", "agreement[pop]"), ("op.queue_pop", "custom_op[queue_pop]")):
+        assert run_target(units[name], engine).status == "failed"
+        cell = run_cell(engine.context(qualname), row, "inductor")
+        assert cell.status == "failed" and "wrong number of dimensions" in cell.reason, cell.reason
+        assert cell.reason.endswith(f"(follows from the fake's wrong result, see {item}::{name})"), cell.reason
+        assert "result.shape: C++ [2, 3], fake []" in cell.details[0]
