@@ -358,10 +358,14 @@ class ClassContext:
     def observe(self, paired: PairedCall) -> list[ObjectState]:
         """After the call of ``paired``: for each object it received, its state before the call and now on both
         sides (the real object's ``__obj_flatten__()``; the fake's value under each flattened key, see
-        :func:`kept_fields`). Raises whatever the real ``__obj_flatten__`` raises."""
+        :func:`kept_fields`). A real ``__obj_flatten__`` that raises afterwards gives :data:`UNREADABLE` (the
+        ``flatten`` check reports flatten errors)."""
         out = []
         for k, (real_obj, fake_obj) in enumerate(zip(paired.real_objects, paired.fake_objects)):
-            after = self._flattened(real_obj)
+            try:
+                after = self._flattened(real_obj)
+            except Exception:  # noqa: BLE001 - see the docstring
+                after = UNREADABLE
             out.append(ObjectState(k, paired.before[k], after, paired.kept[k],
                                    kept_fields(fake_obj, after, paired.mode)))
         return out

@@ -101,6 +101,8 @@ class _States:
         diffs, judged = [], 0
         for state in observed:
             name, before, compared = names[state.index], dict(_pairs(state.real_before)), False
+            if state.real_after is UNREADABLE:
+                self.unjudged.setdefault(name, "the C++ __obj_flatten__ raised after the op (see the flatten item)")
             for key, real in _pairs(state.real_after):
                 kept = state.fake_after.get(key, UNREADABLE)
                 if kept is UNREADABLE or state.fake_before.get(key, UNREADABLE) is UNREADABLE:
