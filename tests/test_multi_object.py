@@ -241,3 +241,43 @@ def test_the_sample_is_registered(multi):
     assert sample_classes.MULTI_CLASS_QUALNAMES == (GUARD,)
     for qualname in sample_classes.MULTI_OP_QUALNAMES:
         assert any(o.qualname == qualname for o in engine_of().context(GUARD).info.ops)
+
+
+def test_a_fake_keeping_no_flattened_key_leaves_the_states_unjudged_and_says_so(multi):
+    from sample_classes.broken import BrokenFake
+
+    class RenamedGuard(multi.FakeStreamGuard):  # keeps its state under other names than the flattened keys
+        def __init__(self, device, stream, events):
+            self._dev, self._str, self._ev = device, stream, events
+
+        @classmethod
+        def __obj_unflatten__(cls, flattened):
+            return cls(**dict(flattened))
+
+        def stream_id(self):
+            return self._str
+
+        def bind(self, device, stream):
+            self._dev, self._str = device, stream
+
+        def record(self, n):
+            self._ev += n
+
+        def release(self):
+            self._dev, self._str = -1, 0
+
+    renamed = BrokenFake(name="renamed", qualname=GUARD, check="roundtrip", method=None, rule="keys renamed",
+                         fake_class=RenamedGuard)
+    with renamed.installed():
+        # Plain torch: the fake has no attribute under a flattened key, so nothing tells what it keeps there.
+        fake = maybe_to_fake_obj(FakeTensorMode(), guard())
+        assert not hasattr(fake.wrapped_obj, "stream")
+        outcome = custom_op("enter_compute_stream")
+    # The op returns nothing: both sides returning None is all the results say, and no state could be read, so
+    # the item skips saying what was not compared and what to give.
+    assert outcome.status == "skipped", outcome.render()
+    assert outcome.reason.startswith("samples_multi::enter_compute_stream returns nothing and no object's state "
+                                     "could be compared after the op (primary.device: the fake keeps no readable "
+                                     "value under this key")
+    assert "give the fake an attribute named after each __obj_flatten__ key" in outcome.reason
+    assert outcome.reason.endswith("so nothing the op does was compared")

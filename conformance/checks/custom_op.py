@@ -16,7 +16,8 @@ each key (the attribute torch.compile reads, ``getattr(fake, key)``). A traced p
 on the fakes, so a fake op that forgets to change an object (the second guard it should clear) makes every later
 read of that object in the program differ from eager — for a non-tensor field, a stale constant burned into the
 graph. Tensors are compared by shape, dtype and device (a fake tensor has no values). A key is judged only where
-the fake agreed with C++ before the call (else the ``roundtrip`` item reports it).
+the fake agreed with C++ before the call (else the ``roundtrip`` item reports it); keys left out are noted, and an
+op that returns nothing, none of whose objects' states could be compared, skips: nothing it does was compared.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ..compare import Tally, describe, script_class_name, side_text
 from ..context import UNREADABLE
 from ..discovery import runs_on_fakes
 from ..evidence import record
-from ..results import Failure, Note
+from ..results import Failure, NotApplicable, Note
 from . import check
 
 
@@ -62,6 +63,10 @@ def custom_op(ctx, op) -> list[Failure]:
             elif not paired.real.raised:
                 states.judge(paired, ctx.observe(paired))
     tally.require_compared("the C++ op", ctx.arguments.hint(op.qualname))
+    if not op.schema.returns and not states.observed and first is None:
+        # An op that returns nothing is all effect: both sides returning None compares nothing that matters.
+        raise NotApplicable(f"{op.qualname} returns nothing and " + states.unjudged_text(ctx)
+                            + ", so nothing the op does was compared")
     failures: list[Failure] = []
     if first is not None:
         paired, (summary, diffs) = first
@@ -148,11 +153,15 @@ class _States:
         """A note when some object's state could not be compared after the op (what was left out, and why)."""
         if not self.unjudged:
             return []
-        left = "; ".join(f"{k}: {why}" for k, why in list(self.unjudged.items())[:4])
+        return [Note(self.unjudged_text(ctx))]
+
+    def unjudged_text(self, ctx) -> str:
+        """What was not compared after the op and why, and what the user can give."""
+        left = "; ".join(f"{k}: {why}" for k, why in list(self.unjudged.items())[:4]) or "the class has no fields"
         head = ("no object's state could be compared after the op" if not self.observed
                 else "some fields were not compared after the op")
-        return [Note(f"{head} ({left}); give the fake an attribute named after each __obj_flatten__ key holding "
-                     f"its value (see {ctx.info.test_name}::roundtrip)")]
+        return (f"{head} ({left}); give the fake an attribute named after each __obj_flatten__ key holding its "
+                f"value (see {ctx.info.test_name}::roundtrip)")
 
 
 def _who(callee, k: int, name: str) -> str:
