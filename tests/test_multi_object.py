@@ -233,6 +233,13 @@ def test_the_call_specification_places_every_object(multi):
     assert Call(both, ArgumentSet(())).spread_source(["x", "y"]) == "torch.ops.ns.f.default(x, *args, **kwargs, b=y)"
     with pytest.raises(ValueError, match="one object index per class-typed argument"):
         Callee.of_op(op, (1, 0))
+    # Three guards: all distinct, each pair shared (the third distinct), all one object.
+    three = torch._C.parse_schema(f"ns::g({SCRIPT_GUARD} a, Tensor x, {SCRIPT_GUARD} b, {SCRIPT_GUARD} c) -> ()")
+    layouts = Callee.layouts(OpInfo("ns::g", three, (0, 2, 3)))
+    assert [c.layout for c in layouts] == [(0, 1, 2), (0, 0, 1), (0, 1, 0), (0, 1, 1), (0, 0, 0)]
+    assert Call(layouts[3], ArgumentSet((Value("torch.ones(1)"),))).code() == \
+        "torch.ops.ns.g.default(a, torch.ones(1), b, b)"
+    assert layouts[3].describe_object(1) == "b and c (arguments 2 and 3: one object passed twice)"
 
 
 def test_the_sample_is_registered(multi):
