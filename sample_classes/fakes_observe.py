@@ -5,7 +5,8 @@ observers.
 ``FakeStreamGuard`` starts unbound whatever the C++ object's handle was, because ``__obj_flatten__`` omits the
 handle (a C++ omission no fake can make up for: a program traced from a bound guard sees it unbound).
 :data:`BROKEN` holds broken variants, each breaking one rule, for the tests
-(``with BROKEN["guard_bind_forgets"].installed(): ...``):
+(``with BROKEN["guard_bind_forgets"].installed(): ...``, or for a whole run
+``--torchbind-load=sample_classes.fakes_observe:install_guard_bind_forgets``):
 
 * ``guard_bind_forgets``: ``bind()`` does not keep the handle, so ``is_bound()`` stays False. Found only if
   ``clear()`` is not taken for an observer: called after every step, it unbinds both sides and hides it;
@@ -119,3 +120,18 @@ BROKEN = {bf.name: bf for bf in (
                method="reset", rule="the fake reset() zeroes the total but not the count",
                fake_class=_variant(FakeRunningStats, "FakeRunningStatsKeepsCount", reset=_reset_keeps_count)),
 )}
+
+
+def _installer(bf: BrokenFake):
+    def install() -> BrokenFake:
+        return bf.install()
+
+    install.__name__ = install.__qualname__ = bf.installer_name
+    install.__doc__ = f"Install broken fake {bf.name!r} for the rest of the process: {bf.rule}"
+    return install
+
+
+for _bf in BROKEN.values():
+    globals()[_bf.installer_name] = _installer(_bf)
+    __all__.append(_bf.installer_name)
+del _bf

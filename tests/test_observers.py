@@ -193,10 +193,22 @@ def test_a_named_observer_the_proof_refutes_is_a_step_with_a_note(observe):
     assert "clear" not in p.observers and "clear" in [r.name for r in p.rules]
     assert ("clear: named an observer (conformance.strategy('samples_observe::StreamGuard', 'clear', observer=True)) "
             "but calling it changes what is_bound() returns on `obj = torch.classes.samples_observe.StreamGuard(2); "
-            "obj.bind(2)`: True before, False after; driven as a step instead") in p.notes
+            "obj.bind(2)`: True before, False after; driven as a step instead") in p.observer_notes
     with observe.BROKEN["guard_bind_forgets"].installed():  # and the bug clear() hid is still found
         outcome = differential(GUARD, register)
     assert outcome.status == "failed" and outcome.failures[0].target == "bind"
+    assert any(d.startswith("observers: clear: named an observer") for d in outcome.failures[0].details)
+
+    def reset_named():
+        fresh_stats_only()
+        conformance.strategy(STATS, "reset", observer=True)
+
+    outcome = differential(STATS, reset_named)  # a correct class passes, and the item's notes say why reset is a step
+    assert outcome.status == "passed"
+    assert outcome.notes == ["observers: reset: named an observer (conformance.strategy('samples_observe::RunningStats', "
+                             "'reset', observer=True)) but calling it changes the flattened state on `from "
+                             "test_observers import fresh_stats; obj = list(fresh_stats())[0]; obj.push(1.5)` (count: "
+                             "1 before, 0 after); driven as a step instead"]
 
 
 def test_a_named_observer_whose_own_result_varies_is_trusted(observe):
@@ -240,7 +252,7 @@ def test_fresh_fakes_are_reused_only_where_fakification_reads_nothing_else(obser
     assert o.__obj_flatten__() != o.__obj_flatten__()
     p = engine.plan_for(engine_of(settings=SETTINGS).context("samples_broken::FlattenMutates"))
     assert not p.reads_pure and p.observers == ["get"]
-    assert p.notes == ["reading the flattened state twice in a row gives two states on `obj = torch.classes."
+    assert p.observer_notes == ["reading the flattened state twice in a row gives two states on `obj = torch.classes."
                        "samples_broken.FlattenMutates(2)` (n: 3 before, 4 after): observers are judged by what the "
                        "other candidates return only (see torchbind[samples_broken.FlattenMutates]::flatten)"]
 

@@ -15,7 +15,7 @@ several calls is what later calls in the same graph see.
 from __future__ import annotations
 
 from .. import differential as engine
-from ..results import Failure, NotApplicable
+from ..results import Failure, Note, NotApplicable
 from . import check
 
 
@@ -38,6 +38,8 @@ def differential(ctx, _target) -> list[Failure]:
     print(run.summary())
     for n in notes:
         print("  " + n)
+    for n in run.plan.observer_notes:
+        print("  observers: " + n)
     drift = run.drift
     if drift is None:
         if not run.compared:
@@ -45,7 +47,7 @@ def differential(ctx, _target) -> list[Failure]:
                 f"no step C++ accepted: in {run.sequences} sequences C++ raised on all {run.rejected} steps, so "
                 f"nothing was compared; give arguments the class accepts with @conformance.strategy("
                 f"{ctx.info.qualname!r}, 'method', ...) (a factory may take the object to respect its state)")
-        return []
+        return [Note(f"observers: {n}") for n in run.plan.observer_notes]
     rule, _args = drift.steps[-1]
     rejected = drift.rejected or [False] * len(drift.steps)
     calls = [r.code(a) + ("  (C++ raised: not applied to the fake)" if no else "")
@@ -65,7 +67,7 @@ def differential(ctx, _target) -> list[Failure]:
     if run.flaky:
         extra.append("the failure did not reproduce reliably when hypothesis replayed it (nondeterminism?)")
     extra.append(f"found in {run.sequences} sequences / {run.steps} steps (shrinking included)")
-    extra += observer_lines(run.plan)
+    extra += observer_lines(run.plan) + [f"observers: {n}" for n in run.plan.observer_notes]
     summary = drift.summary
     if len(calls) > 1 or drift.phase in ("observer", "state"):
         summary = f"after {len(calls)} call{'s' if len(calls) > 1 else ''}: {summary}"

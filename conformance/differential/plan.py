@@ -73,7 +73,8 @@ class Plan:
     ``observer_rules`` (called after every step), ``not_observers`` (each method callable without arguments
     that is not an observer -> one line: why, with the evidence of :func:`.observers.prove`), and ``notes`` on
     what is left out and why (methods the fake lacks, ops without a fake, unsupported argument types, user
-    exclusions, a named observer the proof refuted). ``reads_pure``: :attr:`.observers.Proof.reads_pure`;
+    exclusions); ``observer_notes``: what the proof found that the adopter should know (a named observer it
+    refuted, a flatten that changes the object). ``reads_pure``: :attr:`.observers.Proof.reads_pure`;
     ``fresh``: the observers' results on the fresh fakes made during one run, by what each fakification read
     (filled by the machine, see :meth:`.machine._Machine._fresh_results`).
 
@@ -89,6 +90,7 @@ class Plan:
     notes: list[str]
     not_observers: dict[str, str] = dataclasses.field(default_factory=dict)
     reads_pure: bool = False
+    observer_notes: list[str] = dataclasses.field(default_factory=list)
     fresh: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -238,7 +240,6 @@ def plan_for(ctx: ClassContext) -> Plan:
     candidates = [m for m, _c, _d in methods if _callable_without_args(info.methods[m])]
     reaching = [c for m, c, _d in methods if m not in candidates] + [c for c, _d in ops]
     proof = prove(ctx, candidates, reaching, examples, declared)
-    notes += proof.notes
     rules: list[Rule] = []
     observer_rules: list[Rule] = []
     for method, callee, driven in methods:
@@ -259,4 +260,4 @@ def plan_for(ctx: ClassContext) -> Plan:
         rules = list(observer_rules)  # nothing changes the state: still call the observers repeatedly
     if not rules:
         raise NotApplicable(f"nothing to drive on {info.qualname}: " + "; ".join(notes or ["no methods"]))
-    return Plan(ctx, examples, rules, observer_rules, notes, proof.not_observers, proof.reads_pure)
+    return Plan(ctx, examples, rules, observer_rules, notes, proof.not_observers, proof.reads_pure, proof.notes)
