@@ -270,3 +270,30 @@ def test_torchs_own_tensor_queue_fake_is_named_by_its_inductor_cells(torch_test_
         assert cell.status == "failed" and "wrong number of dimensions" in cell.reason, cell.reason
         assert cell.reason.endswith(f"(follows from the fake's wrong result, see {item}::{name})"), cell.reason
         assert "result.shape: C++ [2, 3], fake []" in cell.details[0]
+
+
+def test_a_fake_returning_the_wrong_type_names_return_type_too(stale):
+    """A fake get_default_index returning a float where the schema says int: the compiled program returns the
+    float torch burned in from the fake; the cell names both items that report the fake (agreement, return_type)."""
+    from sample_classes.broken import BrokenFake, _variant
+
+    as_float = _variant(stale.FakeVocab, "FakeVocabFloatDefault", get_default_index=lambda self: float(self.default_index))
+    broken = BrokenFake("vocab_float_default", VOCAB, "return_type", "get_default_index", "returns a float", as_float)
+    engine = engine_of()
+    with broken.installed():
+        # Plain torch: the schema says int; the fake's float is what torch.compile puts in the program.
+        assert str(vocab(2).get_default_index.schema.returns[0].type) == "int"
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda obj: obj.get_default_index(), backend="eager", fullgraph=True)
+        got = compiled(vocab(2))
+        torch._dynamo.reset()
+        assert (got, type(got)) == (2.0, float)
+        units = {u.name: u for u in plan(VOCAB, engine, only={"agreement", "return_type"})}
+        for name in ("agreement[get_default_index]", "return_type[get_default_index]"):
+            assert run_target(units[name], engine).status == "failed", name
+        cell = run_cell(engine.context(VOCAB), "get_default_index", "eager")
+        assert cell.status == "failed"
+        assert cell.reason.startswith("run 0 output[0] (r0 = obj.get_default_index(), on the traced object): eager 2 "
+                                      "(int), torch.compile eager 2.0 (float)"), cell.reason
+        assert cell.reason.endswith(f"see {ITEM}::agreement[get_default_index] and "
+                                    f"{ITEM}::return_type[get_default_index])"), cell.reason
