@@ -13,7 +13,10 @@ at a time and waits for its :class:`~conformance.results.Outcome`.
   Python stack that :mod:`faulthandler` dumped. The next item gets a freshly forked worker; the run goes on.
 * If the worker stays inside one call into the class's code (a constructor, a method, ``__obj_flatten__``,
   pickling, a custom op, an eager scenario run) for longer than ``timeout`` seconds, or inside one item for
-  longer than ``item_limit`` seconds (compiling included), it is killed and the item fails as a hang.
+  longer than ``item_limit`` seconds (compiling included; the plugin gives a coverage-matrix cell ``timeout``
+  itself), it is killed and the item fails as a hang. Before the kill the supervisor takes a few samples of the
+  worker's Python stack (:mod:`.stacks`), so the failure says whether it hung in torch's compiler (dynamo, AOTAutograd,
+  inductor, torch.export) or inside a call into the class.
 * If the worker's own resident memory (what it allocated beyond the memory it shares with the pytest process it
   was forked from: ``RssAnon`` + ``RssShmem`` of ``/proc/<pid>/status``, less the pytest process's own at the
   fork) exceeds ``memory_limit`` bytes, it is killed and the item fails saying so. A worker killed by SIGKILL
