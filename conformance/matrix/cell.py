@@ -143,8 +143,9 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
     elif not scn.telling:
         cell.details.append(cannot_tell(
             "no example object gives this program another eager output than the traced object",
-            "give example objects in states the row's calls read differently (@conformance.examples), or "
-            "strategies whose arguments do (conformance.strategy)"))
+            "give example objects in states the row's calls read differently (@conformance.examples; the examples "
+            "keep one object per __obj_flatten__ state), or argument strategies under which they do "
+            "(conformance.strategy)"))
     cell.details += scn.notes
     ctx.cells_by_program[same] = cell  # only once its verdict is set (a BaseException leaves nothing behind)
     return cell
