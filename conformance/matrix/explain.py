@@ -132,9 +132,8 @@ def fake_cause(ctx, scn, backend=None) -> FakeCause | None:
     """Why a failed cell may follow from a fake's wrong result: the scenario's calls replayed in order on a real
     object and on its fake (``maybe_to_fake_obj`` under a new ``FakeTensorMode``, as tracing does) — in the traced
     state, then, for a ``backend`` that traces on its first call (torch.compile, which traces again for an object
-    its guards reject), in the second run's state — each
-    result compared as ``agreement`` compares it (:func:`conformance.compare.disagreement`) and against the
-    schema's return type as ``return_type`` does. Returns a :class:`FakeCause` naming the first call that
+    its guards reject), in the second run's state — each result compared as ``agreement`` compares it
+    (:func:`conformance.compare.disagreement`) and against the schema's return type as ``return_type`` does. Returns a :class:`FakeCause` naming the first call that
     disagrees, what each side did and the items that report it (``torchbind[ns.Cls]::agreement[m]``,
     ``return_type[m]``, or ``custom_op[op]`` for an op), or ``None`` when every call agrees or nothing could be
     compared (no fake class, an object that cannot be fakified, a call C++ rejects)."""
