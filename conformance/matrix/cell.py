@@ -15,6 +15,7 @@ import traceback
 import torch
 
 from ..compare import flat_state_differences
+from ..evidence import collecting, replay
 from ..example_objects import read_state
 from ..results import Cell, Failure, Status, exception_line
 from .backend import Backend, all_backends, get_backend
@@ -105,13 +106,15 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
     cell = new_cell(ctx, row, backend_name)
     cell.program = scn.code()
     same = (cell.program, bool(scn.dynamic), backend)  # backend: the object (a test's may reuse a name)
-    earlier = ctx.cells_by_program.get(same)
+    earlier, compared = ctx.cells_by_program.get(same, (None, None))
     if earlier is not None:  # another row generated the same program and objects: compiled and run once
+        replay(compared)  # the verdict rests on the comparisons made then
         return dataclasses.replace(earlier, row=row, row_index=cell.row_index, details=[
             *earlier.details, f"the same program and objects as row {earlier.row}: compiled and run once for both"])
     try:
         with ctx.calling(f"scenario {row} of {qualname} through {backend.title} (compile and run)", timed=False,
-                         side="torch"):
+                         side="torch"), \
+                collecting() as compared:
             diffs = _run(scn, backend)
         evidence, failure_details, matched = diffs, diffs, diffs[0] if diffs else ""
     except Exception as exc:  # noqa: BLE001 - compile/export/runtime errors are this cell's result
@@ -147,7 +150,8 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
             "keep one object per __obj_flatten__ state), or argument strategies under which they do "
             "(conformance.strategy)"))
     cell.details += scn.notes
-    ctx.cells_by_program[same] = cell  # only once its verdict is set (a BaseException leaves nothing behind)
+    replay(compared)
+    ctx.cells_by_program[same] = (cell, compared)  # only once its verdict is set (a BaseException leaves nothing)
     return cell
 
 
