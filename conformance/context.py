@@ -334,8 +334,9 @@ class ClassContext:
                     kept = tuple(kept_fields(f, b, mode) for f, b in zip(fakes, before))
                 except Exception:  # noqa: BLE001 - reported by the examples / roundtrip checks
                     continue
-                label = ", ".join(s.label for s in states) if len(states) > 1 else example.label
-                with self.calling(f"on the example object {label}", timed=False):
+                label = (f"objects {', '.join(s.label for s in states)}" if len(states) > 1
+                         else f"object {example.label}")
+                with self.calling(f"on the example {label}", timed=False):
                     real = self.call_real(reals[0] if len(reals) == 1 else reals, call)
                     fake = self.call_fake(fakes[0] if len(fakes) == 1 else fakes, mode, call)
                 fakified += 1
