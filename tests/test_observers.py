@@ -280,3 +280,14 @@ def test_fake_method_calls_take_torchs_fake_kernel_unless_an_argument_requires_g
         through_op = torch.ops.higher_order.call_torchbind(fake, "top")
     assert routed == ["push", "top"]
     assert (direct.shape, direct.dtype, direct.stride()) == (through_op.shape, through_op.dtype, through_op.stride())
+
+
+def test_a_named_observer_that_is_not_driven_is_noted(observe):
+    def register():
+        conformance.strategy(GUARD, "device", observer=True)
+        conformance.strategy(GUARD, "device")(lambda: None)  # and excluded from every caller
+
+    p = engine.plan_for(engine_of(register, SETTINGS).context(GUARD))
+    assert "device" not in p.observers
+    assert p.observer_notes == ["device: named an observer (conformance.strategy('samples_observe::StreamGuard', "
+                                "'device', observer=True)) but not driven: excluded by conformance.strategy"]

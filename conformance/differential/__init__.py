@@ -19,8 +19,9 @@ example object and whose rules are the class's methods, written as a drawn list 
   fake raising where C++ returned, tensor metadata (shape, dtype, device, strides,
   requires_grad), non-tensor results by value (:func:`conformance.compare.compare_results`), and aliasing (a
   returned tensor shares storage with an argument or an earlier result on one side only);
-* after every step the *observers* — methods callable without arguments that leave the C++ object's state
-  (``__obj_flatten__``) unchanged, e.g. ``size()`` — run on both sides and must agree; after every state-changing
+* after every step the *observers* — methods callable without arguments proven to change neither the C++
+  object's flattened state nor what any other such method returns, e.g. ``size()`` (:mod:`.observers`; the
+  adopter may name or exclude one) — run on both sides and must agree; after every state-changing
   step a fresh fake is also made from the C++ object's current state (its ``__obj_flatten__``, through
   ``maybe_to_fake_obj``) and must agree with the evolved fake on every observer. That is how a fake that forgets
   to evict or to remove is caught;
@@ -33,7 +34,8 @@ environment variable ``CI`` is set (or hypothesis detected a CI), else :data:`DE
 seeds the run. ``deadline`` is always off: timing is not what this test checks.
 
 The package, one module per job (the strategies live in :mod:`conformance.arguments`, shared by every caller):
-:mod:`.plan` (what is driven: :func:`plan_for`), :mod:`.machine` (one call sequence on both
+:mod:`.plan` (what is driven: :func:`plan_for`), :mod:`.observers` (which methods may read the state after every
+step), :mod:`.machine` (one call sequence on both
 sides, and the :class:`Drift` it finds), :mod:`.driver` (hypothesis settings and :func:`run_differential`),
 :mod:`.repro` (:func:`repro_script`, whose helper program is the text of :mod:`.repro_runtime`).
 """

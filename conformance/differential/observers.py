@@ -79,8 +79,12 @@ class _Reader:
         return ("returned", state_key(value)), value
 
     def state(self, obj: Any) -> tuple[Any, Any]:
-        """``(key, value)`` of the object's flattened state."""
-        value = read_state(obj, self.ctx.tracer)
+        """``(key, value)`` of the object's flattened state (a raise is a state too: ``("raised", type, line)``)."""
+        try:
+            value = read_state(obj, self.ctx.tracer)
+        except Exception as exc:  # noqa: BLE001 - a flatten that raises in this state: the flatten item reports it
+            line = (str(exc).strip().splitlines() or [""])[0]
+            return ("raised", type(exc).__name__, line), exc
         return state_key(value), value
 
 
@@ -122,6 +126,15 @@ def _states(ctx: ClassContext, examples: list[Example], reaching: list[Callee]) 
     return states
 
 
+def _built(state: Example) -> Any:
+    """A fresh object in ``state``, or ``None`` when building it raises this time (a factory that fails now and
+    then): that state is no evidence either way."""
+    try:
+        return state.build()
+    except Exception:  # noqa: BLE001 - user code may raise anything
+        return None
+
+
 def _describe(state: Example) -> str:
     """The state in words: the example's source, e.g. ``StreamGuard(2); obj.bind(1)``."""
     return "; ".join(state.code())
@@ -131,7 +144,9 @@ def _flatten_changes_itself(reader: _Reader, states: list[Example]) -> str | Non
     """Where reading the flattened state twice in a row gives two states (``__obj_flatten__`` changes the object:
     the ``flatten`` item reports it), or ``None``."""
     for state in states:
-        obj = state.build()
+        obj = _built(state)
+        if obj is None:
+            continue
         first, second = reader.state(obj), reader.state(obj)
         if first[0] != second[0]:
             return f"`{_describe(state)}` ({_flat_change(first[1], second[1])})"
@@ -144,7 +159,9 @@ def _evidence_against(reader: _Reader, method: str, states: list[Example], witne
     ``flat=False``: judge by the other candidates only (the flattened state cannot be read without changing it)."""
     for state in states:
         where = _describe(state)
-        obj = state.build()
+        obj = _built(state)
+        if obj is None:
+            continue
         if flat:
             before = reader.state(obj)
             reader.call(obj, method, where)
@@ -154,7 +171,9 @@ def _evidence_against(reader: _Reader, method: str, states: list[Example], witne
         for other in witnesses:
             if other == method:
                 continue
-            obj = state.build()
+            obj = _built(state)
+            if obj is None:
+                continue
             first, first_what = reader.call(obj, other, where)
             reader.call(obj, method, where)
             second, second_what = reader.call(obj, other, where)
@@ -168,7 +187,9 @@ def _unstable(reader: _Reader, method: str, states: list[Example]) -> str | None
     """Evidence that two calls of ``method()`` in a row differ on some state, or ``None``."""
     for state in states:
         where = _describe(state)
-        obj = state.build()
+        obj = _built(state)
+        if obj is None:
+            continue
         first, first_what = reader.call(obj, method, where)
         second, second_what = reader.call(obj, method, where)
         if first != second:

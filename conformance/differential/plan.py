@@ -240,6 +240,11 @@ def plan_for(ctx: ClassContext) -> Plan:
     candidates = [m for m, _c, _d in methods if _callable_without_args(info.methods[m])]
     reaching = [c for m, c, _d in methods if m not in candidates] + [c for c, _d in ops]
     proof = prove(ctx, candidates, reaching, examples, declared)
+    for m, said in declared.items():
+        if said and m not in candidates:
+            proof.notes.append(f"{m}: named an observer (conformance.strategy({info.qualname!r}, {m!r}, observer=True)) "
+                               "but not driven: " + next((n.split(": not driven, ", 1)[1] for n in notes
+                                                          if n.startswith(f"{m}: not driven, ")), "see the notes"))
     rules: list[Rule] = []
     observer_rules: list[Rule] = []
     for method, callee, driven in methods:
