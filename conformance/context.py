@@ -16,7 +16,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from .arguments import ArgumentSource
 from .calls import Call, Callee
 from .discovery import ClassInfo, qualname_of
-from .example_objects import Example, ExampleSet, build_examples, script_name
+from .example_objects import Example, ExampleSet, build_examples, read_state, script_name
 from .faults import raise_fault
 from .results import NotApplicable, exception_line
 from .breadcrumbs import Tracer
@@ -94,12 +94,10 @@ UNREADABLE = type("Unreadable", (), {"__repr__": lambda self: "(unreadable)"})()
 
 
 def kept_fields(fake_obj: Any, flattened: Any, mode: FakeTensorMode) -> dict[str, Any]:
-    """What the fake keeps under each key of ``flattened`` (an ``__obj_flatten__()`` result): the attribute of
-    that name of the fake class instance (``fake_obj``, or the one a ``FakeScriptObject`` wraps), as torch.compile
-    reads it (``getattr(fake, key)``, ``torch/_dynamo/output_graph.py``), or the result of calling it under
-    ``mode`` when it is a method taking no argument (a getter of that name). Containers are copied (their
-    elements shared), so a later in-place change of the fake does not reach the snapshot; a key that cannot be
-    read maps to :data:`UNREADABLE`. Empty when ``flattened`` is not a sequence of ``(str, value)`` pairs."""
+    """What the fake (``fake_obj``, or the instance a ``FakeScriptObject`` wraps) keeps under each key of
+    ``flattened``: its attribute of that name, as torch.compile reads it (``getattr(fake, key)``,
+    ``torch/_dynamo/output_graph.py``), called under ``mode`` when it is a getter; containers copied, so a later
+    in-place change does not reach the snapshot; :data:`UNREADABLE` where it cannot be read."""
     wrapped = getattr(fake_obj, "wrapped_obj", fake_obj)
     out: dict[str, Any] = {}
     try:
@@ -120,11 +118,9 @@ def kept_fields(fake_obj: Any, flattened: Any, mode: FakeTensorMode) -> dict[str
 
 @dataclasses.dataclass
 class PairedCall:
-    """One call made on both sides by :meth:`ClassContext.pairs`: ``examples`` the state of each object the
-    callee received (:attr:`Callee.objects` of them), the ``call``, what each side did (``real``, ``fake``), the
-    objects (``real_objects``; ``fake_objects``, each a ``FakeScriptObject`` made under ``mode``), and, per
-    object, its flattened state before the call (``before``: of the object its fake was made from) and what the
-    fake kept under those keys before the call (``kept``, :func:`kept_fields`)."""
+    """One call made on both sides by :meth:`ClassContext.pairs`: each object's example state, the ``call``, what
+    each side did, the objects (the fakes made under ``mode``), and per object its flattened state ``before`` the
+    call and what its fake ``kept`` under those keys then (:func:`kept_fields`)."""
 
     examples: tuple[Example, ...]
     call: Call
@@ -144,9 +140,8 @@ class PairedCall:
 
 @dataclasses.dataclass
 class ObjectState:
-    """One object of a :class:`PairedCall` after the call (:meth:`ClassContext.observe`): its index among the
-    callee's objects, the real object's flattened state ``real_before`` / ``real_after`` the call, and what its
-    fake kept under those keys ``fake_before`` / ``fake_after`` (:func:`kept_fields`)."""
+    """Object ``index`` of a :class:`PairedCall` (:meth:`ClassContext.observe`): the real object's flattened
+    state and what its fake keeps under those keys (:func:`kept_fields`), before and after the call."""
 
     index: int
     real_before: Any
@@ -308,14 +303,12 @@ class ClassContext:
     def pairs(self, callee: Callee):
         """Yield a :class:`PairedCall` for every example and argument set of a method or an op.
 
-        Each pair of calls runs on fresh objects: real ones, and fakes made from others built the same way, with
-        :meth:`fakify` under one new ``FakeTensorMode`` (as dynamo fakifies each input of a program). A callee
-        of several objects (:meth:`Callee.layouts`) gets, for the example at index ``i``, its object ``k`` in the
-        state of example ``i + k`` (cycling), so distinct objects are in distinct states where there are several
-        examples; an object passed twice is one object (and one fake) at both arguments. ``real`` and ``fake``
-        are :class:`CallResult`; an example whose objects cannot be built or fakified is skipped here (the
-        ``examples`` and ``roundtrip`` checks report those). The arguments come from :meth:`calls_of` for the
-        first object's state. Raises :class:`~conformance.arguments.Excluded` for an excluded callee, and
+        Each pair of calls runs on fresh real objects and on fakes of others built the same way (:meth:`fakify`,
+        one new ``FakeTensorMode``, as dynamo fakifies a program's inputs). Object ``k`` of a callee of several
+        (:meth:`Callee.layouts`) is in the state of example ``i + k`` (cycling) for example ``i``; an object passed
+        twice is one object (and one fake). Examples that cannot be built or fakified are skipped (the
+        ``examples`` / ``roundtrip`` checks report them); arguments come from :meth:`calls_of` for the first
+        object's state. Raises :class:`~conformance.arguments.Excluded` for an excluded callee, and
         :class:`NotApplicable` when no example object could be fakified.
         """
         examples = self.require_examples()
@@ -330,7 +323,7 @@ class ClassContext:
                     mode = new_fake_mode()
                     fakes = tuple(self.fakify(o, mode, state=s.label) for o, s in zip(others, states))
                     # What the fakes were made from, before the call: the state each object starts in.
-                    before = tuple(self._flattened(o) for o in others)
+                    before = tuple(read_state(o, self.tracer) for o in others)
                     kept = tuple(kept_fields(f, b, mode) for f, b in zip(fakes, before))
                 except Exception:  # noqa: BLE001 - reported by the examples / roundtrip checks
                     continue
@@ -349,22 +342,13 @@ class ClassContext:
             # Nothing was compared: the check must not pass (a gate that is green while nothing ran).
             raise NotApplicable(self.why_not_fakifiable())
 
-    def _flattened(self, obj: torch.ScriptObject) -> Any:
-        """``obj.__obj_flatten__()`` (``None`` when the class has none), reported to the tracer."""
-        if not self.info.has_flatten:
-            return None
-        with self.calling(lambda: f"{script_name(obj)}.__obj_flatten__()"):
-            return obj.__obj_flatten__()
-
     def observe(self, paired: PairedCall) -> list[ObjectState]:
-        """After the call of ``paired``: for each object it received, its state before the call and now on both
-        sides (the real object's ``__obj_flatten__()``; the fake's value under each flattened key, see
-        :func:`kept_fields`). A real ``__obj_flatten__`` that raises afterwards gives :data:`UNREADABLE` (the
-        ``flatten`` check reports flatten errors)."""
+        """Each object ``paired`` received, before and after its call on both sides (:class:`ObjectState`); a real
+        ``__obj_flatten__`` that raises afterwards gives :data:`UNREADABLE` (the ``flatten`` item reports it)."""
         out = []
         for k, (real_obj, fake_obj) in enumerate(zip(paired.real_objects, paired.fake_objects)):
             try:
-                after = self._flattened(real_obj)
+                after = read_state(real_obj, self.tracer)
             except Exception:  # noqa: BLE001 - see the docstring
                 after = UNREADABLE
             out.append(ObjectState(k, paired.before[k], after, paired.kept[k],
@@ -405,13 +389,8 @@ class ClassContext:
         every object's state afterwards: the real object's ``__obj_flatten__()`` and what its fake keeps under
         those keys, as the ``custom_op`` check compares them."""
         examples = [example] if isinstance(example, Example) else list(example)
-        callee = call.callee
-        several = callee.objects > 1 or callee.shares
-        if not several:
-            names = ["obj"]
-        else:
-            names = list(callee.object_names())
-            states = True
+        several = call.callee.objects > 1 or call.callee.shares
+        names, states = (list(call.callee.object_names()), True) if several else (["obj"], states)
         pos = "".join(f"{v.code}, " for v in call.args.args)
         kw = ", ".join(f"{k!r}: {v.code}" for k, v in call.args.kwargs)
         fakes = [f"fake_{n}" if several else "fake_obj" for n in names]
