@@ -18,6 +18,7 @@ from .calls import Call, Callee
 from .discovery import ClassInfo, qualname_of
 from .example_objects import Example, ExampleSet, build_examples, read_state, script_name
 from .faults import raise_fault
+from .reproducers import self_judging_tail
 from .results import NotApplicable, exception_line
 from .breadcrumbs import Tracer
 from .registry import Registry
@@ -398,10 +399,9 @@ class ClassContext:
         fake_call = call.spread_source(fakes if several else "fake_obj")
         body = _extra_defs(call.args) + ["def make_args():", f"    return ({pos}), {{{kw}}}", ""]
         body += [f"{n} = make_{n}()" for n in names]
-        body += ["args, kwargs = make_args()", f"real = {real_call}", "print('C++: ', real)",
-                 f"real_states = [dict(o.__obj_flatten__()) for o in ({', '.join(names)},)]" if states else
-                 "real_states = []"]
+        body += ["args, kwargs = make_args()", f"real = {real_call}", "print('C++: ', real)"]
         if states:
+            body += [f"real_states = [dict(o.__obj_flatten__()) for o in ({', '.join(names)},)]"]
             body += [f"print('C++ {n} after:', {n}.__obj_flatten__())" for n in names]
         body += ["", "mode = FakeTensorMode(shape_env=ShapeEnv())"]
         body += [f"{f} = maybe_to_fake_obj(mode, make_{n}())" for f, n in zip(fakes, names)]
@@ -409,32 +409,12 @@ class ClassContext:
                  "make_args())",
                  "with mode:",
                  f"    fake = {fake_call}",
-                 "print('fake:', fake)",
-                 f"fake_states = [{{key: getattr(f.wrapped_obj, key) for key in s}} for f, s in "
-                 f"zip(({', '.join(fakes)},), real_states)]"]
+                 "print('fake:', fake)"]
         if states:
+            body += [f"fake_states = [{{key: getattr(f.wrapped_obj, key) for key in s}} for f, s in "
+                     f"zip(({', '.join(fakes)},), real_states)]"]
             body += [f"print('fake {n} after:', fake_states[{i}])" for i, n in enumerate(names)]
-        return self.repro(list(zip(names, examples)) if several else examples[0], body + SAME_AS_FAKE)
-
-
-#: The end of a paired-call reproducer: it judges itself (:mod:`conformance.reproducers`), printing
-#: ``no disagreement reproduced`` when the C++ and fake results (and states) agree in what a FakeTensor carries
-#: and in every non-tensor value and type — a stricter test than the check's, so it never hides a difference the
-#: check saw.
-SAME_AS_FAKE = [
-    "",
-    "def meta(v):",
-    "    if isinstance(v, torch.Tensor):",
-    "        return ('tensor', tuple(v.shape), v.dtype, v.device, tuple(v.stride()), v.requires_grad)",
-    "    return (type(v).__name__, v)",
-    "",
-    "try:",
-    "    same = pytree.tree_map(meta, (real, real_states)) == pytree.tree_map(meta, (fake, fake_states))",
-    "except Exception:",
-    "    same = False",
-    "if same:",
-    "    print('no disagreement reproduced')",
-]
+        return self.repro(list(zip(names, examples)) if several else examples[0], body + self_judging_tail(states))
 
 
 def _fakify(obj: torch.ScriptObject, mode: FakeTensorMode, tracer: Tracer, state: str | None = None):

@@ -30,7 +30,8 @@ import time
 
 from .results import Failure
 
-__all__ = ["NOT_REPRODUCED", "ReproRun", "run_fresh", "check_reproducer", "MAX_CHECKED", "TIMEOUT"]
+__all__ = ["NOT_REPRODUCED", "ReproRun", "run_fresh", "check_reproducer", "self_judging_tail", "MAX_CHECKED",
+           "TIMEOUT"]
 
 #: What a self-judging reproducer prints when the disagreement it replays does not show.
 NOT_REPRODUCED = "no disagreement reproduced"
@@ -38,6 +39,21 @@ NOT_REPRODUCED = "no disagreement reproduced"
 MAX_CHECKED = 2
 #: Seconds one reproducer may run.
 TIMEOUT = 120.0
+
+
+def self_judging_tail(states: bool) -> list[str]:
+    """The last lines of a paired-call reproducer (:meth:`conformance.context.ClassContext.call_repro`), which has
+    run the call on real objects (``real``; with ``states``, ``real_states``: each object's flattened state
+    afterwards, as a dict) and on their fakes (``fake``, ``fake_states``): they print :data:`NOT_REPRODUCED` when
+    the two sides agree in what a FakeTensor carries (shape, dtype, device, strides, requires_grad) and in every
+    non-tensor value and its type — stricter than the checks' comparison, so the script never calls a difference
+    the check saw absent."""
+    pair = "(real, real_states), (fake, fake_states)" if states else "real, fake"
+    return ["", "def meta(v):", "    if isinstance(v, torch.Tensor):",
+            "        return ('tensor', tuple(v.shape), v.dtype, v.device, tuple(v.stride()), v.requires_grad)",
+            "    return (type(v).__name__, v)", "", "try:",
+            f"    same = [pytree.tree_map(meta, side) for side in ({pair})]", "    same = same[0] == same[1]",
+            "except Exception:", "    same = False", "if same:", f"    print({NOT_REPRODUCED!r})"]
 
 
 @dataclasses.dataclass(frozen=True)

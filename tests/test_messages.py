@@ -65,13 +65,28 @@ samples::Counter.increment: the fake's result differs from the C++ result
     | 
     | obj = make_obj()
     | args, kwargs = make_args()
-    | print('C++: ', obj.increment(*args, **kwargs))
+    | real = obj.increment(*args, **kwargs)
+    | print('C++: ', real)
     | 
     | mode = FakeTensorMode(shape_env=ShapeEnv())
     | fake_obj = maybe_to_fake_obj(mode, make_obj())
     | args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), make_args())
     | with mode:
-    |     print('fake:', fake_obj.increment(*args, **kwargs))""")
+    |     fake = fake_obj.increment(*args, **kwargs)
+    | print('fake:', fake)
+    | 
+    | def meta(v):
+    |     if isinstance(v, torch.Tensor):
+    |         return ('tensor', tuple(v.shape), v.dtype, v.device, tuple(v.stride()), v.requires_grad)
+    |     return (type(v).__name__, v)
+    | 
+    | try:
+    |     same = [pytree.tree_map(meta, side) for side in (real, fake)]
+    |     same = same[0] == same[1]
+    | except Exception:
+    |     same = False
+    | if same:
+    |     print('no disagreement reproduced')""")
 
     def test_a_failure_with_every_part(self):
         failure = Failure("the fake's result differs from the C++ result", cpp="returned 3", fake="returned 4",
@@ -143,13 +158,28 @@ def make_args():
 
 obj = make_obj()
 args, kwargs = make_args()
-print('C++: ', torch.ops.samples.push_scaled.default(*args[:2], obj, *args[2:], **kwargs))
+real = torch.ops.samples.push_scaled.default(*args[:2], obj, *args[2:], **kwargs)
+print('C++: ', real)
 
 mode = FakeTensorMode(shape_env=ShapeEnv())
 fake_obj = maybe_to_fake_obj(mode, make_obj())
 args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), make_args())
 with mode:
-    print('fake:', torch.ops.samples.push_scaled.default(*args[:2], fake_obj, *args[2:], **kwargs))
+    fake = torch.ops.samples.push_scaled.default(*args[:2], fake_obj, *args[2:], **kwargs)
+print('fake:', fake)
+
+def meta(v):
+    if isinstance(v, torch.Tensor):
+        return ('tensor', tuple(v.shape), v.dtype, v.device, tuple(v.stride()), v.requires_grad)
+    return (type(v).__name__, v)
+
+try:
+    same = [pytree.tree_map(meta, side) for side in (real, fake)]
+    same = same[0] == same[1]
+except Exception:
+    same = False
+if same:
+    print('no disagreement reproduced')
 """)
 
     @staticmethod
