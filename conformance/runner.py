@@ -119,7 +119,10 @@ def _collect(unit: CheckTarget, result: Any) -> Outcome:
         if result.status is Status.FAILED:
             return Outcome.of_failures(check, qualname, target, [cell_failure(result)], cell=result)
         if result.status is Status.PASSED:
-            return Outcome(check, qualname, target, cell=result)
+            # A cell whose objects never changed the output passed on what it compared, but cannot tell a stale
+            # program from a right one: said in the item's notes too, not only in the report's details.
+            return Outcome(check, qualname, target, cell=result,
+                           notes=[d for d in result.details if "cannot tell" in d])
         return Outcome.skip(check, qualname, target, cell_skip_reason(result), cell=result)
     return Outcome.of_failures(check, qualname, target, list(result or ()))
 
