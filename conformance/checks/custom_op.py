@@ -160,6 +160,8 @@ class _States:
         left = "; ".join(f"{k}: {why}" for k, why in list(self.unjudged.items())[:4]) or "the class has no fields"
         head = ("no object's state could be compared after the op" if not self.observed
                 else "some fields were not compared after the op")
+        if not any("the fake" in why for why in self.unjudged.values()):
+            return f"{head} ({left})"
         return (f"{head} ({left}); give the fake an attribute named after each __obj_flatten__ key holding its "
                 f"value (see {ctx.info.test_name}::roundtrip)")
 
