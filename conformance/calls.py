@@ -223,7 +223,7 @@ class Callee:
                     named[arg.name] = objs[where[pos]]
                 else:
                     out.append(objs[where[pos]])
-            elif rest:
+            elif rest and not arg.kwarg_only:
                 out.append(rest.pop(0))
             else:
                 gap = True
