@@ -42,7 +42,8 @@ MAX_STATES = 48
 @dataclasses.dataclass
 class Proof:
     """What :func:`prove` established: ``observers`` (proven or named, in candidate order), ``not_observers``
-    (method -> one line: why it is not one, with the evidence), ``notes`` (a named observer the proof refuted),
+    (method -> one line: why it is not one, with the evidence), ``notes`` for the adopter (a named observer the
+    proof refuted, a flatten that changes the object it reads),
     ``states``: how many object states the proof ran on, and ``reads_pure``: whether the class has
     ``__obj_flatten__`` and it (and ``__getstate__``, where bound) passes the same proof, so that reading them one
     more time changes nothing (the machine then keys the fresh fakes it makes by what they read)."""
