@@ -261,6 +261,16 @@ def test_stacks_tell_a_compiler_loop_from_a_call_into_the_class():
     still = hang_site([[Frame("/v/torch/_higher_order_ops/torchbind.py", 96, "call_torchbind_impl"),
                         Frame("/v/torch/_dynamo/convert_frame.py", 935, "run_tracer")]] * 2)
     assert still.class_call and not still.in_compiler  # standing still where torch calls the class's method
+    assert still.describe() == ("in a call into the class's code made inside torch's compiler (dynamo tracing the "
+                                "program), at torch/_higher_order_ops/torchbind.py:96 in call_torchbind_impl, which "
+                                "did not return")
+    # Standing still on a line of dynamo's that calls the real object's __obj_flatten__ is a call into the class.
+    import torch._dynamo.output_graph as output_graph
+
+    path = output_graph.__file__
+    line = next(n for n, text in enumerate(open(path).read().splitlines(), 1) if "__obj_flatten__()" in text)
+    flatten = hang_site([[Frame(path, line, "remove_unused_graphargs")]] * 2)
+    assert flatten.class_call and not flatten.in_compiler
     assert hang_site([]) is None
 
 
@@ -315,8 +325,8 @@ def test_a_cell_that_hangs_in_the_compiler_gets_one_timeout_and_says_where():
         still = sup.run("class-call", factor=1).failure(timeout=1.0)
         assert still.summary.startswith("this check hung: scenario sequence")
         assert still.cpp.startswith("no result after") and "gdb" in still.details[-1]
-        assert ("where it was when stopped: a call into the class's code that Python code made "
-                "(torch/_higher_order_ops/torchbind.py:3 in call_torchbind_impl), which did not return") \
+        assert ("when stopped, the worker was in a call into the class's code made, at "
+                "torch/_higher_order_ops/torchbind.py:3 in call_torchbind_impl, which did not return") \
             in still.details, still.details
     finally:
         sup.close()

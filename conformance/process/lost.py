@@ -112,7 +112,7 @@ class WorkerLost:
         if self.kind == "hang":
             details.append(self._limits(timeout))
             if self.site is not None:
-                details.append(f"where it was when stopped: {self.site.describe()}")
+                details.append(f"when stopped, the worker was {self.site.describe()}")
                 details += self._site_stack()
             elif self.side == "torch":
                 details.append("torch was compiling, exporting or running the program; no Python stack came back "
@@ -147,7 +147,7 @@ class WorkerLost:
                     "still running its own Python code (e.g. dynamo tracing in a loop), not waiting for a call "
                     "into the class" if site.moving else
                     "the Python stack stood still in torch's compiler, outside any call into the class")
-        details = (*chain, f"where it was when stopped: {site.describe()}", evidence, self._limits(timeout),
+        details = (*chain, f"when stopped, the worker was {site.describe()}", evidence, self._limits(timeout),
                    *self._site_stack(),
                    "the class's code was not running when the stack was taken: to see it in plain torch, compile or "
                    "export the program "

@@ -15,6 +15,7 @@ fakification, an op's kernel).
 from __future__ import annotations
 
 import dataclasses
+import linecache
 import os
 import re
 import signal
@@ -40,6 +41,10 @@ COMPILER_PARTS: tuple[tuple[str, str], ...] = (
 #: torch source files whose frames call into the class's own code: ``call_torchbind`` running a method on the real
 #: object (strict export), fakification (``__obj_flatten__``, the deep copy through ``def_pickle``), an op's kernel.
 _CLASS_CALL_SITES = ("_higher_order_ops/torchbind.py", "_library/fake_class_registry.py", "_ops.py")
+#: What a line of torch's source that calls into the class names (torch/_dynamo/guards.py, output_graph.py and
+#: variables/builder.py call ``__obj_flatten__`` on the real object; copy.deepcopy pickles it).
+_CLASS_CALLS = ("__obj_flatten__", "__obj_unflatten__", "__getstate__", "__setstate__", "_orig_scriptmethod_call",
+                "deepcopy")
 _STDLIB = sysconfig.get_paths()["stdlib"]
 #: Packages torch's compiler calls into itself: a frame in one of them is the compiler's work, not the class's.
 _TORCH_DEPENDENCIES = frozenset({"sympy", "mpmath", "networkx", "filelock", "jinja2", "triton", "fsspec", "numpy",
@@ -95,7 +100,7 @@ class HangSite:
     """What the stacks of a hung worker show. ``compiler``: the parts of torch's compiler the stack was inside,
     outermost first (empty: none); ``moving``: the Python stack changed between samples (Python code was running);
     ``frame``: the innermost frame of the last sample; ``class_call``: the stack stood still in a frame where
-    torch calls into the class's code; ``user_code``: the innermost frame is outside torch and Python's standard
+    torch calls into the class's code (a file that does, or a source line that names such a call); ``user_code``: the innermost frame is outside torch and Python's standard
     library (a fake method, the adopter's code); ``stack``: the last sample, most recent call first."""
 
     compiler: tuple[str, ...]
@@ -111,17 +116,17 @@ class HangSite:
         return bool(self.compiler) and not self.class_call and not self.user_code
 
     def describe(self) -> str:
-        """A phrase for the failure: ``"torch's compiler (dynamo tracing the program), still running Python code
-        (symbolic_convert.py:1603 in step)"``."""
-        where = f"torch's compiler ({' > '.join(self.compiler)})" if self.compiler else "Python code"
-        frame = f" ({self.frame})" if self.frame else ""
+        """What the worker was doing, for the failure: ``"running Python code inside torch's compiler (dynamo
+        tracing the program), at torch/_dynamo/symbolic_convert.py:1603 in step"``."""
+        inside = f" inside torch's compiler ({' > '.join(self.compiler)})" if self.compiler else ""
+        frame = f", at {self.frame}" if self.frame else ""
         if self.class_call:
-            return f"a call into the class's code that {where} made{frame}, which did not return"
+            return f"in a call into the class's code made{inside}{frame}, which did not return"
         if self.user_code:
-            return f"Python code outside torch{frame}, called from {where}"
+            return f"in Python code outside torch{frame}" + (f", called{inside}" if inside else "")
         if self.moving:
-            return f"{where}, still running Python code when it was stopped{frame}"
-        return f"{where}, waiting in one call{frame}"
+            return f"running Python code{inside}{frame}"
+        return f"waiting in one call{inside}{frame} (native code, at no place where torch calls into the class)"
 
 
 def hang_site(samples: list[list[Frame]]) -> HangSite | None:
@@ -143,7 +148,9 @@ def hang_site(samples: list[list[Frame]]) -> HangSite | None:
             parts.append(part)
     inner = last[0]
     inner_path = inner.torch_path or ""
-    class_call = not moving and any(inner_path.endswith(site) for site in _CLASS_CALL_SITES)
+    line = linecache.getline(inner.file, inner.line) if inner.line else ""
+    class_call = not moving and (any(inner_path.endswith(site) for site in _CLASS_CALL_SITES)
+                                 or any(call in line for call in _CLASS_CALLS))
     directories = set(inner.file.replace(os.sep, "/").split("/"))
     user_code = (inner.torch_path is None and not inner.file.startswith(_STDLIB) and "conformance" not in directories
                  and not directories & _TORCH_DEPENDENCIES)
