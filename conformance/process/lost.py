@@ -112,7 +112,13 @@ class WorkerLost:
         if self.kind == "hang":
             details.append(self._limits(timeout))
             if self.site is not None:
-                details.append(f"when stopped, the worker was {self.site.describe()}")
+                site = self.site
+                if self.call is not None and not (site.moving or site.compiler or site.class_call):
+                    # The plugin's own call into the class (a timed breadcrumb) and a stack that stood still in it.
+                    details.append(f"when stopped, the worker was still inside {self.call}: its Python stack stood "
+                                   f"still at {site.frame}")
+                else:
+                    details.append(f"when stopped, the worker was {site.describe()}")
                 details += self._site_stack()
             elif self.side == "torch":
                 details.append("torch was compiling, exporting or running the program; no Python stack came back "
