@@ -110,6 +110,7 @@ class _Side:
     def __init__(self, name: str, obj, mode):
         self.name, self.obj, self.mode = name, obj, mode
         self.seen: list[tuple[str, torch.Tensor, Any]] = []
+        self.by_storage: dict[Any, list[str]] = {}  # storage -> the labels in seen that hold it, in order
         self.keep: list[Any] = []
 
     def _args(self, args: ArgumentSet, tracer=None):
@@ -144,7 +145,7 @@ class _Side:
             names = [f"argument {i}" for i in range(len(a))] + [f"argument {k}" for k in kw]
             for name, value in zip(names, [*a, *kw.values()]):
                 for path, t in _tensor_leaves(value, name):
-                    self.seen.append((f"{path} of step {step}", t, _storage(t)))
+                    self._remember(f"{path} of step {step}", t, _storage(t))
         side = "fake" if self.mode is not None else "C++"
 
         def label() -> str:
@@ -163,6 +164,11 @@ class _Side:
         except BaseException as exc:  # not an Exception: fails the item (see conformance.faults)
             raise_fault(exc, label, side)
 
+    def _remember(self, name: str, t: torch.Tensor, key: Any) -> None:
+        self.seen.append((name, t, key))
+        if key is not None:
+            self.by_storage.setdefault(key, []).append(name)
+
     def aliases(self, result: CallResult, label: str) -> list[tuple[str, tuple[str, ...]]]:
         """For each tensor in the result: ``(path, labels of earlier tensors sharing its storage)``; then
         remember the result's tensors as ``<path> of <label>``."""
@@ -172,9 +178,9 @@ class _Side:
         leaves = _tensor_leaves(result.value, "result")
         for path, t in leaves:
             key = _storage(t)
-            hits = tuple(name for name, _, k in self.seen if key is not None and k == key)
+            hits = tuple(self.by_storage.get(key, ())) if key is not None else ()
             out.append((path, hits))
-            self.seen.append((f"{path} of {label}", t, key))
+            self._remember(f"{path} of {label}", t, key)
         return out
 
 
