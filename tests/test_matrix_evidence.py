@@ -149,6 +149,11 @@ def test_plain_torch_a_dunder_called_by_name_and_the_operator_forms_fail_differe
         compiled(vocab, torch.ones(1))
     assert _frames(by_name.value)[-1] == "_higher_order_ops/torchbind.py:call_torchbind_impl"
     torch._dynamo.reset()
+    # vocab["a"] fails while dynamo traces it: dynamo refuses __getitem__ on a TorchScript object.
+    compiled = torch.compile(_Program(lambda obj, x: (obj["a"], x + 1)), backend="eager", fullgraph=True)
+    with pytest.raises(torch._dynamo.exc.TorchDynamoException, match="Weird method call on TorchScript object"):
+        compiled(vocab, torch.ones(1))
+    torch._dynamo.reset()
     # len(obj) fails too, but elsewhere: dynamo raises while tracing, a graph break no limitation lists.
     compiled = torch.compile(_Program(lambda obj, x: (len(obj), x + 1)), backend="eager", fullgraph=True)
     with pytest.raises(torch._dynamo.exc.Unsupported, match="Observed exception") as by_operator:
@@ -170,6 +175,9 @@ def test_explicit_dunder_cells_say_what_was_observed_and_the_operator_cell_fails
     assert (operator.status.value, operator.limitation) == ("failed", None)
     assert operator.reason.startswith("Unsupported: Observed exception")
     assert any(d.endswith("no known limitation has this exception type and site") for d in operator.details)
+    getitem = run_cell(ctx, "operator.getitem", "eager")
+    assert (getitem.status.value, getitem.limitation) == ("failed", None)
+    assert "Weird method call on TorchScript object" in getitem.reason
 
 
 # ----- a limitation needs the exception's site, not its text -------------------------------------------------------

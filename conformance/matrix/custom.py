@@ -28,7 +28,7 @@ from ..results import Cell, NotApplicable, Status, exception_line
 from ..values import ArgumentSet
 from .backend import Backend, all_backends, get_backend
 from .explain import STAYED, cannot_tell
-from .limitations import find_limitation
+from .limitations import observation
 
 __all__ = ["custom_rows", "run_custom_cell", "CustomScenario"]
 
@@ -258,9 +258,11 @@ def run_custom_cell(ctx: CustomClassContext, row: str, backend: str | Backend) -
     finally:
         torch._dynamo.reset()
     if evidence:
-        limitation = find_limitation(backend.name, scn, matched)
-        if limitation is not None:
-            cell.status, cell.reason, cell.limitation = Status.UNSUPPORTED, limitation.reason, limitation.key
+        found = observation(backend.name, scn, matched)  # by evidence: the exception's type and site, or the diff
+        if found is not None:
+            limitation, seen = found
+            cell.status, cell.limitation = Status.UNSUPPORTED, limitation.key
+            cell.reason = f"{limitation.reason} (observed for this class: {seen})"
             cell.details = evidence + [f"known limitation {limitation.key}: {limitation.source}"]
         else:
             cell.status, cell.reason, cell.details = Status.FAILED, evidence[0], failure_details
