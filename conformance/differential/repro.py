@@ -12,6 +12,7 @@ import functools
 from pathlib import Path
 
 from ..context import ClassContext, _extra_defs
+from ..reproducers import NOT_REPRODUCED
 from .machine import Drift
 
 __all__ = ["repro_script"]
@@ -57,6 +58,6 @@ def repro_script(ctx: ClassContext, drift: Drift) -> str:
         "if differs:",
         "    print(f'DISAGREEMENT: the C++ object and its fake differ at {differs[0]!r}')",
         "else:",
-        "    print('no disagreement reproduced')",
+        f"    print({NOT_REPRODUCED!r})",
     ]
     return ctx.repro(drift.example, body)
