@@ -60,7 +60,9 @@ class Tracer:
         """A context manager marking one stretch of work. ``timed``: it is one call into the class's code, to which
         the per-call limit (``--torchbind-timeout``) applies (the outermost timed stretch counts). ``label`` may be
         a function, called only when a sink is attached; it should name the call precisely (the object's state and
-        the arguments): it is also the key under which a call is abandoned. ``side``: whose code the call runs,
+        the arguments): it is also the key under which a call is abandoned; an untimed stretch's label may carry,
+        after its first line, the program it runs (a matrix cell's), which a failure for a lost worker shows (up to
+        2 KB of label in all). ``side``: whose code the call runs,
         ``"fake"``, ``"C++"`` or ``"torch"`` (one of :data:`SIDES`). Entering raises :class:`CallAbandoned` for a
         timed call abandoned during preparation; raises ``ValueError`` for an unknown ``side``."""
         if side not in SIDES:

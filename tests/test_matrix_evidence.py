@@ -381,3 +381,4 @@ def test_the_plugin_attributes_the_vocab_hang_to_dynamo(samples, pytester):
             "program), not in the class's code") in out
     assert "reached its limit of 8 s (1 x --torchbind-timeout)" in out
     assert "C++:" not in out and "gdb" not in out
+    assert "  program:\n    class Program(torch.nn.Module):" in out and "r0 = 'a' in obj" in out  # what to rerun

@@ -112,8 +112,9 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
         return dataclasses.replace(earlier, row=row, row_index=cell.row_index, details=[
             *earlier.details, f"the same program and objects as row {earlier.row}: compiled and run once for both"])
     try:
-        with ctx.calling(f"scenario {row} of {qualname} through {backend.title} (compile and run)", timed=False,
-                         side="torch"), \
+        # The label carries the program: a worker lost in here (a hang in torch's compiler) shows it.
+        with ctx.calling(lambda: f"scenario {row} of {qualname} through {backend.title} (compile and run)\n"
+                                 f"{cell.program}", timed=False, side="torch"), \
                 collecting() as compared:
             diffs = _run(scn, backend)
         evidence, failure_details, matched = diffs, diffs, diffs[0] if diffs else ""

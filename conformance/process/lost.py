@@ -48,7 +48,8 @@ class WorkerLost:
     resident memory and the memory limit, in bytes (``"memory"`` only); ``site`` what the worker's Python stack
     showed when it was stopped (``"hang"`` only, :func:`~conformance.process.stacks.hang_site`); ``budget`` the
     seconds the item was allowed and how that limit is named, when not the default ``ITEM_LIMIT_FACTOR`` times
-    the timeout (``"hang"`` only)."""
+    the timeout (``"hang"`` only); ``program`` what a breadcrumb carried after its first line (a matrix cell's
+    program and objects), shown with the failure."""
 
     kind: str
     cause: str
@@ -62,6 +63,7 @@ class WorkerLost:
     limit: int = 0
     site: HangSite | None = None
     budget: tuple[float, str] | None = None
+    program: str | None = None
 
     @classmethod
     def from_crumbs(cls, kind: str, cause: str, crumbs: list[tuple[str, bool, str | None]], stack: list[str],
@@ -69,10 +71,18 @@ class WorkerLost:
         """Build one from the breadcrumbs :meth:`~conformance.process.page.CrumbPage.read` returned; ``more``: the optional fields."""
         call = next((label for label, timed, _ in crumbs if timed), None)
         side = next((side for _, _, side in reversed(crumbs) if side), None)
-        return cls(kind, cause, [label for label, _, _ in crumbs], call, stack, seconds, side=side, **more)
+        program = next((label.split("\n", 1)[1] for label, _, _ in reversed(crumbs) if "\n" in label), None)
+        return cls(kind, cause, [label.split("\n", 1)[0] for label, _, _ in crumbs], call, stack, seconds,
+                   side=side, program=program, **more)
 
     def failure(self, timeout: float) -> Failure:
-        """The item's failure, for a library author: what died, in which call, and how to look closer."""
+        """The item's failure, for a library author: what died, in which call, and how to look closer (with the
+        program a breadcrumb carried, e.g. a matrix cell's)."""
+        failure = self._failure(timeout)
+        return dataclasses.replace(failure, program=self.program) if self.program and not failure.program \
+            else failure
+
+    def _failure(self, timeout: float) -> Failure:
         where = self.doing[-1] if self.doing else "the check itself (no call into the class was in progress)"
         chain = ["in progress, outermost first: " + " > ".join(self.doing)] if len(self.doing) > 1 else []
         if self.kind == "crash" and self.status is not None and self.side == "fake":
@@ -156,9 +166,8 @@ class WorkerLost:
         details = (*chain, f"when stopped, the worker was {site.describe()}", evidence, self._limits(timeout),
                    *self._site_stack(),
                    "the class's code was not running when the stack was taken: to see it in plain torch, compile or "
-                   "export the program "
-                   "of this item with a timeout; a torch bug or limitation goes into the baseline "
-                   "(--torchbind-accept) with the reason")
+                   f"export {'the program shown' if self.program else 'what this item compiles'} with a timeout; a "
+                   "torch bug or limitation goes into the baseline (--torchbind-accept) with the reason")
         return Failure(f"this check hung in torch's compiler ({parts}), not in the class's code: {where} "
                        f"{self.cause}", details=details)
 
