@@ -288,3 +288,35 @@ def test_a_fake_keeping_no_flattened_key_leaves_the_states_unjudged_and_says_so(
                                      "value under this key")
     assert "give the fake an attribute named after each __obj_flatten__ key" in outcome.reason
     assert outcome.reason.endswith("so nothing the op does was compared")
+
+
+def test_the_matrix_compares_every_object_an_op_was_given(multi):
+    """The matrix row of a two-object op ends with each object's state compared with eager's, the second object's
+    too: a program that works on a copy of its second object (leaving the caller's untouched, as a backend that
+    rebuilt argument objects would) fails, naming that argument; the faithful program passes on that comparison."""
+    import copy
+
+    from conformance.matrix.backend import Backend
+    from conformance.matrix.cell import run_cell
+
+    def faithful(scn, module, args):
+        return module
+
+    def copying_second(scn, module, args):
+        def run(obj, *rest):
+            return module(obj, *(copy.deepcopy(x) if isinstance(x, torch.ScriptObject) else x for x in rest))
+
+        return run
+
+    engine = engine_of()
+    ctx = engine.context(GUARD)
+    # Plain torch: the op clears its second object's stream in eager.
+    primary, caller = torch.classes.samples_multi.StreamGuard(2, 2), torch.classes.samples_multi.StreamGuard(2, 2)
+    caller.bind(1, 7)
+    torch.ops.samples_multi.enter_compute_stream(primary, caller, 1)
+    assert (caller.stream_id(), primary.stream_id()) == (0, 7)
+    good = run_cell(ctx, "op.enter_compute_stream", Backend("faithful", "test", "faithful", faithful))
+    assert good.status == "passed", good.details
+    bad = run_cell(ctx, "op.enter_compute_stream", Backend("copying", "test", "copying", copying_second))
+    assert bad.status == "failed"
+    assert bad.reason.startswith("run 0 state of the argument object 1 (not the row's own object)"), bad.reason

@@ -22,7 +22,7 @@ from .backend import Backend, all_backends, get_backend
 from .explain import cannot_tell, fake_cause, output_differences, state_differences
 from .export_strict import fake_tensors_left
 from .limitations import observation, raised_at
-from .scenarios import NoEagerReference, Scenario, row_names, scenario
+from .scenarios import NoEagerReference, Scenario, argument_objects, row_names, scenario
 
 __all__ = ["run_cell", "cell_failure", "cell_skip_reason", "new_cell"]
 
@@ -52,10 +52,16 @@ def _run(scn: Scenario, backend: Backend) -> list[str]:
             # (torch.export.load deserializes attribute constants).
             held = getattr(runner, "obj", None)
             obj = held if isinstance(held, torch.ScriptObject) else traced
-        out = runner(*scn.args(obj, run))
+        args = scn.args(obj, run)
+        out = runner(*args)
         diffs += output_differences(scn, run, out, backend.side, scalars_as_tensors=backend.scalars_as_tensors)
         if backend.state_visible:
             diffs += state_differences(scn, run, read_state(obj, scn.first.tracer), backend.side)
+            # Every other object the program was given (an op's second object of the class) ends as in eager.
+            for k, (other, expected) in enumerate(zip(argument_objects(args, obj), ref.argument_states[run])):
+                diffs += flat_state_differences(expected, read_state(other, scn.first.tracer),
+                                                f"run {run} state of the argument object {k + 1} (not the row's "
+                                                f"own object)", ("eager", backend.side))
     return diffs
 
 

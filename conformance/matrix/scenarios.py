@@ -90,13 +90,31 @@ class Reference:
     eager runs (uninitialised memory, e.g. a method returning ``torch::empty``), which backends are held to by
     metadata only; ``traced[i]``: the output of one eager call of the program on a fresh object in the traced
     (first) state with run ``i``'s inputs — what a program that baked the traced object in would return — and
-    ``traced_states[i]`` that object's state afterwards."""
+    ``traced_states[i]`` that object's state afterwards; ``argument_states[i]``: after run ``i``, the state of each
+    other object the program was given (an op's second object of the class: :func:`argument_objects`)."""
 
     outputs: list[Any]
     states: list[Any]
     unstable: frozenset[str] = frozenset()
     traced: list[Any] = dataclasses.field(default_factory=list)
     traced_states: list[Any] = dataclasses.field(default_factory=list)
+    argument_states: list[list[Any]] = dataclasses.field(default_factory=list)
+
+
+def argument_objects(args: tuple, obj: Any) -> list[torch.ScriptObject]:
+    """The objects of a TorchBind class among a program's arguments ``args`` (nested in lists or tuples too), the
+    scenario's own object ``obj`` left out: what an op taking several objects was given besides it."""
+    found: list[torch.ScriptObject] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, torch.ScriptObject) and value is not obj:
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+
+    walk(args)
+    return found
 
 
 @dataclasses.dataclass
@@ -245,16 +263,18 @@ class Scenario:
         return bool(value_differences(ref.traced[1], ref.outputs[1], "run 1 output", metadata_only=ref.unstable))
 
     def _eager(self) -> Reference:
-        outputs, states = [], []
+        outputs, states, argument_states = [], [], []
         obj = self.first.build()
         mod = self.module(obj)
         for run in (0, 1):
             if run == 1 and self.placement == "input":
                 obj = self.second.build()
+            args = self.args(obj, run)
             with self.first.tracer.calling(f"the eager reference run {run} of scenario {self.row} on {self.qualname}"):
-                outputs.append(mod(*self.args(obj, run)))
+                outputs.append(mod(*args))
             states.append(read_state(obj, self.first.tracer))
-        return Reference(outputs, states)
+            argument_states.append([read_state(o, self.first.tracer) for o in argument_objects(args, obj)])
+        return Reference(outputs, states, argument_states=argument_states)
 
     def code(self) -> str:
         """A readable description: the program and the objects of both runs."""
