@@ -49,8 +49,9 @@ def add_options(parser: pytest.Parser, check_names: list[str], backend_names: li
                     help="rewrite the --torchbind-baseline file from this run's failures, keeping their reasons.")
     group.addoption("--torchbind-timeout", default=None, metavar="SECONDS",
                     help=f"stop a call into the class's code (constructor, method, __obj_flatten__, pickling, custom "
-                         f"op) that runs longer than this and fail the item as a hang; one item may run "
-                         f"{ITEM_LIMIT_FACTOR}x as long. 0: no limit (default {DEFAULT_TIMEOUT:g}). "
+                         f"op) that runs longer than this and fail the item as a hang; a matrix cell (compiling "
+                         f"included) gets this much as a whole, another item {ITEM_LIMIT_FACTOR}x as long. 0: no "
+                         f"limit (default {DEFAULT_TIMEOUT:g}). "
                          "Ini: torchbind_timeout.")
     group.addoption("--torchbind-isolation", default=None, choices=("process", "none"),
                     help="process: run the checks in a worker process, so a crash (SIGSEGV, abort) or a hang in C++ "
