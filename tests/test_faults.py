@@ -183,14 +183,14 @@ def test_sigterm_stops_the_run_like_ctrl_c(pytester, samples):
         _run_target = pytest_run.run_target
 
 
-        def _hang_from_the_fourth(unit, session=None):
+        def _hang_from_the_fourth(unit, session=None, **options):
             started = Path("started.txt")
             with started.open("a") as fh:
                 fh.write(unit.name + "\\n")
             if len(started.read_text().splitlines()) > 3:
                 Path("ready").touch()
                 time.sleep(300)
-            return _run_target(unit, session)
+            return _run_target(unit, session, **options)
 
 
         pytest_run.run_target = _hang_from_the_fourth
