@@ -75,7 +75,8 @@ def strategy(qualname: str, method: str, arg: str | int | None = None, *, observ
     ``qualname`` is ``"ns::Cls"``. ``method`` is a method name, or the qualified name ``"ns::op"`` of a custom op
     that takes the class. ``arg`` picks one argument by its schema name (``"x"``, or ``"_1"`` where the binding
     does not name it) or by position (``0`` is the first argument after ``self``; for an op, the first argument
-    other than the object).
+    that is not an object of the class — an op taking two objects gets both from the plugin, so ``arg=0`` of
+    ``copy_blocks(src, dst, seq)`` is ``seq``).
 
     A factory without parameters is called once per caller. A factory with one parameter is called with the real
     ``ScriptObject`` the call is about to be made on (an object in the example's state for the deterministic
@@ -399,14 +400,20 @@ class ArgumentSource:
             whole = _resolve_override(overrides[(key, None)], obj)
             return None if whole is None else whole.map(_as_argument_set)
         arguments = [a for i, a in enumerate(schema.arguments) if i != skip]
-        known = {a.name for a in arguments} | set(range(len(arguments)))
+        # An op's positions count its arguments that are not objects of the class: the plugin gives every object
+        # (an op taking two objects has both placed by the caller), so position 0 is always the first value the
+        # adopter draws. A method's count every argument after self (another object of the class included).
+        own = str(schema.arguments[skip].type) if "::" in key and 0 <= skip < len(schema.arguments) else None
+        numbered = [a.name for a in arguments if own is None or str(a.type) != own]
+        position = {name: i for i, name in enumerate(numbered)}
+        known = {a.name for a in arguments} | set(range(len(numbered)))
         for (m, a) in overrides:
             if m == key and a is not None and a not in known:
                 raise ValueError(f"conformance.strategy({self.qualname!r}, {key!r}, arg={a!r}): no such argument "
                                  f"in {schema}")
         parts, names = [], []
-        for i, a in enumerate(arguments):
-            factory = overrides.get((key, a.name), overrides.get((key, i)))
+        for a in arguments:
+            factory = overrides.get((key, a.name), overrides.get((key, position.get(a.name, -1))))
             if factory is not None:
                 custom = _resolve_override(factory, obj)
                 if custom is None:

@@ -320,3 +320,25 @@ def test_the_matrix_compares_every_object_an_op_was_given(multi):
     bad = run_cell(ctx, "op.enter_compute_stream", Backend("copying", "test", "copying", copying_second))
     assert bad.status == "failed"
     assert bad.reason.startswith("run 0 state of the argument object 1 (not the row's own object)"), bad.reason
+
+
+def test_an_ops_argument_position_counts_only_arguments_that_are_not_objects(multi):
+    """``conformance.strategy(cls, op, arg=0)`` names the op's first argument that is not an object of the class
+    (the plugin gives every object): for enter_compute_stream(primary, caller_guard, device) that is ``device``,
+    in custom_op's paired calls and in the matrix row alike (a new user's arg=0 once reached the second object in
+    the matrix, whose eager reference then failed on every call, and was dropped by custom_op)."""
+    import conformance
+    from conformance.matrix.scenarios import scenario
+
+    engine = engine_of(lambda: conformance.strategy(GUARD, "samples_multi::enter_compute_stream", arg=0)(
+        lambda: __import__("hypothesis").strategies.just(3)))
+    ctx = engine.context(GUARD)
+    op = next(o for o in ctx.info.ops if o.short_name == "enter_compute_stream")
+    for callee in Callee.layouts(op):
+        for call in ctx.calls_of(callee):
+            assert call.code().endswith(", 3)"), call.code()
+    program = scenario(ctx, "op.enter_compute_stream").code()
+    assert "torch.ops.samples_multi.enter_compute_stream.default(obj, x0, 3)" in program, program
+    [outcome] = [run_target(u, engine) for u in plan(GUARD, engine, only={"custom_op"})
+                 if u.target_name == "enter_compute_stream"]
+    assert outcome.status == "passed", outcome.render()
