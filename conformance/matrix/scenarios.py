@@ -327,10 +327,10 @@ class NoEagerReference(NotApplicable):
     """No example object lets plain eager run a row's program: ``program`` is the program (on the first example
     object), ``errors`` what eager raised, as ``"Type: first line (the call, on the example object ...)"``."""
 
-    def __init__(self, row: str, program: str, errors: list[str]):
+    def __init__(self, row: str, program: str, errors: list[str], hint: str = ""):
         raised = f": {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "") if errors else ""
         super().__init__(f"plain eager raises on every example object for {row}{raised}; no reference to compare "
-                         "with")
+                         f"with{f'; {hint}' if hint else ''}")
         self.program, self.errors = program, errors
 
 
@@ -482,7 +482,8 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
     xs = _tensor_values(variants[0]) if variants else ()
     program = Scenario(qualname, row, placement, variants[0], examples[0], examples[0], (xs, xs)).code() \
         if variants else ""
-    raise NoEagerReference(row, program, errors)
+    raise NoEagerReference(row, program, errors, hint=f"give example objects in states where the row's calls run "
+                           f"(@conformance.examples({qualname!r})) or arguments they accept (conformance.strategy)")
 
 
 _FIRSTS = 4  # traced objects tried, in example order, for a pair whose eager outputs differ
