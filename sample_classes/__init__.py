@@ -63,6 +63,7 @@ STALE_CLASS_QUALNAMES = (  # results a traced program can bake in (fakes in fake
 EVIDENCE_CLASS_QUALNAMES = (  # the evidence rule (fakes in fakes_evidence.py, not imported here)
     "samples_evidence::Span",  # flattened keys that are getters' names; __len__ raises by design
     "samples_evidence::Ticketer",  # next() reads a process-wide counter: divergences a fresh process does not show
+    "samples_evidence::Ledger",  # spend(x) changes the object, then reads x's data: strict export changes it, then fails
 )
 MULTI_CLASS_QUALNAMES = (  # ops taking two objects of the class (fakes in fakes_multi.py, not imported here)
     "samples_multi::StreamGuard",  # enter_compute_stream clears its 2nd object; merge_into(g, g) takes one twice

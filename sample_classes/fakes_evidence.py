@@ -13,7 +13,7 @@ import torch
 
 from .fakes import register_fake_classes
 
-__all__ = ["FakeSpan", "FakeSpanSwapped", "FakeTicketer", "register", "install_swapped"]
+__all__ = ["FakeSpan", "FakeSpanSwapped", "FakeTicketer", "FakeLedger", "register", "install_swapped"]
 
 
 class FakeSpan:
@@ -67,9 +67,28 @@ class FakeTicketer:
         return self.base + 1
 
 
+class FakeLedger:
+    """``spend(x)`` books an entry and returns a tensor of ``x``'s shape (its value depends on ``x``'s data)."""
+
+    def __init__(self, entries: int) -> None:
+        self.entries_ = entries
+
+    @classmethod
+    def __obj_unflatten__(cls, flattened):
+        return cls(dict(flattened)["entries"])
+
+    def spend(self, x: torch.Tensor) -> torch.Tensor:
+        self.entries_ += 1
+        return torch.empty_like(x)
+
+    def entries(self) -> int:
+        return self.entries_
+
+
 def register(force: bool = False) -> None:
-    """Register :class:`FakeSpan` and :class:`FakeTicketer` (idempotent unless ``force``)."""
-    register_fake_classes({"samples_evidence::Span": FakeSpan, "samples_evidence::Ticketer": FakeTicketer}, force)
+    """Register the correct fakes of this module (idempotent unless ``force``)."""
+    register_fake_classes({"samples_evidence::Span": FakeSpan, "samples_evidence::Ticketer": FakeTicketer,
+                           "samples_evidence::Ledger": FakeLedger}, force)
 
 
 def install_swapped() -> None:

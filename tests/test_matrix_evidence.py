@@ -382,3 +382,28 @@ def test_the_plugin_attributes_the_vocab_hang_to_dynamo(samples, pytester):
     assert "reached its limit of 8 s (1 x --torchbind-timeout)" in out
     assert "C++:" not in out and "gdb" not in out
     assert "  program:\n    class Program(torch.nn.Module):" in out and "r0 = 'a' in obj" in out  # what to rerun
+
+
+def test_strict_export_that_changes_the_real_object_then_fails_is_that_limitation():
+    """Found by a new user (a block allocator's allocate under strict export): strict export calls the real object's
+    method with the FakeTensor it traces with; the method changes the object, then fails reading the tensor's data.
+    The cell rests on the change it observed (the limitation's evidence), and names the error that followed."""
+    import sample_classes  # noqa: F401
+    import sample_classes.fakes_evidence  # noqa: F401
+    from conformance.matrix.cell import run_cell
+    from conftest import engine_of
+
+    # Plain torch: strict export raises, and the object it was given has booked an entry.
+    ledger = torch.classes.samples_evidence.Ledger(0)
+
+    class Program(torch.nn.Module):
+        def forward(self, obj, x):
+            return obj.spend(x)
+
+    with pytest.raises(RuntimeError, match="data is not allocated yet|Cannot access data pointer"):
+        torch.export.export(Program(), (ledger, torch.ones(2)), strict=True)
+    assert ledger.entries() == 1
+    cell = run_cell(engine_of().context("samples_evidence::Ledger"), "spend", "export_strict")
+    assert (cell.status, cell.limitation) == ("unsupported", "strict-export-real-object")
+    assert cell.details[0].startswith("tracing changed the real object used to trace: ")
+    assert cell.details[1].startswith("then export strict failed: RuntimeError: ")

@@ -33,14 +33,17 @@ def _run(scn: Scenario, backend: Backend) -> list[str]:
     diffs: list[str] = []
     traced = scn.first.build()
     before = read_state(traced, scn.first.tracer)
-    runner = backend.prepare(scn, scn.module(traced), scn.args(traced, 0))
-    if backend.ahead_of_time:
-        after = read_state(traced, scn.first.tracer)
-        left = fake_tensors_left(after)  # strict export traced the real object with fake tensors: say so
-        changed = [] if left else flat_state_differences(before, after, "state", ("before", "after"))
-        if left or changed:
-            diffs += left or ["tracing changed the real object used to trace: " + "; ".join(changed)]
-            traced = scn.first.build()  # run on an object in the intended state anyway
+    try:
+        runner = backend.prepare(scn, scn.module(traced), scn.args(traced, 0))
+    except Exception as exc:
+        changed = _traced_object_changed(scn, before, traced) if backend.ahead_of_time else []
+        if changed:  # tracing ran the real object's code, changed it, then failed: the change is the cause
+            return changed + [f"then {backend.group} {backend.title} failed: {exception_line(exc, limit=300)}"]
+        raise
+    changed = _traced_object_changed(scn, before, traced) if backend.ahead_of_time else []
+    if changed:  # strict export traced the real object (with fake tensors): say so
+        diffs += changed
+        traced = scn.first.build()  # run on an object in the intended state anyway
     for run in (0, 1):
         if scn.placement == "input":
             if run == 0 and not backend.ahead_of_time:
@@ -63,6 +66,18 @@ def _run(scn: Scenario, backend: Backend) -> list[str]:
                                                 f"run {run} state of the argument object {k + 1} (not the row's "
                                                 f"own object)", ("eager", backend.side))
     return diffs
+
+
+def _traced_object_changed(scn: Scenario, before, traced) -> list[str]:
+    """What tracing left in the real object it traced with (FakeTensors, or a changed state), as the first lines
+    of a cell's differences; none when it left the object as it was, or when its state cannot be read."""
+    try:
+        after = read_state(traced, scn.first.tracer)
+    except Exception:  # noqa: BLE001 - a state that no longer reads: nothing to show
+        return []
+    left = fake_tensors_left(after)
+    changed = [] if left else flat_state_differences(before, after, "state", ("before", "after"))
+    return left or (["tracing changed the real object used to trace: " + "; ".join(changed)] if changed else [])
 
 
 def _compiler_hint(error: str) -> list[str]:

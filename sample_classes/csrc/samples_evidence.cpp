@@ -69,6 +69,30 @@ struct Ticketer : torch::CustomClassHolder {
   int64_t base_;
 };
 
+// Ledger: spend(x) books one entry, then reads x's first value from its storage. Strict export calls the real
+// object's spend with the FakeTensor it traces with: the booking happens on the real object, then reading the
+// data fails ("Cannot access data pointer of Tensor that doesn't have storage"): tracing changed the object, and
+// that change, not the error text, is what the cell's verdict rests on.
+struct Ledger : torch::CustomClassHolder {
+  explicit Ledger(int64_t entries) : entries_(entries) {}
+
+  at::Tensor spend(at::Tensor x) {
+    entries_ += 1;
+    float first = x.contiguous().to(at::kFloat).data_ptr<float>()[0];
+    return x + first;
+  }
+
+  int64_t entries() {
+    return entries_;
+  }
+
+  std::tuple<std::tuple<std::string, int64_t>> __obj_flatten__() {
+    return std::make_tuple(std::make_tuple(std::string("entries"), entries_));
+  }
+
+  int64_t entries_;
+};
+
 } // namespace torchbind_samples_evidence
 
 using namespace torchbind_samples_evidence;
@@ -89,6 +113,11 @@ TORCH_LIBRARY(samples_evidence, m) {
           [](std::tuple<int64_t, int64_t> state) -> c10::intrusive_ptr<Span> {
             return c10::make_intrusive<Span>(std::get<0>(state), std::get<1>(state));
           });
+  m.class_<Ledger>("Ledger")
+      .def(torch::init<int64_t>())
+      .def("spend", &Ledger::spend)
+      .def("entries", &Ledger::entries)
+      .def("__obj_flatten__", &Ledger::__obj_flatten__);
   m.class_<Ticketer>("Ticketer")
       .def(torch::init<int64_t>())
       .def("next", &Ticketer::next)
