@@ -288,3 +288,70 @@ def test_the_evidence_reaches_the_item_and_the_json_report(pytester, span_fakes)
     verdicts = {v["item"]: v for v in json.loads(report.read_text())["classes"][0]["verdicts"]}
     assert verdicts["signature[lo]"]["evidence"] == {"signature": 1}
     assert verdicts["agreement[__len__]"]["status"] == "skipped" and verdicts["agreement[__len__]"]["evidence"] == {}
+
+
+SILENT = '''
+import torch
+import conformance
+from torch._library import opaque_object as oo
+
+
+def constant(cls):
+    if hasattr(oo, "register_custom_class"):
+        oo.register_custom_class(cls, typ="constant")
+    else:
+        oo.register_opaque_type(cls, typ="value")
+    return cls
+
+
+@constant
+class Gate:
+    """bias shifts the output; scale only matters for inputs the op never sees (here: none)."""
+    def __init__(self, scale: float, bias: float):
+        self.scale, self.bias = scale, bias
+    def __eq__(self, other):
+        return isinstance(other, Gate) and (self.scale, self.bias) == (other.scale, other.bias)
+    def __hash__(self):
+        return hash((self.scale, self.bias))
+    def __fx_repr__(self):
+        return f"Gate({self.scale!r}, {self.bias!r})", {"Gate": Gate}
+
+
+@torch.library.custom_op("{NS}::gate", mutates_args=())
+def gate(x: torch.Tensor, g: Gate) -> torch.Tensor:
+    return x * 0 + g.bias
+
+
+@gate.register_fake
+def _(x, g):
+    return torch.empty_like(x)
+
+
+@conformance.examples("{MODULE}.Gate")
+def gates():
+    return [Gate(1.0, 0.0), Gate(2.0, 1.0)]
+'''
+
+
+def test_a_changed_field_that_leaves_the_output_as_it_was_is_said_per_field(request, tmp_path, monkeypatch):
+    """Found by a new user: a Python class's matrix passed while its 'changed' object (a power-of-two scale)
+    gave the first object's output, so a program reused for it (an __eq__ ignoring the field) could not show; the
+    unequal object changing the output hid that. Each such field is named in the cell's details and the notes."""
+    from conformance.matrix.custom import run_custom_cell
+
+    ns = f"sil{zlib.crc32(request.node.name.encode()) % 10**8}"
+    module = f"silent_{ns}"
+    (tmp_path / f"{module}.py").write_text(SILENT.replace("{NS}", ns).replace("{MODULE}", module))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with REGISTRY.scratch():
+        lib = importlib.import_module(module)
+        engine = Engine(Settings(examples=5, backends=("eager",)), registry=REGISTRY.copy())
+    # Plain torch: the scale never changes the op's output; the bias does.
+    x = torch.ones(2)
+    assert torch.equal(lib.gate(x, lib.Gate(1.0, 0.0)), lib.gate(x, lib.Gate(2.0, 0.0)))
+    assert not torch.equal(lib.gate(x, lib.Gate(1.0, 0.0)), lib.gate(x, lib.Gate(1.0, 1.0)))
+    cell = run_custom_cell(engine.context(f"{module}.Gate"), "gate", "eager")
+    assert cell.status == "passed"
+    [note] = [d for d in cell.details if "obj.scale = 2.0" in d]
+    assert "leaves" in note and "cannot tell" in note
+    assert not any("obj.bias" in d for d in cell.details)

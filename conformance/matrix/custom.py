@@ -60,6 +60,7 @@ class CustomScenario:
     calls: tuple = ()
     has_object_input: bool = True
     telling: bool = True  # some object after the first changes the op's output on ``args`` (see run_custom_cell)
+    silent: tuple[str, ...] = ()  # the changed-field steps whose object gives the first object's output
 
     def dynamic_shapes(self) -> None:
         return None
@@ -194,8 +195,12 @@ def scenario(ctx: CustomClassContext, row: str) -> CustomScenario:
         steps.append((f"unequal: obj = {others[0].code}", others[0].build))
     for label, mutate in _mutations(ctx, first, others, changes):
         steps.append((f"changed: obj = {first.code}; {label}", lambda mutate=mutate: _mutated(first, mutate)))
-    telling = any(changes(make()) for label, make in steps[2:])
-    return CustomScenario(row, op, args, steps, program, tensor_positions, ctx.info.kind, telling=telling)
+    told = [changes(make()) for label, make in steps[2:]]
+    # A changed field whose object gives the first object's output cannot show a program reused for it (one whose
+    # guard, __eq__, ignores that field): said per field, since another step telling does not cover it.
+    silent = tuple(label for (label, _make), t in zip(steps[2:], told) if not t and label.startswith("changed: "))
+    return CustomScenario(row, op, args, steps, program, tensor_positions, ctx.info.kind, telling=any(told),
+                          silent=silent)
 
 
 def _run(ctx: CustomClassContext, scn: CustomScenario, backend: Backend) -> list[str]:
@@ -270,4 +275,9 @@ def run_custom_cell(ctx: CustomClassContext, row: str, backend: str | Backend) -
         cell.details = [cannot_tell(f"no object drawn after the first changes {scn.op.qualname}'s output on these "
                                     "arguments", "give objects that do (@conformance.examples, or strategies for "
                                     "the op's arguments)")]
+    elif scn.silent:
+        cell.details = [cannot_tell(f"{label.split('; ', 1)[-1]} leaves {scn.op.qualname}'s output on these arguments "
+                                    "as the first object's", "give objects whose value of that field changes the "
+                                    "output (@conformance.examples), or arguments on which it does (strategies)")
+                        for label in scn.silent]
     return cell
