@@ -299,6 +299,22 @@ def read_options(config: pytest.Config, check_names: list[str], backend_names: l
     return options
 
 
+def replaced_ini_lists(config: pytest.Config) -> list[str]:
+    """One warning per list option given on the command line while the ini also sets it: the command line's list
+    replaces the ini's (pytest's rule for options), which silently drops what the ini loads or selects — a new
+    user's ``--torchbind-load=mylib.broken:install`` dropped the ini's examples and strategies, and the gate
+    missed the bugs they exercise."""
+    out = []
+    for option, ini, flag in (("torchbind_load", "torchbind_load", "--torchbind-load"),
+                              ("torchbind_class", "torchbind_classes", "--torchbind-class")):
+        given, configured = list(config.getoption(option) or ()), list(config.getini(ini) or ())
+        dropped = [v for v in configured if v not in given]
+        if given and dropped:
+            out.append(f"{flag} on the command line replaces the ini's {ini} list, so this run leaves out "
+                       f"{', '.join(dropped)}; repeat those on the command line to keep them")
+    return out
+
+
 def _device(raw: str) -> str:
     """The ``--torchbind-device`` value, checked: a device torch knows, of a type this torch can use here.
     Raises ``pytest.UsageError`` for anything else (cuda where torch has no CUDA device)."""

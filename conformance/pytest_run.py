@@ -34,7 +34,7 @@ from .faults import watch_interrupts
 from .items import Collection
 from .loading import LoadError, apply_load_spec, repro_lines
 from .matrix.backend import all_backends
-from .options import RunOptions, read_options
+from .options import RunOptions, read_options, replaced_ini_lists
 from .process import Supervisor, WorkerLost
 from .recorder import CrashHook, Recorder
 from .results import Outcome
@@ -116,9 +116,9 @@ class PluginRun:
             # set only while the plugin loads and runs its items (PluginRun.torch_defaults).
             load_code.append(f"torch.set_default_device({device!r})")
         engine = Engine(dataclasses.replace(options.settings, load_code=tuple(load_code)))
-        warning = untested_warning(torch.__version__)
-        if warning:
-            config.issue_config_time_warning(pytest.PytestWarning(warning), stacklevel=2)
+        for warning in [untested_warning(torch.__version__), *replaced_ini_lists(config)]:
+            if warning:
+                config.issue_config_time_warning(pytest.PytestWarning(warning), stacklevel=2)
         run = cls(config, options, engine)
         run.collection.named = list(named)
         config.add_cleanup(run.unconfigure)

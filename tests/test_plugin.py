@@ -302,3 +302,18 @@ def test_a_verdict_without_check_data_keeps_the_items_class_check_and_target():
     assert (verdict["qualname"], verdict["check"], verdict["target"], verdict["status"]) == (
         "ns::Cls", "coverage", "add", "failed")
     assert "torchbind[ns.Cls]::coverage[add]" not in recorder.accepted  # an error outside the check: no verdict
+
+
+def test_a_command_line_list_that_replaces_the_ini_list_says_what_it_leaves_out(pytester):
+    """Found by a new user: ``--torchbind-load`` on the command line replaces the ini's ``torchbind_load`` (pytest's
+    rule), so the ini's examples module was silently dropped and the gate missed the bugs it exercised."""
+    from conftest import run_inprocess
+
+    pytester.makeini("[pytest]\ntorchbind_load = sample_classes\n    sample_classes.fakes_evidence\n"
+                     "torchbind_classes = samples_evidence::Span\n")
+    result = run_inprocess(pytester, "--torchbind-load=sample_classes", "--torchbind-checks=signature", "-W",
+                           "always")
+    assert "--torchbind-load on the command line replaces the ini's torchbind_load list, so this run leaves out " \
+           "sample_classes.fakes_evidence" in result.stdout.str()
+    quiet = run_inprocess(pytester, "--torchbind-checks=signature")
+    assert "replaces the ini's" not in quiet.stdout.str()
