@@ -141,7 +141,8 @@ class Cell:
     plain eager. ``row_index`` / ``backend_index`` fix its place in the report whatever order cells arrive in.
     ``reason``: one line for the report's footnote; ``details``: further lines (mismatches, traceback tail);
     ``program``: the scenario's source and objects; ``limitation``: the key of the matching
-    :data:`~conformance.matrix.limitations.LIMITATIONS` entry of an ``UNSUPPORTED`` cell."""
+    :data:`~conformance.matrix.limitations.LIMITATIONS` entry of an ``UNSUPPORTED`` cell; ``repro``: a failed
+    cell's standalone script (:mod:`conformance.matrix.repro`), or empty."""
 
     qualname: str
     row: str
@@ -153,6 +154,7 @@ class Cell:
     details: list[str] = dataclasses.field(default_factory=list)
     program: str = ""
     limitation: str | None = None
+    repro: str = ""
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)

@@ -115,3 +115,31 @@ def test_the_option_switches_the_check_and_rejects_other_values(pytester, eviden
                                        "torchbind_check_repro=maybe")
     assert bad.ret == 4
     assert "torchbind_check_repro: expected on or off, got 'maybe'" in bad.stderr.str()
+
+
+def test_a_failed_matrix_cell_prints_a_script_that_shows_it_from_any_directory():
+    """A new user found matrix failures printed a program without imports, objects or the compile call: a failed
+    TorchBind cell now carries a standalone script (the row's program, both runs' objects, the backend's call),
+    which judges itself. Plain torch beside it: export bakes the traced queue's empty clone_queue() in."""
+    import sample_classes  # noqa: F401
+    from conformance.matrix.cell import cell_failure, run_cell
+
+    queue = torch.classes.samples.TensorQueue(torch.zeros(1))
+
+    class Program(torch.nn.Module):
+        def forward(self, obj):
+            return (obj.clone_queue(),)
+
+    program = torch.export.export(Program(), (queue,), strict=False).module()
+    fuller = torch.classes.samples.TensorQueue(torch.zeros(1))
+    fuller.push(torch.ones(2))
+    assert program(fuller) == ([],) and len(fuller.clone_queue()) == 1  # the traced (empty) length, baked in
+
+    engine = engine_of(settings=Settings(check_reproducers=True, load_code=LOAD[:3]))
+    cell = run_cell(engine.context("samples::TensorQueue"), "clone_queue", "export")
+    assert cell.status == "failed" and cell.repro
+    failure = check_reproducer(cell_failure(cell))
+    assert failure.details[-1].startswith("reproducer checked: run in a fresh interpreter from an empty directory")
+    run = run_fresh(failure.repro)
+    assert run.returncode == 0 and NOT_REPRODUCED not in run.stdout
+    assert "torch.export.export(module(traced), example" in failure.repro

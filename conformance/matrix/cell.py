@@ -21,6 +21,7 @@ from ..results import Cell, Failure, Status, exception_line
 from .backend import Backend, all_backends, get_backend
 from .explain import cannot_tell, fake_cause, output_differences, state_differences
 from .export_strict import fake_tensors_left
+from .repro import cell_repro
 from .limitations import observation, raised_at
 from .scenarios import NoEagerReference, Scenario, argument_objects, row_names, scenario
 
@@ -161,6 +162,7 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
             raised = [] if isinstance(matched, str) else [f"{raised_at(matched)}: no known limitation has this "
                                                           "exception type and site"]
             cell.details = failure_details + raised + cell.details
+            cell.repro = cell_repro(ctx, scn, backend_name) or ""
         cause = fake_cause(ctx, scn, backend)  # a fake's wrong result makes the program wrong: name its item
         if cause is not None:
             cell.reason = f"{cell.reason} ({cause.reference})"
@@ -182,7 +184,7 @@ def cell_failure(cell: Cell) -> Failure:
     the program."""
     backend = get_backend(cell.backend)
     return Failure(f"{backend.group} {backend.title} does not reproduce plain eager for {cell.row}: {cell.reason}",
-                   details=tuple(cell.details), program=cell.program or None)
+                   details=tuple(cell.details), program=cell.program or None, repro=cell.repro or None)
 
 
 def cell_skip_reason(cell: Cell) -> str:
