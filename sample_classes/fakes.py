@@ -210,6 +210,24 @@ def register_fake_classes(fake_classes: dict[str, type], force: bool = False) ->
             register_fake_class(qualname, cls)
 
 
+#: The ``FRAGMENT`` library handle per namespace that owns the op fakes :func:`register_op_fakes` registered (kept
+#: across ``importlib.reload``, as ``_lib`` is).
+_LIBS: dict = globals().get("_LIBS", {})
+
+
+def register_op_fakes(op_fakes: dict, force: bool = False) -> None:
+    """Register each ``"ns::op" -> fake`` of ``op_fakes`` with ``torch.library.register_fake`` unless the op has a
+    fake already (``force``: replace it), in a library handle kept for the op's namespace. Shared by the sample
+    fake modules whose ops live in namespaces of their own."""
+    for qualname, fn in op_fakes.items():
+        if _simple_registry.find(qualname).fake_impl.kernel is not None and not force:
+            continue
+        ns = qualname.split("::", 1)[0]
+        if ns not in _LIBS:
+            _LIBS[ns] = torch.library.Library(ns, "FRAGMENT")
+        torch.library.register_fake(qualname, fn, lib=_LIBS[ns])
+
+
 def register(force: bool = False) -> None:
     """Register the correct fake classes and op fakes.
 

@@ -18,10 +18,9 @@ Importing this module registers the fakes (idempotently).
 from __future__ import annotations
 
 import torch
-from torch._library.simple_registry import singleton as _simple_registry
 
 from .broken import BrokenFake, _variant
-from .fakes import register_fake_classes
+from .fakes import register_fake_classes, register_op_fakes
 
 __all__ = ["FakePagedCache", "FakeRealEngine", "fake_gather", "FAKE_CLASSES", "BROKEN", "register"]
 
@@ -98,18 +97,12 @@ def fake_gather_backward(grad: torch.Tensor, idx: torch.Tensor, cache) -> torch.
 
 FAKE_CLASSES = {"samples_inputs::PagedCache": FakePagedCache, "samples_inputs::RealEngine": FakeRealEngine}
 OP_FAKES = {"samples_inputs::gather": fake_gather, "samples_inputs::gather_backward": fake_gather_backward}
-_lib = globals().get("_lib")
 
 
 def register() -> None:
     """Register the fake classes and the op fake (idempotent)."""
-    global _lib
     register_fake_classes(FAKE_CLASSES)
-    for qualname, fn in OP_FAKES.items():
-        if _simple_registry.find(qualname).fake_impl.kernel is None:
-            if _lib is None:
-                _lib = torch.library.Library("samples_inputs", "FRAGMENT")
-            torch.library.register_fake(qualname, fn, lib=_lib)
+    register_op_fakes(OP_FAKES)
 
 
 register()

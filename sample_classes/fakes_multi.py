@@ -17,10 +17,9 @@ explicitly (``--torchbind-load=sample_classes.fakes_multi``). Importing it regis
 from __future__ import annotations
 
 import torch
-from torch._library.simple_registry import singleton as _simple_registry
 
 from .broken import BrokenFake
-from .fakes import register_fake_classes
+from .fakes import register_fake_classes, register_op_fakes
 
 __all__ = ["FakeStreamGuard", "fake_enter_compute_stream", "fake_merge_into", "FAKE_CLASSES", "OP_FAKES", "BROKEN",
            "register", "install_enter_forgets_caller_guard", "install_merge_into_unaliased"]
@@ -82,18 +81,12 @@ def fake_merge_into(dst, src) -> None:
 FAKE_CLASSES = {GUARD: FakeStreamGuard}
 OP_FAKES = {"samples_multi::enter_compute_stream": fake_enter_compute_stream,
             "samples_multi::merge_into": fake_merge_into}
-_lib = globals().get("_lib")
 
 
 def register() -> None:
     """Register the fake class and the op fakes (idempotent)."""
-    global _lib
     register_fake_classes(FAKE_CLASSES)
-    for qualname, fn in OP_FAKES.items():
-        if _simple_registry.find(qualname).fake_impl.kernel is None:
-            if _lib is None:
-                _lib = torch.library.Library("samples_multi", "FRAGMENT")
-            torch.library.register_fake(qualname, fn, lib=_lib)
+    register_op_fakes(OP_FAKES)
 
 
 register()
