@@ -37,7 +37,8 @@ def test_a_failing_matrix_cell_without_isolation_shows_no_torch_trace_lines(pyte
     out = result.stdout.str()
     assert "export non-strict does not reproduce plain eager for clone_queue" in out
     assert "torch.__trace" not in out and "DEBUG" not in out
-    assert len(result.outlines) < 200, len(result.outlines)
+    # No log flood: the failure, its program and its reproducer script (about 80 lines since matrix cells print one).
+    assert len(result.outlines) < 300, len(result.outlines)
 
 
 @pytest.mark.parametrize("where", ["command line", "ini"])
