@@ -8,6 +8,7 @@ equal by value.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,8 @@ from .results import NotApplicable, Note
 if TYPE_CHECKING:
     from .context import CallResult
 
-__all__ = ["tensor_meta", "compare_results", "describe", "disagreement", "flat_state_differences",
+__all__ = ["tensor_meta", "compare_results", "describe", "disagreement", "flat_state_differences", "flattened_pairs",
+           "kept_differences",
            "script_class_name", "side_text", "value_differences", "unstable_paths", "Tally"]
 
 
@@ -249,6 +251,54 @@ def script_class_name(obj: Any) -> str | None:
         if isinstance(klass, type) and isinstance(obj, klass):
             return name
     return None
+
+
+def flattened_pairs(flat: Any) -> list[tuple[str, Any]]:
+    """``(key, value)`` of a flattened state (``__obj_flatten__``) as ``dict(flattened)`` keeps them — what a fake's
+    ``__obj_unflatten__`` is given (a repeated key's last value: the ``flatten`` check reports the repetition);
+    none when it is malformed."""
+    try:
+        return list(dict((key, value) for key, value in flat if isinstance(key, str)).items())
+    except (TypeError, ValueError):
+        return []
+
+
+def kept_differences(real: Any, kept: Any, where: str, real_side: str = "C++") -> list[str]:
+    """How a fake's value ``kept`` differs from the real flattened value ``real`` (``real_side`` names it in the
+    value lines, e.g. ``C++ flattened``): tensors by shape, dtype and device (the fake holds fake tensors, without
+    values); sequences element-wise whatever their container (a fake may keep a list as a tuple or deque); dicts by
+    key; TorchBind objects by class; anything else by ``==`` (NaN equal to NaN; a value whose ``==`` raises is not
+    judged). One line per difference, named by position under ``where``; raises nothing of its own. Shared by the
+    ``roundtrip`` check (right after fakification) and ``custom_op`` (each object after an op)."""
+    def differ() -> list[str]:
+        return [f"{where}: {real_side} {describe(real)}, the fake keeps {describe(kept)}"]
+
+    if isinstance(real, torch.Tensor) or isinstance(kept, torch.Tensor):
+        if not (isinstance(real, torch.Tensor) and isinstance(kept, torch.Tensor)):
+            return differ()
+        return [f"{where}.{k}: {real_side} {a}, the fake keeps {b}" for k, a, b in (
+            ("shape", list(real.shape), list(kept.shape)), ("dtype", real.dtype, kept.dtype),
+            ("device", real.device, kept.device)) if a != b]
+    if isinstance(real, (list, tuple)):
+        if isinstance(kept, (str, bytes, dict)) or not isinstance(kept, collections.abc.Sequence):
+            return differ()
+        if len(real) != len(kept):
+            return [f"{where}: C++ has {len(real)} elements, the fake keeps {len(kept)}"]
+        return [d for i, (a, b) in enumerate(zip(real, kept))
+                for d in kept_differences(a, b, f"{where}[{i}]", real_side)]
+    if isinstance(real, dict):
+        if not isinstance(kept, dict) or set(real) != set(kept):
+            return differ()
+        return [d for k in real for d in kept_differences(real[k], kept[k], f"{where}[{k!r}]", real_side)]
+    if isinstance(real, torch.ScriptObject):
+        return [] if script_class_name(kept) == script_class_name(real) else differ()
+    if isinstance(real, float) and isinstance(kept, float) and math.isnan(real) and math.isnan(kept):
+        return []
+    try:
+        same = bool(real == kept)
+    except Exception:  # noqa: BLE001 - an exotic value: not judged
+        same = True
+    return [] if same else differ()
 
 
 def _fmt(v: Any) -> str:

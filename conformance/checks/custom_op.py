@@ -22,14 +22,8 @@ op that returns nothing, none of whose objects' states could be compared, skips:
 
 from __future__ import annotations
 
-import collections.abc
-import math
-from typing import Any
-
-import torch
-
 from ..calls import Callee
-from ..compare import Tally, describe, script_class_name, side_text
+from ..compare import Tally, describe, flattened_pairs, kept_differences, side_text
 from ..context import UNREADABLE
 from ..discovery import runs_on_fakes
 from ..evidence import record
@@ -105,20 +99,20 @@ class _States:
         names = callee.object_names()
         diffs, judged = [], 0
         for state in observed:
-            name, before, compared = names[state.index], dict(_pairs(state.real_before)), False
+            name, before, compared = names[state.index], dict(flattened_pairs(state.real_before)), False
             if state.real_after is UNREADABLE:
                 self.unjudged.setdefault(name, "the C++ __obj_flatten__ raised after the op (see the flatten item)")
-            for key, real in _pairs(state.real_after):
+            for key, real in flattened_pairs(state.real_after):
                 kept = state.fake_after.get(key, UNREADABLE)
                 if kept is UNREADABLE or state.fake_before.get(key, UNREADABLE) is UNREADABLE:
                     self.unjudged.setdefault(f"{name}.{key}", "the fake keeps no readable value under this key")
                     continue
-                if key in before and _differences(before[key], state.fake_before[key], key):
+                if key in before and kept_differences(before[key], state.fake_before[key], key):
                     self.unjudged.setdefault(f"{name}.{key}", "the fake disagreed with C++ before the call "
                                                               "(see the roundtrip item)")
                     continue
                 compared = True
-                found = _differences(real, kept, f"{name}.{key}")
+                found = kept_differences(real, kept, f"{name}.{key}")
                 if found and key in before:
                     found = [f"{d} (both {describe(before[key])} before the call)" for d in found]
                 diffs += [(state, d) for d in found]
@@ -140,7 +134,8 @@ class _States:
         return Failure(
             f"after the op, the fake leaves {culprits} in a different state than C++ does: a traced program reads "
             "the fake's state afterwards where eager reads the C++ object's",
-            cpp="; ".join(f"{names[s.index]} after: {_fields(_pairs(s.real_after))}" for s in observed if s.index in which),
+            cpp="; ".join(f"{names[s.index]} after: {_fields(flattened_pairs(s.real_after))}" for s in observed
+                          if s.index in which),
             fake="; ".join(f"{names[s.index]} keeps: {_fields(s.fake_after.items())}" for s in observed if s.index in which),
             details=tuple([d for _, d in diffs] + [
                 f"objects received: {received}",
@@ -173,45 +168,5 @@ def _who(callee, k: int, name: str) -> str:
     return text if text.startswith(f"{name} ") else f"{name}, passed as {text}"
 
 
-def _pairs(flat) -> list[tuple[str, Any]]:
-    """``(key, value)`` pairs of a flattened state; none when it is malformed (the flatten check reports that)."""
-    try:
-        return [(k, v) for k, v in flat if isinstance(k, str)]
-    except (TypeError, ValueError):
-        return []
-
-
 def _fields(items) -> str:
     return ", ".join(f"{k}={describe(v, 60)}" for k, v in items)
-
-
-def _differences(real: Any, kept: Any, where: str) -> list[str]:
-    """How the fake's value ``kept`` differs from the real flattened value ``real``: tensors by shape, dtype and
-    device (the fake holds fake tensors, without values); sequences element-wise whatever their container;
-    dicts by key; TorchBind objects by class; anything else by ``==`` (NaN equal to NaN)."""
-    if isinstance(real, torch.Tensor) or isinstance(kept, torch.Tensor):
-        if not (isinstance(real, torch.Tensor) and isinstance(kept, torch.Tensor)):
-            return [f"{where}: C++ {describe(real)}, the fake keeps {describe(kept)}"]
-        return [f"{where}.{k}: C++ {a}, the fake keeps {b}" for k, a, b in (
-            ("shape", list(real.shape), list(kept.shape)), ("dtype", real.dtype, kept.dtype),
-            ("device", real.device, kept.device)) if a != b]
-    if isinstance(real, (list, tuple)):
-        if isinstance(kept, (str, bytes, dict)) or not isinstance(kept, collections.abc.Sequence):
-            return [f"{where}: C++ {describe(real)}, the fake keeps {describe(kept)}"]
-        if len(real) != len(kept):
-            return [f"{where}: C++ has {len(real)} elements, the fake keeps {len(kept)}"]
-        return [d for i, (a, b) in enumerate(zip(real, kept)) for d in _differences(a, b, f"{where}[{i}]")]
-    if isinstance(real, dict):
-        if not isinstance(kept, dict) or set(real) != set(kept):
-            return [f"{where}: C++ {describe(real)}, the fake keeps {describe(kept)}"]
-        return [d for k in real for d in _differences(real[k], kept[k], f"{where}[{k!r}]")]
-    if isinstance(real, torch.ScriptObject):
-        same = script_class_name(kept) == script_class_name(real)
-        return [] if same else [f"{where}: C++ {describe(real)}, the fake keeps {describe(kept)}"]
-    if isinstance(real, float) and isinstance(kept, float) and math.isnan(real) and math.isnan(kept):
-        return []
-    try:
-        same = bool(real == kept)
-    except Exception:  # noqa: BLE001 - an exotic value: not judged
-        same = True
-    return [] if same else [f"{where}: C++ {describe(real)}, the fake keeps {describe(kept)}"]

@@ -12,15 +12,16 @@ fields by position and swaps two of them passes the key test but traces with the
 
 from __future__ import annotations
 
-import collections.abc
-
 import torch
 
-from ..compare import describe
+from ..compare import describe, flattened_pairs, kept_differences
 from ..evidence import record
 from ..context import new_fake_mode
 from ..results import Failure
 from . import check
+
+#: How roundtrip's lines name the real value: what C++ flattened.
+FLATTENED = "C++ flattened"
 
 
 @check("roundtrip")
@@ -72,11 +73,12 @@ def roundtrip(ctx, _target) -> list[Failure]:
                 example=code, repro=repro))
             continue
         record("fakified object")  # an instance of the fake class keeping every flattened key
-        held = _held_values(ctx, example, wrapped, _pairs(flat))
+        pairs = flattened_pairs(flat)
+        held = _held_values(ctx, example, wrapped, pairs)
         record("flattened value", len(held))
-        wrong = [d for key, value in _pairs(flat) if key in held for d in _kept_differences(value, held[key], key)]
+        wrong = [d for key, value in pairs if key in held for d in kept_differences(value, held[key], key, FLATTENED)]
         if wrong:
-            swapped = _swaps(_pairs(flat), held)
+            swapped = _swaps(pairs, held)
             failures.append(Failure(
                 (f"the fake's __obj_unflatten__ swaps the values of the __obj_flatten__ keys {swapped[0]}"
                  if swapped else
@@ -84,7 +86,7 @@ def roundtrip(ctx, _target) -> list[Failure]:
                  "__obj_unflatten__ that reads fields by position?)"), target="__obj_unflatten__",
                 cpp=f"__obj_flatten__() returned {describe(flat)}",
                 fake=f"{type(wrapped).__qualname__} keeps "
-                     + ", ".join(f"{key}={describe(held[key])}" for key, _ in _pairs(flat) if key in held),
+                     + ", ".join(f"{key}={describe(held[key])}" for key, _ in pairs if key in held),
                 details=tuple(swapped) + tuple(wrong) + ("each attribute must hold its key's flattened value (tensors as fake "
                                         "tensors of the same shape and dtype): torch.compile guards and traces "
                                         "on them",),
@@ -111,7 +113,7 @@ def _held_values(ctx, example, wrapped, pairs) -> dict[str, object]:
             with ctx.calling(f"{ctx.info.qualname}.{key}() on the example object {example.label} (the getter "
                              f"of the flattened key {key!r}?)", side="C++"):
                 from_cpp = getattr(real, key)()
-            if _kept_differences(value, from_cpp, key):
+            if kept_differences(value, from_cpp, key, FLATTENED):
                 continue  # C++'s method of that name is not a getter of the flattened value: not judged
             with ctx.calling(f"{type(wrapped).__qualname__}.{key}() on the fakified object {example.label}",
                              side="fake"):
@@ -125,53 +127,15 @@ def _swaps(pairs, held) -> list[str]:
     """``'a' and 'b' (...)`` for each two keys whose values the fake keeps the other way round: what ``a`` holds
     matches ``b``'s flattened value and the reverse, while neither matches its own."""
     flat = dict(pairs)
-    keys = [k for k in flat if k in held and _kept_differences(flat[k], held[k], k)]
+    keys = [k for k in flat if k in held and kept_differences(flat[k], held[k], k, FLATTENED)]
     found = []
     for i, a in enumerate(keys):
         for b in keys[i + 1:]:
-            if not _kept_differences(flat[b], held[a], a) and not _kept_differences(flat[a], held[b], b):
+            if not kept_differences(flat[b], held[a], a, FLATTENED) and \
+                    not kept_differences(flat[a], held[b], b, FLATTENED):
                 found.append(f"{a!r} and {b!r} ({a} holds {describe(held[a])}, C++ flattened {describe(flat[a])} "
                              f"for it and {describe(flat[b])} for {b})")
     return found
-
-
-def _pairs(flat) -> list[tuple[str, object]]:
-    """``(key, value)`` of a flattened state as ``dict(flattened)`` keeps them (a repeated key's last value: the
-    ``flatten`` check reports the repetition); none when it is malformed."""
-    try:
-        return list(dict((key, value) for key, value in flat if isinstance(key, str)).items())
-    except (TypeError, ValueError):
-        return []
-
-
-def _kept_differences(real, kept, where: str) -> list[str]:
-    """How the fake's attribute ``kept`` differs from the flattened ``real`` value: tensors by shape, dtype and
-    device (the fake holds fake tensors); sequences element-wise whatever their container (a fake may keep a
-    list as a tuple or deque); dicts by key; anything else by ``==``. An attribute that is a method or property
-    computing something else is not judged (only plain values are compared)."""
-    if callable(kept) and not isinstance(kept, torch.Tensor):
-        return []
-    if isinstance(real, torch.Tensor):
-        if not isinstance(kept, torch.Tensor):
-            return [f"{where}: C++ flattened {describe(real)}, the fake keeps {describe(kept)}"]
-        return [f"{where}.{k}: C++ {a}, fake {b}" for k, a, b in (
-            ("shape", list(real.shape), list(kept.shape)), ("dtype", real.dtype, kept.dtype),
-            ("device", real.device, kept.device)) if a != b]
-    if isinstance(real, (list, tuple)):
-        if isinstance(kept, (str, bytes, dict)) or not isinstance(kept, collections.abc.Sequence):
-            return [f"{where}: C++ flattened {describe(real)}, the fake keeps {describe(kept)}"]
-        if len(real) != len(kept):
-            return [f"{where}: C++ flattened {len(real)} elements, the fake keeps {len(kept)}"]
-        return [d for i, (a, b) in enumerate(zip(real, kept)) for d in _kept_differences(a, b, f"{where}[{i}]")]
-    if isinstance(real, dict):
-        if not isinstance(kept, dict) or set(real) != set(kept):
-            return [f"{where}: C++ flattened {describe(real)}, the fake keeps {describe(kept)}"]
-        return [d for k in real for d in _kept_differences(real[k], kept[k], f"{where}[{k!r}]")]
-    try:
-        same = bool(real == kept)
-    except Exception:  # noqa: BLE001 - an exotic value: not judged
-        same = True
-    return [] if same else [f"{where}: C++ flattened {describe(real)}, the fake keeps {describe(kept)}"]
 
 
 def _keys(flat) -> list[str]:
