@@ -166,12 +166,13 @@ def registered_classes(namespace: str | None = None) -> list[str]:
 
 
 def expand_selector(selector: str) -> list[str]:
-    """Expand a ``--torchbind-class`` value: ``ns::Cls``, ``ns::*`` or any ``fnmatch`` pattern on the class name;
-    for a Python custom class, ``module.QualName`` or an ``fnmatch`` pattern on such names
-    (:func:`conformance.custom_classes.expand_custom_selector`).
+    """Expand a ``--torchbind-class`` value: ``ns::Cls``, or an ``fnmatch`` pattern on either part (``ns::*``,
+    ``*::*``, ``*::Cls``, ``quantized::[LE]*``; :func:`fnmatch.fnmatchcase`, so case matters); for a Python custom
+    class, ``module.QualName`` or an ``fnmatch`` pattern on such names
+    (:func:`conformance.custom_classes.expand_custom_selector`). Returns the matching ``ns::Cls`` names, sorted.
 
     Raises :class:`SelectorError` when the selector is malformed or matches no loaded class; the message lists
-    the classes that do exist in that namespace (or the namespaces that exist, when the namespace is unknown).
+    the classes that do exist in the namespaces it names (or the namespaces that exist, when it names none).
     """
     parsed = split_qualname(selector)
     if parsed is None and is_custom_class_name(selector):
@@ -182,22 +183,26 @@ def expand_selector(selector: str) -> list[str]:
         except CustomSelectorError as exc:
             raise SelectorError(str(exc)) from None
     if parsed is None:
-        raise SelectorError(f"--torchbind-class={selector!r}: expected NAMESPACE::CLASS or NAMESPACE::* (a TorchBind "
-                            "class), or module.QualName or a pattern on such names (a Python custom class)")
-    ns, pattern = parsed
-    in_ns = registered_classes(ns)
+        raise SelectorError(f"--torchbind-class={selector!r}: expected NAMESPACE::CLASS or NAMESPACE::* "
+                            "(a TorchBind class; any fnmatch pattern on either part: *::*, *::CLASS), or module.QualName or a pattern on such "
+                            "names (a Python custom class)")
+    ns_pattern, pattern = parsed
+    everything = registered_classes()
+    in_ns = [q for q in everything if fnmatch.fnmatchcase(q.split("::")[0], ns_pattern)]
     matches = [q for q in in_ns if fnmatch.fnmatchcase(q.split("::")[1], pattern)]
     if matches:
         return matches
     if in_ns:
-        listing = ", ".join(in_ns)
+        namespaces = sorted({q.split("::")[0] for q in in_ns})
+        which = (f"namespace {namespaces[0]!r}" if len(namespaces) == 1 else
+                 f"the namespaces matching {ns_pattern!r}")
         raise SelectorError(
             f"--torchbind-class={selector!r}: no TorchBind class {selector} is registered. "
-            f"Classes in namespace {ns!r}: {listing}"
+            f"Classes in {which}: {', '.join(in_ns)}"
         )
-    namespaces = sorted({q.split("::")[0] for q in registered_classes()})
+    namespaces = sorted({q.split("::")[0] for q in everything})
     raise SelectorError(
-        f"--torchbind-class={selector!r}: no TorchBind classes are registered in namespace {ns!r} "
+        f"--torchbind-class={selector!r}: no TorchBind classes are registered in namespace {ns_pattern!r} "
         f"(is its library loaded? use --torchbind-load=path/to/lib.so). Loaded namespaces: "
         f"{', '.join(namespaces) or '(none)'}"
     )

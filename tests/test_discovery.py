@@ -72,3 +72,55 @@ def test_errors_about_user_input_share_one_base():
 
     for error in (SelectorError, LoadError, BaselineError, MergeError, ScaffoldError):
         assert issubclass(error, ConformanceError), error
+
+
+# Every pattern the options reference documents (fnmatch on either part of NAMESPACE::CLASS), on the TorchBind
+# classes torch itself registers (no library to load): '*::*' used to be refused ("no TorchBind classes are
+# registered in namespace '*'").
+def _torch_builtin(pattern_ns: str = "", pattern_cls: str = "") -> list[str]:
+    import fnmatch
+
+    from conformance.discovery import registered_classes
+
+    return [q for q in registered_classes() if fnmatch.fnmatchcase(q.split("::")[0], pattern_ns or "*")
+            and fnmatch.fnmatchcase(q.split("::")[1], pattern_cls or "*")]
+
+
+@pytest.mark.parametrize("selector, must", [
+    ("*::*", ["aten::OpaqueObject", "quantized::LinearPackedParamsBase"]),
+    ("quantized::*", ["quantized::Conv2dPackedParamsBase", "quantized::LinearPackedParamsBase"]),
+    ("*::LinearPackedParamsBase", ["quantized::LinearPackedParamsBase", "sparse::LinearPackedParamsBase"]),
+    ("*::OpaqueObject", ["aten::OpaqueObject"]),
+    ("quantized::[LE]*", ["quantized::EmbeddingPackedParamsBase", "quantized::LinearPackedParamsBase"]),
+    ("[qs]*::Linear*", ["quantized::LinearPackedParamsBase", "sparse::LinearPackedParamsBase"]),
+    ("quantized::Conv?dPackedParamsBase", ["quantized::Conv2dPackedParamsBase", "quantized::Conv3dPackedParamsBase"]),
+    ("c10d::[!P]*", ["c10d::ReduceOp", "c10d::Work"]),
+])
+def test_every_documented_pattern_selects_by_fnmatch_on_both_parts(selector, must):
+    ns, _, cls = selector.partition("::")
+    names = expand_selector(selector)
+    assert names == sorted(names) == _torch_builtin(ns, cls)
+    assert set(must) <= set(names)
+    if selector.startswith("*::") or selector.startswith("["):
+        assert len({q.split("::")[0] for q in names}) > 1 or selector == "*::OpaqueObject"
+
+
+def test_a_pattern_on_the_namespace_that_matches_nothing_lists_the_namespaces():
+    with pytest.raises(SelectorError, match="no TorchBind classes are registered in namespace 'zz\\*'.*quantized"):
+        expand_selector("zz*::*")
+    with pytest.raises(SelectorError, match="no TorchBind class q\\*::Nope is registered.*"
+                                            "namespace 'quantized'.*quantized::LinearPackedParamsBase"):
+        expand_selector("q*::Nope")
+    with pytest.raises(SelectorError, match="the namespaces matching '\\[qs\\]\\*'.*sparse::LinearPackedParamsBase"):
+        expand_selector("[qs]*::Nope")
+
+
+def test_the_command_line_takes_star_colon_colon_star(pytester):
+    """The option itself, not only the expansion: '*::*' collects every registered class's items."""
+    result = pytester.runpytest_inprocess("--torchbind-class=*::*", "--torchbind-checks=fake_class",
+                                          "--collect-only", "-q", "-p", "no:randomly")
+    assert result.ret == 0, result.stdout.str()
+    out = result.stdout.str()
+    for qualname in _torch_builtin():
+        ns, name = qualname.split("::")
+        assert f"torchbind[{ns}.{name}]::fake_class" in out
