@@ -254,6 +254,17 @@ class _Strategies(TypeHandler[SearchStrategy[Value]]):
     def on_optional(self, typ, elem):
         return st.one_of(st.just(Value("None")), self.walk(elem))
 
+    def on_union(self, typ, members):  # each member type that can be generated; raises when none can
+        parts, why = [], None
+        for member in members:
+            try:
+                parts.append(self.walk(member))
+            except UnsupportedType as exc:
+                why = exc
+        if not parts:
+            raise why or UnsupportedType(f"cannot generate values of type {typ}")
+        return st.one_of(*parts)
+
     def on_list(self, typ, elem):
         inner = self.walk(elem)
         return st.lists(inner, max_size=3).map(lambda vs: _join("[{}]", vs))

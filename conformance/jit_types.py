@@ -24,11 +24,28 @@ __all__ = ["annotation_type", "annotation_accepts", "return_type", "value_mismat
 
 
 def annotation_type(annotation: Any) -> torch._C.Type | None:
-    """The TorchScript type of a Python annotation, or ``None`` if TorchScript cannot express it."""
+    """The TorchScript type of a Python annotation, or ``None`` if TorchScript cannot express it.
+
+    ``torch.SymInt`` / ``SymFloat`` / ``SymBool`` inside a union (``int | torch.SymInt``, as torch's own
+    annotations write a size that may be symbolic) count as ``int`` / ``float`` / ``bool``: outside tracing the
+    value is a plain number, and TorchScript's ``ann_to_type`` cannot express such a union otherwise."""
     try:
-        return ann_to_type(annotation, None)
+        return ann_to_type(_plain_union(annotation), None)
     except Exception:  # noqa: BLE001 - unknown annotations are simply not compared
         return None
+
+
+def _plain_union(annotation: Any) -> Any:
+    """``annotation`` with a union's symbolic number types replaced by plain ones (duplicates collapse), and a
+    PEP 604 union (``int | None``) spelled ``typing.Union``, which ``ann_to_type`` reads on every Python."""
+    import types
+    import typing
+
+    if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
+        return annotation
+    plain = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
+    members = list(dict.fromkeys(plain.get(a, a) for a in typing.get_args(annotation)))
+    return members[0] if len(members) == 1 else typing.Union[tuple(members)]
 
 
 def annotation_accepts(annotated: torch._C.Type, schema_type: torch._C.Type) -> bool:
@@ -84,6 +101,7 @@ CONTAINER_KINDS: dict[str, tuple[str, Callable[[Any], tuple]]] = {
     "ListType": ("on_list", lambda t: (t.getElementType(),)),
     "TupleType": ("on_tuple", lambda t: (t.elements(),)),
     "DictType": ("on_dict", lambda t: (t.getKeyType(), t.getValueType())),
+    "UnionType": ("on_union", lambda t: (list(t.containedTypes()),)),
 }
 
 
@@ -93,7 +111,7 @@ def walk(typ: torch._C.Type, handler: TypeHandler[R]) -> R:
     The only place that tells types apart by ``kind()``: a kind in :data:`LEAF_KINDS` calls its method with the
     type; a container (:data:`CONTAINER_KINDS`) calls its method with the type and its component types
     (``OptionalType.getElementType()``, ``ListType.getElementType()``, ``TupleType.elements()``,
-    ``DictType.getKeyType()``/``getValueType()``); every other kind calls ``handler.other(typ)``. Returns what
+    ``DictType.getKeyType()``/``getValueType()``, ``UnionType.containedTypes()``); every other kind calls ``handler.other(typ)``. Returns what
     the method returns (and raises what it raises). Components are not walked here: a handler recurses by
     walking them itself (``self.walk(elem)`` or ``walk(elem, another_handler)``), so it can skip them.
     """
@@ -117,7 +135,7 @@ class TypeHandler(Generic[R]):
     (``DeviceObjType``), ``on_class`` (``ClassType``; for a TorchBind class ``typ.qualified_name()`` is
     ``__torch__.torch.classes.ns.Cls``) and ``on_any`` (``AnyType``). Container methods receive the type and its
     component types, not yet walked: ``on_optional(typ, elem)``, ``on_list(typ, elem)``, ``on_tuple(typ, elems)``
-    (a list, possibly empty) and ``on_dict(typ, key, value)``.
+    (a list, possibly empty), ``on_dict(typ, key, value)`` and ``on_union(typ, members)`` (a list).
     """
 
     def walk(self, typ: torch._C.Type) -> R:
@@ -126,7 +144,7 @@ class TypeHandler(Generic[R]):
 
     def other(self, typ: torch._C.Type) -> R:
         """Any kind without a method of its own (``ScalarTypeType``, ``LayoutType``, ``MemoryFormatType``,
-        ``ComplexType``, ``GeneratorType``, ``StreamObjType``, ``UnionType``, ``FutureType``, ...), and every kind
+        ``ComplexType``, ``GeneratorType``, ``StreamObjType``, ``FutureType``, ...), and every kind
         whose method a subclass leaves alone. Raises ``NotImplementedError`` unless overridden."""
         raise NotImplementedError(f"{type(self).__name__} has no answer for type {typ}")
 
@@ -179,6 +197,9 @@ class TypeHandler(Generic[R]):
         return self.other(typ)
 
     def on_dict(self, typ: torch._C.Type, key: torch._C.Type, value: torch._C.Type) -> R:
+        return self.other(typ)
+
+    def on_union(self, typ: torch._C.Type, members: list[torch._C.Type]) -> R:
         return self.other(typ)
 
 
@@ -238,6 +259,10 @@ class _Mismatch(TypeHandler["str | None"]):
 
     def on_optional(self, typ, elem):
         return None if self.value is None else value_mismatch(self.value, elem, self.where)
+
+    def on_union(self, typ, members):
+        whys = [value_mismatch(self.value, m, self.where) for m in members]
+        return None if any(w is None for w in whys) else f"{self.where}: expected {typ}, got {self.got}"
 
     def on_list(self, typ, elem):
         value, where = self.value, self.where

@@ -122,6 +122,17 @@ class _Candidates(TypeHandler[list[Value]]):
         inner = self.walk(elem)
         return [inner[0], Value("None"), *inner[1:]]
 
+    def on_union(self, typ, members):  # the members' candidates, interleaved so that each is near the front
+        pools, why = [], None
+        for member in members:
+            try:
+                pools.append(self.walk(member))
+            except UnsupportedType as exc:
+                why = exc
+        if not pools:
+            raise why or UnsupportedType(f"cannot generate values of type {typ}")
+        return [v for row in itertools.zip_longest(*pools) for v in row if v is not None]
+
     def on_list(self, typ, elem):
         inner = self.walk(elem)
         first, second = inner[0], inner[1 % len(inner)]
