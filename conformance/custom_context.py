@@ -23,13 +23,14 @@ from hypothesis.strategies import SearchStrategy
 from .arguments import ArgumentSource
 from .breadcrumbs import Tracer
 from .custom_classes import CustomClassInfo, CustomOpInfo, api_names
+from .custom_state import fresh_copy, learn_memos, same_value, state_of
 from .loading import repro_lines
 from .registry import Registry
 from .results import NotApplicable
 from .settings import Settings
 from .values import ArgumentSet, UnsupportedType
 
-__all__ = ["Recipe", "CustomClassContext", "state_of", "same_value", "show"]
+__all__ = ["Recipe", "CustomClassContext", "state_of", "same_value", "show"]  # state: custom_state
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
@@ -38,25 +39,11 @@ class Recipe:
 
     code: str
     make: Callable[[], Any]
+    #: The constructor's arguments, when the object is built by the constructor (``None``: a factory's object).
+    args: ArgumentSet | None = None
 
     def build(self) -> Any:
         return self.make()
-
-
-def state_of(obj: Any) -> dict[str, Any]:
-    """The state of a Python object as pickle sees it: ``__getstate__()`` when the class defines one returning a
-    dict, else ``vars(obj)`` (``__slots__`` read one by one). Raises ``TypeError`` for an object with neither."""
-    getstate = getattr(type(obj), "__getstate__", None)
-    if getstate is not None and getstate is not getattr(object, "__getstate__", None):
-        state = obj.__getstate__()
-        if isinstance(state, dict):
-            return dict(state)
-    if hasattr(obj, "__dict__"):
-        return dict(vars(obj))
-    slots = [s for c in type(obj).__mro__ for s in getattr(c, "__slots__", ())]
-    if slots:
-        return {s: getattr(obj, s) for s in slots if hasattr(obj, s)}
-    raise TypeError(f"{type(obj).__name__} has neither __dict__, __slots__ nor a dict __getstate__")
 
 
 class CustomClassContext:
@@ -70,6 +57,8 @@ class CustomClassContext:
         self.arguments = ArgumentSource(info.name, registry)
         #: What the constructor last raised for generated arguments (for the message when it accepts none).
         self.rejected: str | None = None
+        #: Example objects (as recipe code) that every factory call returns again and that cannot be copied.
+        self.shared: list[str] = []
 
     @property
     def qualname(self) -> str:
@@ -82,12 +71,24 @@ class CustomClassContext:
     # ----- objects ---------------------------------------------------------------------------------------------
 
     def _factory_recipes(self) -> list[Recipe]:
+        """One recipe per object the adopter's factories return. A factory that returns the same objects on every
+        call (a module-level cache, ``dist.group.WORLD``) would let one item's changes reach the next: each build
+        is then a deep copy of the shared object; one that cannot be copied safely is kept as it is and named in
+        :attr:`shared` (the checks that change objects say so)."""
         out = []
         for factory in self.registry.factories(self.info.name):
             name = getattr(factory, "__name__", "factory")
             with self.calling(f"the example factory {name}() of {self.info.name}"):
-                count = len(list(factory()))
-            for i in range(count):
+                first, second = list(factory()), list(factory())
+            for i, obj in enumerate(first):
+                if i < len(second) and second[i] is obj:  # shared between calls
+                    if fresh_copy(obj) is not None:
+                        out.append(Recipe(f"list({name}())[{i}]",
+                                          lambda f=factory, i=i: fresh_copy(list(f())[i])))
+                        continue
+                    self.shared.append(f"list({name}())[{i}]")
+                else:
+                    learn_memos(obj)
                 out.append(Recipe(f"list({name}())[{i}]", lambda f=factory, i=i: list(f())[i]))
         return out
 
@@ -106,39 +107,69 @@ class CustomClassContext:
         if isinstance(cls, enum.EnumMeta):  # an Enum's objects are its members
             return st.sampled_from([Recipe(f"{name}.{m.name}", lambda m=m: m) for m in cls])
 
-        def recipe(args: str) -> Recipe:
-            code = f"{name}({args})"
-            return Recipe(code, lambda: eval(code, {**_eval_globals(), name: cls}))  # noqa: S307 - our source
-
         try:
-            args = self.arguments_of("__init__")
+            args = self.arguments.for_signature("__init__", cls.__init__, f"{self.info.name}.__init__")
         except NotApplicable as exc:
             raise NotApplicable(f"{exc}; or give objects with @conformance.examples({self.info.name!r})") from None
         if args is None:
             raise NotApplicable(f"{self.info.name}.__init__ is excluded by conformance.strategy: give objects with "
                                 f"@conformance.examples({self.info.name!r})")
-        return args.map(recipe).filter(self._accepted)
+        return args.map(self._constructed).filter(self._accepted)
+
+    def _constructed(self, args: ArgumentSet) -> Recipe:
+        """The recipe of ``Cls(<args>)``."""
+        cls, name = self.info.cls, self.info.cls.__qualname__
+        code = f"{name}({args.code()})"
+        return Recipe(code, lambda: eval(code, {**_eval_globals(), name: cls}), args)  # noqa: S307 - our source
+
+    def variants(self, a: Recipe, other: Recipe) -> list[tuple[str, Recipe]]:
+        """Objects that differ from ``a``'s only where the class's own constructor makes them differ: for an object
+        the constructor built, ``a``'s arguments with one argument taken from ``other``'s (labelled by the
+        parameter's name), for each argument whose source differs; then ``other`` itself (``"another object"``).
+        No field is ever set from outside: a state no real object reaches is no input of the class."""
+        out: list[tuple[str, Recipe]] = []
+        if a.args is not None and other.args is not None and len(a.args.args) == len(other.args.args):
+            names = _positional_names(self.info.cls.__init__)
+            for i, (mine, theirs) in enumerate(zip(a.args.args, other.args.args)):
+                if mine.code != theirs.code:
+                    swapped = dataclasses.replace(a.args, args=a.args.args[:i] + (theirs,) + a.args.args[i + 1:])
+                    out.append((names[i] if i < len(names) else f"argument {i}", self._constructed(swapped)))
+            theirs_kw = dict(other.args.kwargs)
+            for j, (key, mine) in enumerate(a.args.kwargs):
+                if key in theirs_kw and theirs_kw[key].code != mine.code:
+                    kwargs = a.args.kwargs[:j] + ((key, theirs_kw[key]),) + a.args.kwargs[j + 1:]
+                    out.append((key, self._constructed(dataclasses.replace(a.args, kwargs=kwargs))))
+        if other.code != a.code:
+            out.append(("another object", other))
+        return out
 
     def _accepted(self, recipe: Recipe) -> bool:
         """Whether the constructor accepts the recipe's arguments: objects it refuses are not inputs of the class
         (like arguments a C++ constructor rejects), so the search draws others."""
         try:
             with self.calling(lambda: f"{recipe.code}, the constructor of {self.info.name}"):
-                recipe.build()
+                learn_memos(recipe.build())
         except Exception as exc:  # noqa: BLE001 - a precondition of the class
             self.rejected = f"{type(exc).__name__}: {exc}"
             return False
         return True
 
     def mutators(self) -> list[str]:
-        """The class's public methods (registered members included): the calls that may change an object's state
-        (whether one did is seen by comparing :func:`state_of` before and after)."""
+        """The class's public methods (registered members included), Python functions and methods written in C
+        (a C type's method descriptors, pybind11's functions) alike: the calls that may change an object's state
+        (whether one did is seen by comparing :func:`state_of` before and after). A C method has no Python
+        signature, so it is called only with arguments the adopter gives (``conformance.strategy``); the checks
+        name the others as never called."""
         out = []
         for klass in self.info.cls.__mro__:
-            if klass.__module__ in ("builtins", "torch._opaque_base", "torch._custom_class_base"):
+            if klass.__module__ in ("builtins", "pybind11_builtins", "torch._opaque_base",
+                                    "torch._custom_class_base"):
                 continue
             for name, value in vars(klass).items():
-                if not name.startswith("_") and inspect.isfunction(value) and name not in out:
+                if name.startswith("_") or name in out:
+                    continue
+                if inspect.isfunction(value) or inspect.ismethoddescriptor(value) and callable(value) or \
+                        inspect.isbuiltin(value) or type(value).__name__ == "instancemethod":
                     out.append(name)
         return out
 
@@ -244,16 +275,13 @@ class CustomClassContext:
         return "\n".join(head + body) + "\n"
 
 
-def same_value(a: Any, b: Any) -> bool:
-    """Whether two field values of objects are the same: tensors of one shape and dtype with equal values, else
-    the same type and ``==`` (values that cannot be compared are not the same)."""
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
-                and a.dtype == b.dtype and bool(torch.equal(a, b)))
+def _positional_names(init: Callable) -> list[str]:
+    """The names of ``__init__``'s positional parameters after ``self`` (``[]`` without a Python signature)."""
     try:
-        return type(a) is type(b) and bool(a == b)
-    except Exception:  # noqa: BLE001 - incomparable values are not the same
-        return False
+        params = list(inspect.signature(init).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
 def show(value: Any, limit: int = 12) -> str:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from ..evidence import record
 from ..custom_context import state_of
+from ..custom_state import twin_differences
 from ..results import Failure
 from . import check
 
@@ -39,7 +40,7 @@ def _violation(ctx, a_recipe, b_recipe) -> Failure | None:
         if not a == a:  # noqa: PLR0124 - reflexivity is the rule
             return Failure("__eq__ is not reflexive: a == a is False, so no guard on this object ever holds (every "
                            "call recompiles)", target="__eq__", example=example, repro=repro)
-        if state_of(a) == state_of(a2) and not a == a2:
+        if not twin_differences(a, a2) and not a == a2:
             return Failure("two objects built the same way (equal state) compare unequal: torch.compile guards a "
                            "constant object with __eq__, so every new object recompiles the program",
                            target="__eq__", example=f"a = {a_recipe.code}\na2 = {a_recipe.code}",

@@ -18,6 +18,7 @@ import torch
 from ..arguments import draw_fixed
 from ..compare import value_differences
 from ..custom_context import same_value, show, state_of
+from ..custom_state import twin_differences
 from ..results import Failure, NotApplicable
 from . import check
 
@@ -42,18 +43,21 @@ def _calls(ctx, member: str) -> list[str]:
 @check("inlined", scope="method", targets=_targets, kinds=("custom",))
 def inlined(ctx, member: str) -> list[Failure]:
     """An INLINED member of a custom class traces, and a compiled program using it matches eager (result, object)."""
-    compared = 0
+    compared, untwinned = 0, []
     for recipe in draw_fixed(ctx.objects(), 3, f"{ctx.info.name}:inlined"):
         for use in _calls(ctx, member):
             code = f"lambda o: {use}"
             eager_fn = eval(code, {})  # noqa: S307 - our source; dynamo traces it
-            reference = recipe.build()
+            reference, obj = recipe.build(), recipe.build()
+            differ = twin_differences(reference, obj)
+            if differ:  # eager on one cannot stand for the compiled program on the other
+                untwinned.append(f"{recipe.code} (built twice, they differ in {', '.join(map(repr, differ))})")
+                continue
             try:
                 with ctx.calling(lambda: f"{use} in eager, obj = {recipe.code}"):
                     expected = eager_fn(reference)
             except Exception:  # noqa: BLE001 - arguments the member rejects: nothing to compare
                 continue
-            obj = recipe.build()
             torch._dynamo.reset()
             program = torch.compile(eager_fn, backend="eager", fullgraph=True)
             repro = ctx.repro([f"obj, twin = {recipe.code}, {recipe.code}",
@@ -85,6 +89,10 @@ def inlined(ctx, member: str) -> list[Failure]:
                                 call=use.replace("o.", "obj.", 1), details=(f"eager:    {show(expected)}",
                                                                              f"compiled: {show(got)}", *diffs),
                                 repro=repro)]
+    if not compared and untwinned:
+        raise NotApplicable(f"two objects built the same way are not equal: {untwinned[0]}; eager on one cannot "
+                            "stand for a compiled program on the other, so nothing was compared; give objects that "
+                            f"can be built equal with @conformance.examples({ctx.info.name!r})")
     if not compared:
         raise NotApplicable(f"no call of {member} ran in eager, so nothing was compared; "
                             + ctx.arguments.hint(member))
