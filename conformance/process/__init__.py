@@ -29,6 +29,11 @@ at a time and waits for its :class:`~conformance.results.Outcome`.
   that raises ``SystemExit`` or another ``BaseException`` does not take the worker down: see
   :mod:`conformance.faults`.)
 
+* A result is taken only from the worker and for the request sent to it: every request carries an id and every
+  reply that id and the pid of its sender (:mod:`.strays`). A process forked inside the worker whose child goes on
+  running the check (``os.fork()`` in a fake, without ``os._exit()`` in the child) sends a reply of its own; the
+  item fails naming that child, never taking its result (or its verdict for another item).
+
 Breadcrumbs: the engine reports each call into the class to the :class:`~conformance.breadcrumbs.Tracer` it was
 given (``with ctx.calling(...)``); in a worker the supervisor attaches a :class:`~.page.PageSink` to that tracer,
 which keeps the stack of labels in a shared-memory page the supervisor reads (no system call per breadcrumb, so

@@ -39,8 +39,9 @@ def describe_exit(status: int) -> tuple[str, int | None, int | None]:
 
 @dataclasses.dataclass
 class WorkerLost:
-    """Why an item's worker was lost: ``kind`` is ``"crash"``, ``"hang"`` or ``"memory"`` (killed for exceeding
-    the memory limit); ``cause`` a phrase such as ``"killed by SIGSEGV (Segmentation fault)"``; ``doing`` the
+    """Why an item's worker was lost: ``kind`` is ``"crash"``, ``"hang"``, ``"memory"`` (killed for exceeding
+    the memory limit) or ``"stray"`` (a result came from another process than the worker); ``cause`` a phrase
+    such as ``"killed by SIGSEGV (Segmentation fault)"``; ``doing`` the
     breadcrumb labels, outermost first; ``call`` the outermost timed one (the call into the class that was in
     progress, if any); ``stack`` the Python stack faulthandler dumped (crashes by signal only); ``seconds`` how
     long the item had run; ``side`` the side (``"fake"``, ``"C++"``) of the innermost breadcrumb that has one;
@@ -48,7 +49,9 @@ class WorkerLost:
     resident memory and the memory limit, in bytes (``"memory"`` only); ``site`` what the worker's Python stack
     showed when it was stopped (``"hang"`` only, :func:`~conformance.process.stacks.hang_site`); ``budget`` the
     seconds the item was allowed and how that limit is named, when not the default ``ITEM_LIMIT_FACTOR`` times
-    the timeout (``"hang"`` only); ``program`` what a breadcrumb carried after its first line (a matrix cell's
+    the timeout (``"hang"`` only); ``stray`` the pid of the process that sent a result in place of the worker
+    (``"stray"``: a child process forked inside the worker that went on running the check,
+    :mod:`~conformance.process.strays`); ``program`` what a breadcrumb carried after its first line (a matrix cell's
     program and objects), shown with the failure."""
 
     kind: str
@@ -64,6 +67,7 @@ class WorkerLost:
     site: HangSite | None = None
     budget: tuple[float, str] | None = None
     program: str | None = None
+    stray: int | None = None
 
     @classmethod
     def from_crumbs(cls, kind: str, cause: str, crumbs: list[tuple[str, bool, str | None]], stack: list[str],
@@ -92,6 +96,14 @@ class WorkerLost:
                                 "process)",
                            details=(*chain, "a fake reports an error by raising an Exception; os._exit() or abort() "
                                             "in it ends the program that traces the call"))
+        if self.kind == "stray":
+            who = f"a child process that outlived its parent (pid {self.stray})" if self.stray else "another process"
+            return Failure(f"{who} sent a result for this check: a process forked inside the worker went on running "
+                           "the check instead of exiting, so the check's verdict is not known",
+                           details=(*chain, f"what came back: {self.cause}",
+                                    "a fake or the class's code that forks (os.fork()) must end the child with "
+                                    "os._exit() or exec; a child that returns runs the rest of the check, and of "
+                                    "the test run, a second time", "the run went on in a fresh worker process"))
         if self.kind == "memory":
             text = (f"{format_size(self.used)} of its own resident memory when it was killed (the run went on in a "
                     "fresh worker process)")
@@ -178,6 +190,8 @@ def abandon_cause(lost: WorkerLost) -> str:
     the text :class:`~conformance.breadcrumbs.CallAbandoned` carries when the call is refused later."""
     if lost.kind == "crash":
         return f"crashed a worker process ({lost.cause})"
+    if lost.kind == "stray":
+        return f"forked a process that sent a result in place of the worker ({lost.cause})"
     if lost.kind == "memory":
         return f"made a worker process exceed its memory limit ({format_size(lost.limit)})"
     return f"hung a worker process (it {lost.cause})"

@@ -21,6 +21,7 @@ from .lost import ITEM_LIMIT_FACTOR, TIMEOUT_OPTION, WorkerLost, _current_thread
 from .memory import format_size, worker_memory
 from .page import CrumbPage, PageSink
 from .stacks import STACK_SIGNAL, Frame, hang_site, parse_dump
+from .strays import from_worker, leave_page, wait_for_copies, well_formed
 
 __all__ = ["Supervisor", "isolation_available", "DEFAULT_TIMEOUT", "ITEM_LIMIT_FACTOR", "GROWTH_LIMIT", "ATTEMPTS",
            "HANGS"]
@@ -90,6 +91,8 @@ class Supervisor:
         self._conn: Connection | None = None
         self._crumbs: CrumbPage | None = None
         self._stackfile = None
+        self._rid = 0  # the last request's id: every reply names the request it answers and the process it comes from
+        self._sent: dict[int, str] = {}  # request id -> key, for a reply to an earlier request (a stray's)
         self.started = 0  # workers forked so far
         self.replaced = 0  # workers replaced because an item grew them by more than growth_limit
         self.prepared: set[str] = set()  # preparation keys already run
@@ -182,17 +185,24 @@ class Supervisor:
             self._group = group
         conn, start = self._conn, time.monotonic()
         before = self._memory()
+        self._rid += 1
+        rid = self._rid
+        self._sent[rid] = key
         try:
-            conn.send(key)
+            conn.send((rid, key))
         except OSError:
             return self._lost_by_exit(start)
         while True:
             if conn.poll(_POLL_S):
                 try:
-                    outcome = conn.recv()
+                    reply = conn.recv()
                 except (EOFError, OSError):
                     return self._lost_by_exit(start)
-                return self._after_item(outcome, start, before)
+                except Exception as exc:  # noqa: BLE001 - bytes no worker wrote whole: two writers interleaved
+                    return self._lost_by_stray(start, rid, None, f"a message that could not be read ({exc!r})")
+                if from_worker(reply, rid, self._pid):
+                    return self._after_item(reply[2], start, before)
+                return self._lost_by_stray(start, rid, reply)
             pid, status = os.waitpid(self._pid, os.WNOHANG)
             if pid:  # died while a process it started still holds the pipe open
                 return self._lost_by_exit(start, reaped=status)
@@ -226,7 +236,7 @@ class Supervisor:
             if not isinstance(result, WorkerLost):
                 break
             lost.append(result)
-            if (result.call is None or result.call in self.abandoned
+            if (result.call is None or result.kind == "stray" or result.call in self.abandoned
                     or (hangs is not None and sum(x.kind == "hang" for x in lost) > hangs)):
                 break  # nothing to abandon: what runs next meets the same end
             self.abandoned[result.call] = self.describe_abandoned(result)
@@ -293,6 +303,33 @@ class Supervisor:
         text = os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
         return parse_dump(text)
 
+    def _lost_by_stray(self, start: float, rid: int, reply: Any, garbled: str | None = None) -> WorkerLost:
+        """The item fails: a reply came from another process than the worker, or for another request than the
+        one sent -- a process forked inside the worker (``os.fork()`` in a fake or in the class's code) whose child
+        went on running the worker's code and sent the result *it* reached. Its result is not used; the worker
+        (and its process group, the stray with it) is stopped, and the next item gets a fresh one."""
+        worker = self._pid
+        _, doing = self._crumbs.read()
+        stray = reply[1] if well_formed(reply) else None
+        asked = reply[0] if well_formed(reply) else None
+        self._kill()
+        self._forget()
+        if garbled is not None:
+            what = garbled
+        elif stray is None:
+            what = f"a message that is no reply of a worker ({type(reply).__name__})"
+        elif stray != worker:
+            what = f"a result from process {stray}, a child process that outlived its parent"
+        else:
+            what = "a second result from the worker process"
+        if asked is not None and asked != rid:
+            earlier = self._sent.get(asked)
+            what += (f" (its result for an earlier item, {earlier}: forked while the worker ran that item)"
+                     if earlier is not None else f" (for request {asked}, which the supervisor never sent)")
+        cause = (f"{what} came back in place of the result of the worker process (pid {worker}); it was not used, "
+                 "and the worker was stopped")
+        return WorkerLost.from_crumbs("stray", cause, doing, [], time.monotonic() - start, stray=stray)
+
     def _lost_by_exit(self, start: float, reaped: int | None = None) -> WorkerLost:
         status = reaped
         if status is None:
@@ -316,8 +353,17 @@ class Supervisor:
 def _worker_main(conn: Connection, crumbs: CrumbPage, stackfile, run_item: Callable[[str], Any],
                  tracer: Tracer | None, abandoned: MutableMapping[str, str],
                  unsendable: Callable[[Any, Exception], Any] | None) -> None:
-    """The worker's loop: receive a key, run it, send the outcome; exit at end of input (never returns)."""
+    """The worker's loop: receive ``(request id, key)``, run the key, send ``(request id, its pid, outcome)``; exit
+    at end of input (never returns).
+
+    A process forked during an item (``os.fork()`` in a fake or in the class's code) whose child does not exit
+    comes back here with the item's outcome, in a process that is not the worker: it sends that reply (its pid
+    tells the supervisor it is no worker's, and the item fails naming it) and exits, never reading a request.
+    The worker, when Python forked it during the item, waits for those copies of itself to end before it replies,
+    so the supervisor reads a stray's reply before the worker's and the item it ran in is the one that fails."""
     status = 0
+    me = os.getpid()
+    forks = [0]
     try:
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)  # its own process group, so a kill also reaches processes it started (compilers)
@@ -329,22 +375,27 @@ def _worker_main(conn: Connection, crumbs: CrumbPage, stackfile, run_item: Calla
         faulthandler.register(STACK_SIGNAL, file=stackfile, all_threads=True)  # the supervisor asks on a hang
         if tracer is not None:  # for this process's whole life: the engine's calls go to the shared page
             tracer.attach(PageSink(crumbs, abandoned))
+        # Python's own forks (os.fork, multiprocessing's fork start method; not subprocess' fork-and-exec) counted,
+        # and a child's breadcrumbs kept out of the worker's page.
+        os.register_at_fork(before=lambda: forks.__setitem__(0, forks[0] + 1),
+                            after_in_child=lambda: leave_page(tracer, abandoned, me))
         while True:
             try:
-                key = conn.recv()
+                rid, key = conn.recv()
             except (EOFError, OSError):
                 break
             crumbs.reset()
+            forked = forks[0]
             outcome = run_item(key)
+            if os.getpid() != me:  # a child of a fork during the item, back in the worker's code
+                _reply(conn, rid, outcome, unsendable)
+                break
             crumbs.reset()
+            if forks[0] != forked:
+                wait_for_copies(me, crumbs)
             sys.stdout.flush()
             sys.stderr.flush()
-            try:
-                conn.send(outcome)
-            except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable value in the outcome's data
-                if unsendable is None:
-                    raise
-                conn.send(unsendable(outcome, exc))
+            _reply(conn, rid, outcome, unsendable)
     except BaseException:  # noqa: BLE001 - never let the worker fall back into pytest's own code
         import traceback
 
@@ -352,6 +403,15 @@ def _worker_main(conn: Connection, crumbs: CrumbPage, stackfile, run_item: Calla
         status = 70
     finally:
         os._exit(status)
+
+
+def _reply(conn: Connection, rid: int, outcome: Any, unsendable: Callable[[Any, Exception], Any] | None) -> None:
+    try:
+        conn.send((rid, os.getpid(), outcome))
+    except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable value in the outcome's data
+        if unsendable is None:
+            raise
+        conn.send((rid, os.getpid(), unsendable(outcome, exc)))
 
 
 def _die_with_parent() -> None:
