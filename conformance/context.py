@@ -358,8 +358,12 @@ class ClassContext:
 
     def why_not_fakifiable(self) -> str:
         """Why no example object could be fakified, pointing at the item that reports it: ``flatten`` for a
-        class without ``__obj_flatten__``, else ``roundtrip`` (a fake ``__init__`` or ``__obj_unflatten__`` that
-        raises, a malformed ``__obj_flatten__``)."""
+        class without ``__obj_flatten__`` or whose ``__obj_flatten__`` raised (saying what it raised), else
+        ``roundtrip`` (a fake ``__init__`` or ``__obj_unflatten__`` that raises, a malformed ``__obj_flatten__``)."""
+        flatten_error = self._examples.flatten_error if self._examples is not None else None
+        if flatten_error:
+            return (f"no example object of {self.info.qualname} could be fakified, so nothing was compared: its "
+                    f"__obj_flatten__() raised {flatten_error} (see {self.info.test_name}::flatten)")
         item = "flatten" if not self.info.has_flatten else "roundtrip"
         return (f"no example object of {self.info.qualname} could be fakified, so nothing was compared "
                 f"(see {self.info.test_name}::{item})")

@@ -41,6 +41,7 @@ __all__ = [
     "build_examples",
     "state_key",
     "read_state",
+    "comparable_state",
 ]
 
 #: At most this many examples built from constructor arguments, and this many derived by method calls.
@@ -153,12 +154,18 @@ def named_arguments(call: str, args: list[Any], kwargs: dict[str, Any]) -> list[
 @dataclasses.dataclass
 class ExampleSet:
     """The examples of one class and the attempts that failed (``rejected``: ``(call code, error text)``);
-    ``lost``: those among them that crashed or hung a worker process (see :mod:`conformance.process`)."""
+    ``lost``: those among them that crashed or hung a worker process (see :mod:`conformance.process`);
+    ``flatten_error``: what ``__obj_flatten__`` raised on the first example built when it raised (the objects were
+    built all the same, told apart by ``__getstate__``: :func:`comparable_state`), else ``None``;
+    ``no_constructor``: there was nothing to build objects from (no factory registered and no constructor bound),
+    so the plugin cannot judge the class until it is given example objects (``problem`` says so)."""
 
     examples: list[Example]
     rejected: list[tuple[str, str]]
     problem: str | None = None
     lost: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    flatten_error: str | None = None
+    no_constructor: bool = False
 
 
 _QUIET = Tracer()  # reports nowhere
@@ -180,10 +187,35 @@ def read_state(obj: torch.ScriptObject, tracer: Tracer | None = None) -> Any:
     return None
 
 
+def comparable_state(obj: torch.ScriptObject, tracer: Tracer | None = None) -> tuple[Any, BaseException | None]:
+    """``(state, flatten_error)``: the object's state for telling example objects apart and a rebuild from the
+    first build. :func:`read_state` when ``__obj_flatten__`` works (``flatten_error`` ``None``); where it raises
+    (torch's ``aten::OpaqueObject`` does, by design), ``__getstate__()`` when the class pickles, else ``None``
+    (nothing to compare), with what ``__obj_flatten__`` raised as ``flatten_error``. Raises what
+    ``__getstate__`` raises, and what a class without ``__obj_flatten__`` raises from :func:`read_state`."""
+    if "__obj_flatten__" not in obj._method_names():
+        return read_state(obj, tracer), None
+    try:
+        return read_state(obj, tracer), None
+    except CallAbandoned:  # a crash or hang: not an answer of __obj_flatten__
+        raise
+    except Exception as exc:  # noqa: BLE001 - C++ may raise anything; the flatten check reports it
+        flatten_error = exc
+    if "__getstate__" in obj._method_names():
+        with (tracer or _QUIET).calling(lambda: f"{script_name(obj)}.__getstate__()"):
+            return obj.__getstate__(), flatten_error
+    return None, flatten_error
+
+
 def state_key(value: Any) -> Any:
     """A hashable key of a state value: tensors become (metadata, values); containers become tuples."""
     if isinstance(value, torch.Tensor):
-        data = tuple(value.detach().cpu().reshape(-1).tolist()) if not value.is_meta else None
+        if value.is_meta:
+            data = None
+        elif value.is_quantized:  # tolist() raises "load_scalar: invalid type": the integers and the quantizer
+            data = (tuple(value.detach().cpu().int_repr().reshape(-1).tolist()), _quantizer_key(value))
+        else:
+            data = tuple(value.detach().cpu().reshape(-1).tolist())
         return ("T", tuple(value.shape), str(value.dtype), tuple(value.stride()), str(value.device), data)
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, tuple(state_key(v) for v in value))
@@ -194,6 +226,16 @@ def state_key(value: Any) -> Any:
     if isinstance(value, torch.ScriptObject):
         return ("obj", value._type().qualified_name(), state_key(read_state(value)))
     return (type(value).__name__, value)
+
+
+def _quantizer_key(value: torch.Tensor) -> tuple:
+    """The quantization parameters of a quantized tensor (its scheme, and scale and zero point per tensor or per
+    channel), as a hashable key."""
+    scheme = value.qscheme()
+    if scheme in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+        return (str(scheme), value.q_scale(), value.q_zero_point())
+    return (str(scheme), tuple(value.q_per_channel_scales().tolist()),
+            tuple(value.q_per_channel_zero_points().tolist()), value.q_per_channel_axis())
 
 
 def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None, derive: bool = True,
@@ -215,23 +257,27 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
     lost: list[tuple[str, str]] = []
     bases: list[Example] = []
     seen: set[Any] = set()
+    flatten_errors: list[str] = []
 
     def admit(ex: Example) -> bool:
         try:
             obj = ex.build()
-            key = state_key(read_state(obj, tracer))
+            state, flatten_error = comparable_state(obj, tracer)
+            key = None if state is None else state_key(state)
         except Exception as exc:  # noqa: BLE001 - user code may raise anything
             rejected.append(("\n".join(ex.code()), exception_line(exc)))
             if isinstance(exc, CallAbandoned):
                 lost.append(("\n".join(ex.code()), exc.cause))
             return False
+        if flatten_error is not None:  # built all the same: the flatten check reports the error
+            flatten_errors.append(exception_line(flatten_error, limit=300))
         if key is not None and key in seen:
             return False
         seen.add(key)
         return True
 
     def give_up(problem: str) -> ExampleSet:
-        return ExampleSet([], rejected, problem, lost)
+        return ExampleSet([], rejected, problem, lost, flatten_errors[0] if flatten_errors else None)
 
     if factories:
         for factory in factories:
@@ -251,8 +297,10 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
                 if admit(ex):
                     bases.append(ex)
     elif not info.constructors:
-        return give_up(f"{info.qualname} has no constructor (no torch::init binding); register example objects "
-                       "with @conformance.examples")
+        given_up = give_up(f"{info.qualname} has no constructor usable from Python (no torch::init binding), so the "
+                           "plugin has nothing to build its objects from")
+        given_up.no_constructor = True
+        return given_up
     else:
         for ctor in info.constructors:
             try:
@@ -271,7 +319,7 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
         return give_up(f"could not build any {info.qualname} object: {why or 'no candidates'}. "
                        "Register example objects with @conformance.examples")
     derived = _derive_states(info, bases[0], admit, resolver, arguments) if derive else []
-    return ExampleSet(bases + derived, rejected, lost=lost)
+    return ExampleSet(bases + derived, rejected, lost=lost, flatten_error=flatten_errors[0] if flatten_errors else None)
 
 
 def _sets(arguments, key: str, schema, limit: int, resolver, obj=None, state: str = "") -> list[ArgumentSet]:

@@ -42,7 +42,6 @@ EXPECTED = {
     # so two get() results alias each other on the fake side only
     ("_ContainsTensor", "differential", None),
     ("_FlattenWithTensorOp", "differential", None),
-    ("_NoInit", "examples", None),                   # no constructor: needs @conformance.examples
     *((name, "fake_class", None) for name in NO_FAKE_NO_FLATTEN),
     *((name, "flatten", None) for name in NO_FAKE_NO_FLATTEN),
 }
@@ -56,6 +55,15 @@ def test_findings_on_torch_shipped_classes(torch_test_classes):
                 assert "could not complete" not in failure.summary, outcome.render()
                 found.add((qualname.split("::")[1], outcome.check, outcome.target))
     assert found == EXPECTED
+
+
+def test_a_class_without_constructor_is_a_skip_asking_for_examples(torch_test_classes):
+    """_NoInit binds no constructor: nothing to build objects from, so the plugin cannot judge it and says what to
+    give (a skip; it used to fail "has no constructor")."""
+    [outcome] = run_class("_TorchScriptTesting::_NoInit", only={"examples"})
+    assert outcome.status == "skipped"
+    assert outcome.reason.startswith("_TorchScriptTesting::_NoInit has no constructor usable from Python")
+    assert "@conformance.examples('_TorchScriptTesting::_NoInit')" in outcome.reason
 
 
 def test_an_op_the_real_class_rejects_everywhere_is_not_compared(torch_test_classes):

@@ -1,11 +1,16 @@
 """Check: example objects of the class can be built (from generated constructor arguments or user factories),
-and rebuilding an example gives the same state (every other check relies on fresh, identical objects)."""
+and rebuilding an example gives the same state (every other check relies on fresh, identical objects).
+
+A class with no constructor bound (``torch::init``) and no factory registered cannot be judged: a skip naming
+what to give. Where ``__obj_flatten__`` raises, the objects are still built and compared by ``__getstate__``
+(:func:`conformance.example_objects.comparable_state`); the note says what ``__obj_flatten__`` raised, and the
+``flatten`` item fails on it."""
 
 from __future__ import annotations
 
 from ..compare import flat_state_differences
-from ..example_objects import read_state
-from ..results import Failure
+from ..example_objects import comparable_state
+from ..results import Failure, Note, NotApplicable
 from . import check
 
 
@@ -18,20 +23,35 @@ def examples(ctx, _target) -> list[Failure]:
                     example=code, details=("this state is left out of every other check of the class; the check "
                                            "of the method involved shows the crash or hang itself",))
             for code, cause in exset.lost]
+    give = (f"give example objects with @conformance.examples({info.qualname!r}) in a module passed to "
+            "--torchbind-load")
+    if exset.problem and exset.no_constructor and not lost:
+        raise NotApplicable(f"{exset.problem}; {give}")
     if exset.problem:
         details = tuple(f"{code.splitlines()[-1]}  ->  {err}" for code, err in exset.rejected[:6])
         return lost + [Failure(exset.problem,
                         details=details + ("supply objects with @conformance.examples(" + repr(info.qualname) +
                                            ") in a module passed to --torchbind-load",))]
-    failures = lost
+    failures: list[Failure | Note] = list(lost)
+    if exset.flatten_error:
+        how = ("their rebuilds were compared by __getstate__() instead" if info.pickles else
+               "their rebuilds could not be compared (the class has no __getstate__ either)")
+        failures.append(Note(f"the example objects were built, but {info.qualname}.__obj_flatten__() raised "
+                             f"{exset.flatten_error}; {how} (see {info.test_name}::flatten)"))
+        if not info.pickles:
+            return failures
     for ex in exset.examples:
         try:
-            first, second = read_state(ex.build(), ctx.tracer), read_state(ex.build(), ctx.tracer)
+            # Both objects stay alive while their states are compared: a state may hold memory its object owns
+            # (torch's EmbeddingPackedParamsBase.__getstate__ does: docs/explanation/findings.md).
+            one, two = ex.build(), ex.build()
+            first, second = comparable_state(one, ctx.tracer)[0], comparable_state(two, ctx.tracer)[0]
         except Exception as exc:  # noqa: BLE001
             failures.append(Failure("building an example object a second time "
                                     f"raised {type(exc).__name__}: {exc}", example="\n".join(ex.code())))
             continue
         diffs = flat_state_differences(first, second, "state", ("first build", "second build"))
+        del one, two
         if diffs:
             failures.append(Failure("building the same example twice gave different states",
                                     example="\n".join(ex.code()), details=tuple(diffs)))

@@ -17,7 +17,7 @@ import torch
 from ..compare import describe, flattened_pairs, kept_differences
 from ..evidence import record
 from ..context import new_fake_mode
-from ..results import Failure
+from ..results import Failure, NotApplicable, exception_line
 from . import check
 
 #: How roundtrip's lines name the real value: what C++ flattened.
@@ -32,6 +32,7 @@ def roundtrip(ctx, _target) -> list[Failure]:
     if not info.has_flatten:
         return []  # the flatten check reports the missing __obj_flatten__
     failures = []
+    flatten_errors: list[str] = []
     for example in ctx.require_examples():
         code = "\n".join(example.code())
         repro = ctx.repro(example, ["fake_obj = maybe_to_fake_obj(FakeTensorMode(shape_env=ShapeEnv()), make_obj())",
@@ -40,7 +41,8 @@ def roundtrip(ctx, _target) -> list[Failure]:
         try:
             with ctx.calling(f"{info.qualname}.__obj_flatten__() on the example object {example.label}"):
                 flat = obj.__obj_flatten__()
-        except Exception:  # noqa: BLE001 - the flatten check reports it
+        except Exception as exc:  # noqa: BLE001 - the flatten check reports it
+            flatten_errors.append(exception_line(exc, limit=300))
             continue
         try:
             # A fresh object: flattening may change the object (the flatten check reports that), so the fake is
@@ -91,6 +93,10 @@ def roundtrip(ctx, _target) -> list[Failure]:
                                         "tensors of the same shape and dtype): torch.compile guards and traces "
                                         "on them",),
                 example=code, repro=repro))
+    if flatten_errors and len(flatten_errors) == len(ctx.require_examples()):
+        raise NotApplicable(f"{info.qualname}.__obj_flatten__() raised {flatten_errors[0]} on every example object, "
+                            "so torch cannot fakify one (maybe_to_fake_obj calls it first) and there is no fake "
+                            f"object to judge (see {info.test_name}::flatten)")
     return failures
 
 
