@@ -166,7 +166,7 @@ class CustomClassContext:
                                     "torch._custom_class_base"):
                 continue
             for name, value in vars(klass).items():
-                if name.startswith("_") or name in out:
+                if name.startswith("_") or name in out or isinstance(value, (staticmethod, classmethod)):
                     continue
                 if inspect.isfunction(value) or inspect.ismethoddescriptor(value) and callable(value) or \
                         inspect.isbuiltin(value) or type(value).__name__ == "instancemethod":

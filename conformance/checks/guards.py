@@ -40,6 +40,7 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
+from ..arguments import draw_fixed
 from ..evidence import record
 from ..compare import value_differences
 from ..custom_context import same_value, show, state_of
@@ -190,12 +191,48 @@ def _reader(ctx, target):
     """``(run, code)`` for a symbolic target: ``run(fn, obj)`` calls ``fn`` (the eager function or its compiled
     program) the way the target needs, ``code`` the program as source taking ``o``."""
     if isinstance(target, str):
+        if target in ("__eq__", "__ne__"):  # registered so that compiled code can compare two objects
+            raise NotApplicable(f"{target} compares two objects, and this item judges what a program reads of one "
+                                "object; torch.compile guards two objects' identity when a program compares them "
+                                "(a compiled `a == b` is not reused for another pair), so there is nothing to judge "
+                                "here")
         member = getattr(ctx.info.cls, target, None)
-        code = f"lambda o: o.{target}()" if callable(member) else f"lambda o: o.{target}"
+        code = f"lambda o: o.{target}"
+        if callable(member):
+            try:
+                strat = ctx.arguments_of(target)
+            except NotApplicable:  # no Python signature (a C method): called as torch's own readers call it
+                strat = None if not _takes_arguments(member) else ...
+            if strat is ...:
+                raise NotApplicable(f"{ctx.info.name}.{target} takes arguments that cannot be generated; "
+                                    + ctx.arguments.hint(target))
+            args = draw_fixed(strat, 1, f"{ctx.info.name}:guards:{target}")[0] if strat is not None else ""
+            code = f"lambda o: o.{target}({args})"
         return eval(code, {}), (lambda fn, obj: fn(obj)), code  # noqa: S307 - our source; dynamo traces it
     args = ctx.arguments.fixed(target.qualname, target.schema, target.positions[0], limit=1)[0]
     return ((lambda *a, **k: target.op(*a, **k)), (lambda fn, obj: ctx.call_op(target, args, obj, fn)),
             f"lambda o: {ctx.call_code(target, args, 'o')}")
+
+
+class _Raised:
+    """What a compiled program raised where eager returned (shown in place of its result)."""
+
+    def __init__(self, exc: BaseException):
+        self.text = f"raised {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _takes_arguments(member) -> bool:
+    """Whether a member without a Python signature needs arguments (pybind11 writes its signature as the first
+    line of the docstring, ``name(self: Cls, x: int) -> int``); ``False`` when nothing says so."""
+    first = (getattr(member, "__doc__", None) or "").strip().splitlines()[:1]
+    if not first or "(" not in first[0]:
+        return False
+    inside = first[0].split("(", 1)[1].rsplit(")", 1)[0]
+    params = [p for p in inside.split(",") if p.strip() and not p.strip().startswith("self")]
+    return bool(params)
 
 
 def _mutator_args(ctx) -> tuple[SearchStrategy, list[str]]:
@@ -222,12 +259,12 @@ def _guard_values(ctx, obj) -> str:
         return f"guard_fn raised {type(exc).__name__}: {exc}"
 
 
-def _symbolic_violation(ctx, target, draw, untwinned: list[str]) -> Failure | None:
+def _symbolic_violation(ctx, target, draw, untwinned, reader) -> Failure | None:
     """The first compiled result that differs from eager's over one sequence: ``obj`` (compiled calls) and its
     twin (eager calls) built by one recipe and checked equal first (objects that cannot be built equal are not
     compared; their recipe and the fields that differ are appended to ``untwinned``), then each state-changing method call, then new objects."""
     a_recipe, donor_recipe, calls = draw
-    eager_fn, run, program_code = _reader(ctx, target)
+    eager_fn, run, program_code = reader
     what = f"{target}()" if isinstance(target, str) else target.qualname
     obj, twin = a_recipe.build(), a_recipe.build()  # compiled calls on obj, eager ones on its twin
     if twin_differences(obj, twin):  # eager on the twin cannot stand for the compiled call on obj
@@ -267,9 +304,17 @@ def _symbolic_violation(ctx, target, draw, untwinned: list[str]) -> Failure | No
 
         def compare(trigger: str, changed: list[str], guards_before: str) -> Failure | None:
             with ctx.calling(lambda: f"a compiled program reading {what} of {ctx.info.name}, {trigger}"):
-                expected, got = run(eager_fn, twin), run(program, obj)
+                try:
+                    expected = run(eager_fn, twin)
+                except Exception:  # noqa: BLE001 - eager rejects this object (a 2-D mesh's get_local_rank()): no
+                    return None    # input of the program, nothing to compare
+                raised = None
+                try:
+                    got = run(program, obj)
+                except Exception as exc:  # noqa: BLE001 - eager returned: the compiled program must too
+                    raised = got = _Raised(exc)
             history.append(lambda t: run(eager_fn, t))  # an op may change its object: replayed on a rebuilt twin
-            if not value_differences(expected, got, "result"):
+            if raised is None and not value_differences(expected, got, "result"):
                 return None
             guard_now = _guard_values(ctx, obj).removeprefix("guard_fn returned ")
             if changed:
@@ -348,8 +393,9 @@ def guards(ctx, target) -> list[Failure]:
         calls, uncalled = _mutator_args(ctx)
         # Every sequence compiles (once per change): a tenth of the examples, and the first finding as found.
         untwinned: list[tuple[str, list[str]]] = []
+        reader = _reader(ctx, target)  # drawn once, before the search (a draw inside it would nest @given)
         failure = ctx.search(st.tuples(objects, objects, calls),
-                             lambda draw: _symbolic_violation(ctx, target, draw, untwinned),
+                             lambda draw: _symbolic_violation(ctx, target, draw, untwinned, reader),
                              max(1, ctx.settings.examples // 10), shrink=False)
         if failure is None and untwinned and not evidence_so_far():
             raise NotApplicable(
