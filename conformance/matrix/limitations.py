@@ -74,6 +74,11 @@ class Limitation:
     Or, for a wrong result, ``difference``: a regex over the cell's first difference from eager (the plugin's own
     comparison, :mod:`conformance.matrix.cell`), ``observed`` saying what that shows.
 
+    ``received(exc, scenario)``: a further check on the exception that matched, reading what torch passed where it
+    raised (a frame's arguments), returning what it observed or ``None``. ``also``: further forms of the same
+    limitation's evidence (entries with the same key, reason and source, each with its own ``applies`` and
+    evidence: :func:`observation` tries them in order after the entry itself).
+
     ``reason``: the report's footnote (followed by what was observed); ``source``: where torch states or raises it.
     """
 
@@ -94,6 +99,8 @@ class Limitation:
     dunder: bool = False
     kind: str = "torchbind"
     class_kind: str | None = None
+    received: Callable[[BaseException, Any], str | None] | None = None
+    also: tuple[Limitation, ...] = ()
 
     def applies(self, backend: str, scenario) -> bool:
         """Whether the entry covers this backend and scenario at all (before any evidence is looked at)."""
@@ -121,7 +128,7 @@ class Limitation:
                 return None
             seen = self.observed
         else:
-            seen = self._raised(failure)
+            seen = self._raised(failure, scenario)
             if seen is None:
                 return None
         if self.confirm is not None:
@@ -131,7 +138,7 @@ class Limitation:
             seen = f"{seen}; {confirmed}"
         return seen
 
-    def _raised(self, exc: BaseException) -> str | None:
+    def _raised(self, exc: BaseException, scenario=None) -> str | None:
         if not self.raises:
             return None
         chain = failure_chain(exc)
@@ -149,8 +156,12 @@ class Limitation:
                 continue
             if self.cpp_check is not None and not re.search(self.cpp_check, str(candidate)):
                 continue
-            return raised_at(candidate) if self.graph_break is None else (
+            received = self.received(candidate, scenario) if self.received is not None else ""
+            if received is None:
+                continue
+            seen = raised_at(candidate) if self.graph_break is None else (
                 f"{type(candidate).__name__}, dynamo graph break '{self.graph_break}'")
+            return f"{seen}; {received}" if received else seen
         return None
 
 
@@ -179,6 +190,29 @@ def _dunder_is_python_method(scenario) -> str | None:
     return "; ".join(seen) or None
 
 
+def _fake_kernel_got_none(exc: BaseException, scenario) -> str | None:
+    """The evidence of ``custom-aoti-object``'s compile-time form, read off the frames of ``exc``: the fake kernel
+    of the scenario's op (torch's ``fake_impl`` wrapper in ``torch/_library/custom_ops.py``) was called with
+    ``None`` where eager passes the object, which is what AOTInductor hands it (``_aoti_flatten_inputs`` replaces
+    every non-tensor input with ``None``). ``None`` when no such call is on the traceback."""
+    op = getattr(scenario, "op", None)
+    if op is None:
+        return None
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if (frame.f_code.co_name == "fake_impl"
+                and frame.f_code.co_filename.replace(os.sep, "/").endswith("torch/_library/custom_ops.py")):
+            owner = frame.f_locals.get("self")
+            args = frame.f_locals.get("args") or ()
+            position = op.positions[0]
+            if getattr(owner, "_qualname", None) == op.qualname and position < len(args) and args[position] is None:
+                return (f"the fake kernel of {op.qualname} was called with None in place of the object (argument "
+                        f"{position}) while AOTInductor compiled the program")
+        tb = tb.tb_next
+    return None
+
+
 _NON_TENSOR = ("non-tensor",)
 #: Where a loaded AOTInductor package is called (torch 2.13 and 2.14: pt2_archive; earlier: inductor's package).
 _AOTI_RUNNER = ("export/pt2_archive/_package.py:__call__", "_inductor/package/package.py:__call__")
@@ -190,6 +224,13 @@ def _returns_match(returned: str, wanted: tuple[str, ...]) -> bool:
     return "non-tensor" in wanted and "Tensor" not in returned and returned != "NoneType"
 
 
+_CUSTOM_AOTI_REASON = ("AOTInductor cannot pass a Python custom class object to a custom op (its proxy executor has no "
+                       "input type for it, and while compiling the op's fake kernel is given None for it)")
+_CUSTOM_AOTI_SOURCE = ("torch/csrc/inductor/aoti_torch/oss_proxy_executor.cpp: 'Unsupported input type ... for extern "
+                       "kernel' (as_custom_obj for a constant class, as_none for a symbolic one); "
+                       "torch/_inductor/compile_fx.py _aoti_flatten_inputs: 'Replace non-tensor (constant) inputs with "
+                       "Nones' (torch 2.13, 2.14.1)")
+
 LIMITATIONS: tuple[Limitation, ...] = (
     # ----- Python custom classes (opaque objects): conformance.matrix.custom ---------------------------------------
     Limitation(
@@ -199,10 +240,15 @@ LIMITATIONS: tuple[Limitation, ...] = (
         raises=("RuntimeError",),
         sites=(*_AOTI_RUNNER, "_inductor/package/package.py:load_package"),  # loading builds the proxy executor
         cpp_check=r"Unsupported input type as_\w+ for extern kernel",
-        reason="AOTInductor cannot pass a Python custom class object to a custom op (its proxy executor has no "
-               "input type for it)",
-        source="torch/csrc/inductor/aoti_torch/oss_proxy_executor.cpp: 'Unsupported input type ... for extern "
-               "kernel' (as_custom_obj for a constant class, as_none for a symbolic one; torch 2.13, 2.14.1)",
+        reason=_CUSTOM_AOTI_REASON,
+        source=_CUSTOM_AOTI_SOURCE,
+        # While compiling, AOTInductor runs the op's fake kernel with None for the object: a fake that reads a
+        # member of a symbolic object (a USE_REAL one, legal under torch.compile and export) raises there instead.
+        also=(Limitation(
+            key="custom-aoti-object", kind="custom", backends=frozenset({"aoti"}),
+            raises=("Exception",), sites=("_library/custom_ops.py:fake_impl",),
+            via=("_inductor/compile_fx.py:compile_fx_aot",), received=_fake_kernel_got_none,
+            reason=_CUSTOM_AOTI_REASON, source=_CUSTOM_AOTI_SOURCE),),
     ),
     Limitation(
         key="custom-saveload-object-input",
@@ -384,8 +430,9 @@ def observation(backend: str, scenario, failure: BaseException | str) -> tuple[L
     """``(entry, what the failure showed of it)`` for the first entry that applies to this cell and whose evidence
     ``failure`` shows, else ``None``. The text goes into the cell's footnote: what was observed for this class."""
     for entry in LIMITATIONS:
-        if entry.applies(backend, scenario):
-            seen = entry.observe(failure, scenario)
-            if seen is not None:
-                return entry, seen
+        for form in (entry, *entry.also):
+            if form.applies(backend, scenario):
+                seen = form.observe(failure, scenario)
+                if seen is not None:
+                    return entry, seen
     return None
