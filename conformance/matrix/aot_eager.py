@@ -2,4 +2,5 @@
 
 from .backend import Backend, torch_compile
 
-BACKEND = Backend(name="aot_eager", group="torch.compile", title="aot_eager", prepare=torch_compile("aot_eager"))
+BACKEND = Backend(name="aot_eager", group="torch.compile", title="aot_eager", prepare=torch_compile("aot_eager"),
+                  dynamo=True)

@@ -26,7 +26,9 @@ class Backend:
     AOTInductor). ``state_visible``: running mutates the object the cell holds (False for AOTInductor, which runs
     on its own deserialized copy of an attribute object, so only outputs can be compared).
     ``scalars_as_tensors``: the backend returns int/float/bool outputs as 0-dim tensors (AOTInductor's calling
-    convention), compared by value.
+    convention), compared by value. ``dynamo``: ``prepare`` compiles with ``torch.compile`` (dynamo), so with dynamo
+    disabled (``TORCHDYNAMO_DISABLE=1``, :mod:`conformance.dynamo_state`) nothing would be compiled and the cell
+    skips saying so.
     """
 
     name: str
@@ -36,6 +38,7 @@ class Backend:
     ahead_of_time: bool = False
     state_visible: bool = True
     scalars_as_tensors: bool = False
+    dynamo: bool = False
 
     @property
     def side(self) -> str:

@@ -15,6 +15,7 @@ import traceback
 import torch
 
 from ..compare import flat_state_differences
+from ..dynamo_state import skip_reason
 from ..evidence import collecting, replay
 from ..example_objects import read_state
 from ..results import Cell, Failure, Status, exception_line
@@ -119,6 +120,10 @@ def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
     backend = get_backend(backend) if isinstance(backend, str) else backend
     backend_name = backend.name
     qualname = ctx.info.qualname
+    if backend.dynamo and (disabled := skip_reason(f"the {backend.group} {backend.title} cell")) is not None:
+        cell = new_cell(ctx, row, backend_name)  # torch.compile would run the program eagerly: nothing to judge
+        cell.status, cell.reason = Status.SKIPPED, disabled
+        return cell
     try:
         scn = scenario(ctx, row)
     except NoEagerReference as exc:  # n/a: say what eager raised, and keep the program it raised on

@@ -23,6 +23,7 @@ import torch
 
 from ..arguments import draw_fixed
 from ..compare import value_differences
+from ..dynamo_state import skip_reason
 from ..custom_context import CustomClassContext, Recipe, same_value, show, state_of
 from ..results import Cell, NotApplicable, Status, exception_line
 from ..values import ArgumentSet
@@ -76,13 +77,21 @@ class CustomScenario:
         return [values[i] for i in self.tensor_positions]
 
 
-def _recipes(ctx: CustomClassContext) -> tuple[Recipe, list[Recipe]]:
-    """The first object's recipe and those of the drawn objects whose state differs from it."""
-    drawn = draw_fixed(ctx.objects(), 6, f"{ctx.info.name}:matrix")
+def _recipes(ctx: CustomClassContext) -> tuple[Recipe, list[Recipe], list[Recipe], bool]:
+    """The first object's recipe, those of the other objects whose state differs from it, the adopter's other
+    example objects in the first one's state, and whether the objects are the adopter's. Every object that
+    ``@conformance.examples`` factories return is taken, in their order (the first is the one programs are
+    compiled with); without factories, up to six objects drawn from the constructor (and the third list is empty:
+    a drawn object like the first adds nothing to the "equal" call)."""
+    given = ctx._factory_recipes()  # every example object, in the factories' order
+    drawn = given or draw_fixed(ctx.objects(), 6, f"{ctx.info.name}:matrix")
     if not drawn:
         raise NotApplicable(f"no object of {ctx.info.name} could be built")
     first = drawn[0]
-    return first, [r for r in drawn[1:] if not _same_state(state_of(first.build()), state_of(r.build()))]
+    mine = state_of(first.build())
+    same = [_same_state(mine, state_of(r.build())) for r in drawn[1:]]
+    return (first, [r for r, alike in zip(drawn[1:], same) if not alike],
+            [r for r, alike in zip(drawn[1:], same) if alike and given], bool(given))
 
 
 def _mutations(ctx: CustomClassContext, first: Recipe, others: list[Recipe],
@@ -160,7 +169,7 @@ def scenario(ctx: CustomClassContext, row: str) -> CustomScenario:
     """The scenario of ``row`` (an op's short name). Raises :class:`~conformance.results.NotApplicable` when no
     argument set of the op runs in eager with the first object."""
     op = next(o for o in ctx.info.ops if o.short_name == row)
-    first, others = _recipes(ctx)
+    first, others, alike, given = _recipes(ctx)
     arg_sets = ctx.arguments.fixed(op.qualname, op.schema, op.positions[0], limit=3)
     for args in arg_sets:
         try:
@@ -191,8 +200,11 @@ def scenario(ctx: CustomClassContext, row: str) -> CustomScenario:
                f"        return torch.ops.{ns}.{name}({', '.join(call)})\n")
     steps: list[tuple[str, Callable[[], Any]]] = [(f"first: obj = {first.code}", first.build),
                                                   (f"equal: obj = {first.code} (built again)", first.build)]
-    if others:
-        steps.append((f"unequal: obj = {others[0].code}", others[0].build))
+    steps += [(f"equal: obj = {other.code}", other.build) for other in alike]  # the adopter's objects like the first
+    # Every example object the adopter gave is called (each may be the one a stale program shows on); of drawn
+    # objects, the one that changes the output most surely.
+    for other in (others if given else others[:1]):
+        steps.append((f"unequal: obj = {other.code}", other.build))
     for label, mutate in _mutations(ctx, first, others, changes):
         steps.append((f"changed: obj = {first.code}; {label}", lambda mutate=mutate: _mutated(first, mutate)))
     told = [changes(make()) for label, make in steps[2:]]
@@ -245,6 +257,9 @@ def run_custom_cell(ctx: CustomClassContext, row: str, backend: str | Backend) -
     rows = custom_rows(ctx)
     cell = Cell(ctx.info.name, row, backend.name, rows.index(row),
                 names.index(backend.name) if backend.name in names else len(names))
+    if backend.dynamo and (disabled := skip_reason(f"the {backend.group} {backend.title} cell")) is not None:
+        cell.status, cell.reason = Status.SKIPPED, disabled  # torch.compile would run eagerly: nothing to judge
+        return cell
     try:
         scn = scenario(ctx, row)
     except NotApplicable as exc:
@@ -254,7 +269,11 @@ def run_custom_cell(ctx: CustomClassContext, row: str, backend: str | Backend) -
     try:
         with ctx.calling(f"{row} of {ctx.info.name} through {backend.title} (compile and run)", timed=False):
             torch._dynamo.reset()
-            diffs = _run(ctx, scn, backend)
+            # One recompilation per object at most: never dynamo's limit, past which it would run eagerly unseen.
+            with torch._dynamo.config.patch(recompile_limit=max(torch._dynamo.config.recompile_limit,
+                                                                len(scn.steps) + 1),
+                                            fail_on_recompile_limit_hit=True):
+                diffs = _run(ctx, scn, backend)
         evidence, failure_details, matched = diffs, diffs, diffs[0] if diffs else ""
     except Exception as exc:  # noqa: BLE001 - compile/export/runtime errors are this cell's result
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)

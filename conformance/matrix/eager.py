@@ -2,4 +2,5 @@
 
 from .backend import Backend, torch_compile
 
-BACKEND = Backend(name="eager", group="torch.compile", title="eager", prepare=torch_compile("eager"))
+BACKEND = Backend(name="eager", group="torch.compile", title="eager", prepare=torch_compile("eager"),
+                  dynamo=True)

@@ -2,4 +2,5 @@
 
 from .backend import Backend, torch_compile
 
-BACKEND = Backend(name="inductor", group="torch.compile", title="inductor", prepare=torch_compile("inductor"))
+BACKEND = Backend(name="inductor", group="torch.compile", title="inductor", prepare=torch_compile("inductor"),
+                  dynamo=True)
