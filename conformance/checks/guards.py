@@ -247,6 +247,11 @@ def _mutator_args(ctx) -> tuple[SearchStrategy, list[str]]:
             continue
         if args is not None:
             out[name] = args
+    if ctx.shared and out:  # a change would reach every later item that gets the same object
+        uncalled.append(f"no method was called on the example objects ({', '.join(ctx.shared)}): every call of "
+                        "the factory returns the same object and it cannot be copied, so a change would reach the "
+                        "items after this one; return new objects from the factory")
+        out = {}
     return st.fixed_dictionaries(out), uncalled
 
 
@@ -296,9 +301,10 @@ def _symbolic_violation(ctx, target, draw, untwinned, reader) -> Failure | None:
                 run(eager_fn, a_recipe.build())
             except Exception:  # noqa: BLE001 - eager rejects these arguments too: nothing to compare
                 return None
+            see = (f"; the fake_kernel[{target.short_name}] item judges the op's fake kernel"
+                   if not isinstance(target, str) else "")
             raise NotApplicable(f"a program reading {what} does not compile ({type(exc).__name__}: "
-                                f"{str(exc).splitlines()[0][:200]}), so no guard can be judged; see the fake_kernel "
-                                "item") from None
+                                f"{str(exc).splitlines()[0][:200]}), so no guard can be judged{see}") from None
         torch._dynamo.reset()
         program = torch.compile(eager_fn, backend="eager", fullgraph=True)
 
