@@ -1,0 +1,223 @@
+"""The state of a custom class's object, as the checks compare it: objects without ``__dict__``, memo fields, twins
+that cannot be built equal, fields changed only through the class's own constructor, and example objects shared
+between items. Each rule beside the plain Python/torch lines that show why it is needed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+from conformance.custom_state import fresh_copy, learn_memos, state_of, twin_differences
+from conformance.runner import Engine, run_class
+from conformance.settings import Settings
+
+from conftest import run_inprocess
+
+
+# ----- objects without __dict__ -----------------------------------------------------------------------------------
+
+def test_a_generator_has_a_state_and_it_changes_with_manual_seed():
+    g = torch.Generator().manual_seed(0)
+    assert not hasattr(g, "__dict__")
+    before = state_of(g)
+    assert before["device"] == torch.device("cpu") and before["guard_fn(obj)"] is not None
+    assert any(isinstance(v, torch.Tensor) for v in before.values())  # the RNG state, from its own __reduce__
+    g.manual_seed(5)
+    assert twin_differences(torch.Generator().manual_seed(0), g)  # a different seed is a different state
+    assert not twin_differences(torch.Generator().manual_seed(0), torch.Generator().manual_seed(0))
+
+
+PYBIND = textwrap.dedent("""
+    import sys, torch, torch.distributed as dist
+    from conformance.custom_state import fresh_copy, state_of
+    pg = dist.ProcessGroup(dist.HashStore(), 0, 1)
+    print("state:", sorted(state_of(pg)))
+    print("copy:", fresh_copy(pg))
+    sys.stdout.flush()
+    if sys.argv[1:] == ["reduce"]:
+        pg.__reduce__()   # pybind11's inherited __reduce__: the process dies here
+    print("alive")
+""")
+
+
+def test_a_pybind_object_is_read_through_its_properties_and_never_reduced():
+    # plain pybind11: the inherited __reduce__ aborts the process
+    died = subprocess.run([sys.executable, "-c", PYBIND, "reduce"], capture_output=True, text=True, timeout=300)
+    assert died.returncode != 0 and "alive" not in died.stdout, died.stdout + died.stderr
+    assert "instance allocation failed" in died.stderr
+    # the gate reads its properties and registered members instead, and never copies it
+    ok = subprocess.run([sys.executable, "-c", PYBIND], capture_output=True, text=True, timeout=300)
+    assert "alive" in ok.stdout, ok.stdout + ok.stderr
+    assert "'group_desc'" in ok.stdout and "copy: None" in ok.stdout
+
+
+# ----- memo fields ------------------------------------------------------------------------------------------------
+
+class Mesh:
+    """Like DeviceMesh: __hash__ caches its value in a field."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __eq__(self, other):
+        return isinstance(other, Mesh) and self.n == other.n
+
+    def __hash__(self):
+        if not hasattr(self, "_hash"):
+            self._hash = hash(self.n)
+        return self._hash
+
+
+class Counted:
+    """A cache written by a helper method, so only hashing a new object shows it."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __eq__(self, other):
+        return isinstance(other, Counted) and self.n == other.n
+
+    def __hash__(self):
+        return self._cached()
+
+    def _cached(self):
+        self.__dict__.setdefault("memo", hash(self.n))
+        return self.memo
+
+
+def test_memo_fields_are_not_state():
+    a, b = Mesh(2), Mesh(2)
+    hash(a)
+    assert vars(a) != vars(b)  # plain Python: one was hashed, the other not
+    assert not twin_differences(a, b)  # the gate: the same state (__hash__ assigns self._hash)
+    c, d = Counted(3), Counted(3)
+    learn_memos(Counted(3))  # hashing a new object shows what the hash caches
+    hash(c)
+    assert vars(c) != vars(d) and not twin_differences(c, d)
+    assert twin_differences(Counted(3), Counted(4)) == ["n"]
+
+
+# ----- twins and fields changed only through the constructor ----------------------------------------------------
+
+CLASSES = '''
+import itertools
+import torch
+from torch._library import opaque_object as oo
+try:
+    from torch._custom_class_base import CustomClassBase as Base
+except ImportError:
+    from torch._opaque_base import OpaqueBase as Base
+
+_ids = itertools.count()
+
+def register(cls, typ, **kw):
+    if hasattr(oo, "register_custom_class"):
+        oo.register_custom_class(cls, typ=typ, **kw)
+    else:
+        oo.register_opaque_type(cls, typ={"constant": "value", "symbolic": "reference"}[typ], **kw)
+    return cls
+
+class Pair:
+    """total is a + b, always; __eq__ compares a and b, which fix total."""
+    def __init__(self, a: int, b: int):
+        self.a, self.b, self.total = a, b, a + b
+    def __eq__(self, other):
+        return isinstance(other, Pair) and (self.a, self.b) == (other.a, other.b)
+    def __hash__(self):
+        return hash((self.a, self.b))
+    def __fx_repr__(self):
+        return f"Pair({self.a!r}, {self.b!r})", {"Pair": Pair}
+
+register(Pair, "constant")
+
+@torch.library.custom_op("{NS}::shift", mutates_args=())
+def shift(x: torch.Tensor, p: Pair) -> torch.Tensor:
+    return x + p.total
+
+shift.register_fake(lambda x, p: torch.empty_like(x))
+
+class Handle(Base):
+    """Each object gets a new id, as a mesh gets new subgroups: two built the same way differ."""
+    def __init__(self, n: int):
+        self.n, self.id = n, next(_ids)
+    def read(self) -> int:
+        return self.n
+
+register(Handle, "symbolic", guard_fn=lambda h: [h.n], members={"read": oo.MemberType.USE_REAL})
+
+SHARED = []
+
+class Box(Base):
+    """A symbolic class whose examples come from a cache (the same objects on every factory call)."""
+    def __init__(self, n: int):
+        self.n = n
+    def bump(self, k: int) -> None:
+        self.n += k
+    def get(self) -> int:
+        return self.n
+
+register(Box, "symbolic", guard_fn=lambda b: [b.n], members={"get": oo.MemberType.USE_REAL})
+'''
+
+
+def _module(pytester, name: str) -> str:
+    pytester.makepyfile(**{name: CLASSES.replace("{NS}", name)})
+    pytester.syspathinsert()
+    return name
+
+
+def test_plain_python_a_transplanted_field_makes_a_state_no_object_reaches(pytester):
+    mod = __import__(_module(pytester, "state_pair_plain"))
+    import copy
+
+    a = mod.Pair(1, 2)
+    b = copy.copy(a)
+    b.total = mod.Pair(3, 4).total  # what the old search did: a == b, yet the op reads another total
+    assert a == b and not torch.equal(mod.shift(torch.zeros(1), a), mod.shift(torch.zeros(1), b))
+    # no object the constructor makes is equal to a and has another total
+    assert all(mod.Pair(x, y).total == 3 for x in range(5) for y in range(5) if mod.Pair(x, y) == a)
+
+
+def test_guards_changes_fields_only_through_the_constructor(pytester):
+    mod = _module(pytester, "state_pair")
+    outcomes = run_class(f"{mod}.Pair", skip={"matrix"}, engine=Engine(Settings(examples=30)))
+    guards = [o for o in outcomes if o.check == "guards"]
+    assert guards and all(o.status == "passed" for o in guards), [o.render() for o in guards]
+    assert all(o.evidence.total for o in guards)
+
+
+def test_twins_that_cannot_be_built_equal_are_never_compared(pytester):
+    mod = _module(pytester, "state_handle")
+    h1, h2 = (getattr(__import__(mod), "Handle")(1) for _ in range(2))
+    assert twin_differences(h1, h2) == ["id"]  # plain Python: built the same way, not equal
+    [guard] = [o for o in run_class(f"{mod}.Handle", skip={"matrix"}, engine=Engine(Settings(examples=20)))
+               if o.check == "guards"]
+    assert guard.status == "skipped", guard.render()
+    assert "two objects built the same way are not equal" in guard.summary and "'id'" in guard.summary
+
+
+def test_shared_example_objects_do_not_carry_one_items_changes_into_the_next(pytester):
+    mod = _module(pytester, "state_box")
+    pytester.makeconftest(f'''
+import conformance
+from {mod} import Box, SHARED
+
+@conformance.examples("{mod}.Box")
+def boxes():
+    if not SHARED:
+        SHARED.extend([Box(1), Box(2)])
+    return SHARED   # the same objects on every call
+
+def pytest_sessionfinish(session):
+    import pathlib
+    pathlib.Path("shared.txt").write_text(repr([b.n for b in SHARED]))
+''')
+    result = run_inprocess(pytester, f"--torchbind-load={mod}", f"--torchbind-class={mod}.Box", "-p", "no:randomly",
+                           "--torchbind-checks=guards", "-rA")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "shared.txt").read_text() == "[1, 2]"  # every change went to fresh copies
+    box = Mesh(1)
+    assert fresh_copy(box) is not box and not twin_differences(fresh_copy(box), box)
