@@ -36,6 +36,7 @@ __all__ = [
     "has_python_fake",
     "runs_on_fakes",
     "SelectorError",
+    "why_nothing_to_check",
 ]
 
 CLASS_PREFIX = "__torch__.torch.classes."
@@ -312,3 +313,31 @@ def _static_methods(script_class, instance_methods: list[str] = ()) -> dict[str,
         if isinstance(found, torch.ScriptClassFunction):
             out[schema.name] = schema
     return out
+
+
+def why_nothing_to_check(qualname: str, kind: str, checks, only: tuple[str, ...] | None,
+                         backends: tuple[str, ...] | None) -> str:
+    """Why a selected class has no item to collect: one clause per check the run selected (``only``, the
+    ``--torchbind-checks`` names, or every check of ``checks``, the registered :class:`conformance.checks.Check`
+    objects), saying why it has no target in the class of ``kind`` (``"torchbind"`` or ``"custom"``): a check for
+    the other kind of class, no op taking the class, no method besides the protocol ones, no matrix cell (with
+    ``backends``, the ``--torchbind-backends`` names), or a check that does not apply to it. Raises nothing."""
+    selected = [c for c in checks if only is None or c.name in only]
+    clauses = []
+    for chk in selected:
+        if kind not in chk.kinds:
+            other = "TorchBind classes" if kind == "custom" else "Python custom classes"
+            clauses.append(f"{chk.name} is for {other}")
+        elif chk.scope == "op":
+            clauses.append(f"{chk.name}: no custom op takes a {qualname} argument")
+        elif chk.scope == "method":
+            clauses.append(f"{chk.name}: the class has no method besides its constructor and the pickling and "
+                           "flatten protocol")
+        elif chk.scope == "cell":
+            clauses.append(f"{chk.name}: no coverage-matrix cell" +
+                           (f" with --torchbind-backends={','.join(backends)}" if backends else ""))
+        else:
+            clauses.append(f"{chk.name} does not apply to it")
+    chosen = f"the checks selected (--torchbind-checks={','.join(only)})" if only else "no check"
+    return (f"{node_id(qualname, '').removesuffix('::')}: nothing to check in {qualname}: {chosen} "
+            f"{'have' if only else 'has'} no item for it ({'; '.join(clauses) or 'no check is registered'})")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -67,7 +68,10 @@ class Collection:
             info = self.engine.context(qualname).info
             collector = TorchbindClass.from_parent(session, name=info.test_name, nodeid=info.test_name,
                                                    qualname=qualname, collection=self)
-            ours.extend(session.genitems(collector))
+            found = list(session.genitems(collector))
+            if not found:  # said, not a silent "collected 0 items" (exit status 5 when no other class has items)
+                self.nothing_to_check(qualname)
+            ours.extend(found)
         for arg in self.named:
             if not any(_named_by(item.nodeid, arg) for item in ours):
                 raise pytest.UsageError(f"{arg}: no conformance item matches; the selected classes' items are "
@@ -82,6 +86,19 @@ class Collection:
                 item.add_marker(pytest.mark.xfail(strict=True, reason=(
                     f"baseline: {entry.reason} (known failure on {entry.where()}; if it passes now, remove the entry "
                     f"from {self.baseline_path} or run with --torchbind-accept)")))
+
+    def nothing_to_check(self, qualname: str) -> None:
+        """Warn (``PytestCollectionWarning``, in pytest's warnings summary) that a selected class has no item with
+        the run's filters, and why (:func:`conformance.discovery.why_nothing_to_check`)."""
+        from .checks import all_checks
+        from .discovery import why_nothing_to_check
+
+        settings = self.engine.settings
+        why = why_nothing_to_check(qualname, self.engine.context(qualname).kind, all_checks(), settings.checks,
+                                   settings.backends)
+        # Located at the class's collector, not at this line of the plugin.
+        warnings.warn_explicit(pytest.PytestCollectionWarning(why), pytest.PytestCollectionWarning,
+                               filename=self.engine.context(qualname).info.test_name, lineno=0)
 
     def reuse_key(self, nodeid: str, unit: CheckTarget) -> str | None:
         """The item's reuse key (:class:`~conformance.reuse.KeyMaker`), or ``None`` without a store or when the key

@@ -54,6 +54,12 @@ VERDICTS: dict[str, dict[str, frozenset[str]]] = {
     **{name: {"failed": NO_FAKE, "passed": frozenset({"examples", "deepcopy"})} for name in (
         "quantized::Conv2dPackedParamsBase", "quantized::Conv3dPackedParamsBase",
         "quantized::EmbeddingPackedParamsBase", "quantized::LinearPackedParamsBase", "rnn::CellParamsBase")},
+    # torch 2.14 registers the CUDA stream and event classes (in every build). Pinned on machines without a CUDA
+    # device only: there a Stream cannot be built (every constructor call raises a CUDA error); with one, their
+    # verdicts are not pinned yet, and the test says so as for any class the table does not know.
+    **({} if torch.cuda.is_available() else {
+        "cuda::Stream": {"failed": NO_FAKE | {"examples"}, "passed": frozenset()},
+        "cuda::Event": {"failed": NO_FAKE, "passed": frozenset({"examples"})}}),
     **{name: {"failed": NO_FAKE, "passed": frozenset({"examples"})} for name in (
         "_nnapi::Compilation", "backendutils::BackendDebugInfo", "c10d::ProcessGroup", "c10d::ReduceOp",
         "c10d::Work", "dist_rpc::WorkerInfo", "profiling::InstructionStats", "profiling::SourceRef",
