@@ -57,6 +57,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .files import write_text_atomically
+from .reports import encodable
 from .results import ConformanceError
 from .versions import torch_release
 
@@ -173,7 +174,8 @@ def save_baseline(path: Path, failures: dict[str, Entry | str | dict]) -> None:
     then unchanged."""
     entries = {k: _as_entry(v).to_json() for k, v in sorted(failures.items())}
     doc = {"schema": SCHEMA, "known_failures": entries}
-    write_text_atomically(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    # encodable: a summary holding an unpaired surrogate is written as its JSON escape, never a UnicodeEncodeError
+    write_text_atomically(path, encodable(json.dumps(doc, indent=2, ensure_ascii=False) + "\n"))
 
 
 def _widened(entry: Entry, torch_version: str) -> Entry:

@@ -19,7 +19,7 @@ from conformance.reports import build_report, write_report
 from conformance.reports.html import render as render_html
 from conformance.reports.markdown import render as render_markdown
 from conformance.reports.terminal import render_lines
-from conftest import TORCH_SPEC, run_inprocess
+from conftest import TORCH_SPEC, TORCH_TESTLIB, run_inprocess
 
 FOO = (f"--torchbind-load={TORCH_SPEC}", "--torchbind-class=_TorchScriptTesting::_Foo")
 #: samples::Counter's coverage matrix on plain eager only: 9 cells, a few seconds.
@@ -263,3 +263,103 @@ def test_step_summary_and_baseline_failures_are_warnings(pytester, samples, monk
     ])
     _no_traceback(result)
     assert (pytester.path / "m.md").read_text().startswith("## TorchBind coverage matrix")  # still written
+
+
+# ----- 4. any text: one unencodable character loses nothing ------------------------------------------------------
+
+#: An unpaired surrogate: what Python makes of a byte that is not UTF-8 (surrogateescape), e.g. in a C++ message.
+BAD = "bad byte \udc80 here"
+
+
+def _every_field_holds(text: str):
+    """A report with ``text`` in every field a run fills from what it saw."""
+    from conformance.results import Cell, Status
+
+    cells = [Cell("ns::Q", "push", "export", 0, 4, Status.FAILED, f"reason: {text}", [f"detail: {text}"],
+                  f"program: {text}"),
+             Cell("ns::Q", f"row {text}", "export", 1, 4, Status.UNSUPPORTED, f"limit: {text}", [], "", "lim")]
+    verdicts = {"ns::Q": [{"item": "matrix[push-export]", "check": "matrix", "target": "push", "status": "failed",
+                           "summary": f"summary: {text}", "baseline": False, "notes": [f"note: {text}"],
+                           "evidence": {}}]}
+    labels = {"torch": "2.13.0", "device": "cpu", "platform": "linux-x86_64", "date": "2026-11-27T00:00:00Z"}
+    return build_report(cells, incomplete=f"interrupted: {text}", verdicts=verdicts, labels=labels)
+
+
+def test_every_writer_survives_an_unpaired_surrogate(tmp_path):
+    from conformance.__main__ import main
+
+    report = _every_field_holds(BAD)
+    for suffix in (".md", ".html", ".json"):
+        write_report(report, tmp_path / f"m{suffix}")
+        text = (tmp_path / f"m{suffix}").read_text(encoding="utf-8")
+        assert "bad byte \\udc80 here" in text, suffix  # the character, escaped: the rest of the text intact
+    # The JSON report reads back with the very character it held (the escape is a JSON escape).
+    doc = json.loads((tmp_path / "m.json").read_text(encoding="utf-8"))
+    assert doc["classes"][0]["verdicts"][0]["summary"] == f"summary: {BAD}"
+    assert doc["incomplete"] == f"interrupted: {BAD}"
+    # The terminal's lines keep it: pytest's terminal writer escapes what the terminal cannot encode.
+    assert render_lines(report)[0] == f"incomplete report — interrupted: {BAD}"
+    save_baseline(tmp_path / "b.json", {"torchbind[ns.Q]::matrix[push-export]": Entry(f"summary: {BAD}")})
+    assert load_baseline(tmp_path / "b.json") == {"torchbind[ns.Q]::matrix[push-export]": Entry(f"summary: {BAD}")}
+    # merge: the merged report of two runs in each format, and the baseline it accepts into.
+    other = tmp_path / "other.json"
+    doc["run"]["torch"] = "2.14.1"
+    other.write_text(json.dumps(doc), encoding="utf-8")
+    for suffix in (".md", ".html", ".json"):
+        assert main(["merge", str(tmp_path / "m.json"), str(other), "-o", str(tmp_path / f"merged{suffix}"),
+                     "--baseline", str(tmp_path / "merged-b.json")]) == 0, suffix
+        assert "\\udc80" in (tmp_path / f"merged{suffix}").read_text(encoding="utf-8"), suffix
+    assert list(load_baseline(tmp_path / "merged-b.json").values())[0].reason == f"summary: {BAD}"
+
+
+@pytest.fixture
+def foo_fake_raising_bad_text():
+    """torch's own fake of _TorchScriptTesting::_Foo, replaced for one test by one whose add_tensor raises a
+    message holding an unpaired surrogate (then put back)."""
+    import torch
+    from torch._library.fake_class_registry import _full_qual_class_name, global_fake_class_registry
+    from torch.testing._internal.torchbind_impls import init_torchbind_implementations
+
+    init_torchbind_implementations()
+    name = "_TorchScriptTesting::_Foo"
+    key = _full_qual_class_name(name)
+    original = global_fake_class_registry.get_impl(key)
+    global_fake_class_registry.deregister(key)
+
+    class FakeFoo:
+        def __init__(self, x: int, y: int):
+            self.x, self.y = x, y
+
+        @classmethod
+        def __obj_unflatten__(cls, flattened):
+            return cls(**dict(flattened))
+
+        def add_tensor(self, z):
+            raise RuntimeError(BAD)
+
+    torch._library.register_fake_class(name)(FakeFoo)
+    try:
+        yield
+    finally:
+        global_fake_class_registry.deregister(key)
+        global_fake_class_registry.register(key, original)
+
+
+@pytest.mark.skipif(not TORCH_TESTLIB, reason="needs torch's TorchBind test classes (libtorchbind_test.so)")
+def test_a_run_whose_failure_holds_an_unpaired_surrogate_writes_every_file(pytester, monkeypatch,
+                                                                          foo_fake_raising_bad_text):
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = run_inprocess(pytester, *FOO, "--torchbind-checks=matrix", "--torchbind-backends=export",
+                           "--torchbind-report=m.json", "--torchbind-baseline=b.json", "--torchbind-accept",
+                           "--junitxml=j.xml")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in out and "UnicodeEncodeError" not in out, out[-3000:]
+    result.stdout.fnmatch_lines(["*= FAILURES =*", "*torchbind coverage matrix*", "*torchbind baseline*",
+                                 "*short test summary info*", "*failed*"])
+    cells = json.loads((pytester.path / "m.json").read_text(encoding="utf-8"))["classes"][0]["cells"]
+    assert any(BAD in " ".join([c["reason"], *c["details"]]) for c in cells)  # read back as it was
+    assert "\\udc80" in summary.read_text(encoding="utf-8")  # the Markdown matrix of the job summary
+    assert load_baseline(pytester.path / "b.json")  # the accepted baseline holds the failures
+    assert (pytester.path / "j.xml").exists()

@@ -185,3 +185,31 @@ def test_baselined_failures_are_known_in_the_matrix_and_the_passes_stay_folded(p
     verdicts.find_element(By.TAG_NAME, "summary").click()
     assert all(r.is_displayed() for r in rows)
     assert rows[0].find_elements(By.TAG_NAME, "td")[1].text == "✗ (baseline)"
+
+
+def test_markdown_and_html_reports_of_hostile_names_run_nothing(browser, tmp_path):
+    """A name holding HTML (``<img src=x onerror=...>``, ``<script>``, a ``javascript:`` link): the Markdown report
+    rendered by Python-Markdown (as MkDocs renders it) and the HTML report of the same data, opened in Chromium,
+    run none of it and show it as text (issue 29)."""
+    pytest.importorskip("markdown", reason="renders the Markdown report (pip install -e '.[docs]')")
+    from selenium.webdriver.common.by import By
+
+    from conformance.reports import write_report
+    from conformance.reports.markdown import render as render_markdown
+    from test_report_escaping import hostile_report, merged_markdown, rendered
+
+    report = hostile_report()
+    pages = {"report.md.html": rendered(render_markdown(report)), "merged.md.html": rendered(merged_markdown())}
+    for name, body in pages.items():
+        (tmp_path / name).write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{body}"
+                                     "</body></html>", encoding="utf-8")
+    write_report(report, tmp_path / "report.html")
+    for name in (*pages, "report.html"):
+        page = _open(browser, tmp_path / name)
+        assert page.execute_script("return window.ran === undefined"), name  # no handler, script or link ran
+        assert not page.find_elements(By.CSS_SELECTOR, "img, script, a[href^='javascript']"), name
+        for link in page.find_elements(By.TAG_NAME, "a"):
+            link.click() if link.is_displayed() else None
+        assert page.execute_script("return window.ran === undefined"), name
+        assert "<img src=x onerror=\"window.ran=1\">" in page.find_element(By.TAG_NAME, "body").get_attribute(
+            "textContent"), name

@@ -14,10 +14,20 @@ from pathlib import Path
 from ..files import write_text_atomically
 from ..results import Cell, Status
 
-__all__ = ["ClassMatrix", "MatrixReport", "build_report", "write_report", "FORMATS", "SYMBOLS"]
+__all__ = ["ClassMatrix", "MatrixReport", "build_report", "write_report", "encodable", "FORMATS", "SYMBOLS"]
 
 #: Cell symbols, as in the seed document's Coverage Matrix (Y / N / blank): passed, failed, unsupported, skipped.
 SYMBOLS = {Status.PASSED: "✓", Status.FAILED: "✗", Status.UNSUPPORTED: "–", Status.SKIPPED: "n/a"}
+
+
+def encodable(text: str) -> str:
+    """``text`` with every character UTF-8 cannot encode written as its backslash escape (``\\udc80``; Python's
+    ``backslashreplace``). Such a character is an unpaired surrogate, which Python makes of bytes that are not
+    UTF-8 (``surrogateescape``: a C++ exception message, a file name); one in one exception message would otherwise
+    make every file the plugin writes fail with ``UnicodeEncodeError``. Every writer returns its text through
+    this, so a report, the merged report and the baseline survive any text. In a JSON document the escape is a
+    JSON escape, so the file reads back with the character it held. Raises nothing."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclasses.dataclass

@@ -7,7 +7,7 @@ from html import escape
 
 from ..results import Status
 from ..reuse import REUSED
-from . import SYMBOLS, ClassMatrix, MatrixReport
+from . import SYMBOLS, ClassMatrix, MatrixReport, encodable
 
 __all__ = ["render"]
 
@@ -116,4 +116,4 @@ def render(report: MatrixReport) -> str:
         out.append(f"<li><b>{escape(lim['key'])}</b> ({escape(', '.join(lim['backends']))}): "
                    f"{escape(lim['reason'])}. <i>{escape(lim['source'])}</i></li>")
     out.append("</ul></body></html>")
-    return "\n".join(out) + "\n"
+    return encodable("\n".join(out) + "\n")

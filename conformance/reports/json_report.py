@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from . import MatrixReport
+from . import MatrixReport, encodable
 
 __all__ = ["render", "SCHEMA"]
 
@@ -34,4 +34,4 @@ def render(report: MatrixReport) -> str:
                         "verdicts": report.verdicts.get(m.qualname, [])})
     doc = {"schema": SCHEMA, "torch": report.torch_version, "run": report.labels, "incomplete": report.incomplete,
            "classes": classes, "limitations": report.limitations}
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return encodable(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")  # a lone surrogate: a JSON escape

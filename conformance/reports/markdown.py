@@ -1,42 +1,71 @@
 """Markdown writer: one table per class in the shape of the seed's Coverage Matrix (scenarios × backends,
-grouped by torch.compile / AOTInductor / export), ✓ ✗ – with numbered footnotes giving each reason."""
+grouped by torch.compile / AOTInductor / export), ✓ ✗ – with numbered footnotes giving each reason.
+
+Every text that comes from the run (class and scenario names, reasons, labels) is escaped: Markdown passes raw
+HTML through to the page it renders (CommonMark, GitHub's job summary, Python-Markdown alike), so a reason
+quoting a field named ``<img src=x onerror=...>`` would run in the reader's browser; and ``[text](url)`` would be
+a link. Text becomes HTML character references (``&lt;``) and backslash escapes (``\\[``); a scenario name is a
+code span, whose content a renderer shows as it is.
+"""
 
 from __future__ import annotations
 
-from ..results import Status
-from . import SYMBOLS, ClassMatrix, MatrixReport
+import re
 
-__all__ = ["render", "render_class"]
+from ..results import Status
+from . import SYMBOLS, ClassMatrix, MatrixReport, encodable
+
+__all__ = ["render", "render_class", "escape_text", "code_span"]
+
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "[": "\\[", "]": "\\]",
+                          "|": "\\|", "\n": " ", "\r": " "})
+
+
+def escape_text(text: str) -> str:
+    """``text`` as Markdown that renders as that text, on one line: no raw HTML (``<`` ``>`` ``&`` as character
+    references), no link or image (``[`` ``]`` backslash-escaped, and ``\\`` itself), no table cell break (``|``),
+    line breaks as spaces. Raises nothing."""
+    return str(text).translate(_ESCAPES)
+
+
+def code_span(text: str) -> str:
+    """``text`` as one Markdown code span (shown as it is, HTML included): fenced with one more backtick than its
+    longest run of backticks, on one line, ``|`` escaped for tables. Raises nothing."""
+    text = str(text).replace("\n", " ").replace("\r", " ")
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text.replace('|', chr(92) + '|')}{pad}{fence}"
 
 
 def render_class(matrix: ClassMatrix) -> str:
     """The Markdown section of one class."""
     groups = [b["group"] for b in matrix.backends]
-    header = ["scenario"] + [f"{b['group']}<br>{b['title']}" if groups.count(b["group"]) > 1 or
-                             b["title"] != b["group"] else b["title"] for b in matrix.backends]
-    lines = [f"### {matrix.qualname}", "", "| " + " | ".join(header) + " |",
+    header = ["scenario"] + [f"{escape_text(b['group'])}<br>{escape_text(b['title'])}"
+                             if groups.count(b["group"]) > 1 or b["title"] != b["group"] else escape_text(b["title"])
+                             for b in matrix.backends]
+    lines = [f"### {escape_text(matrix.qualname)}", "", "| " + " | ".join(header) + " |",
              "|" + "---|" * len(header)]
     for row, line in matrix.table():
         cells = [" " if cell is None else SYMBOLS[cell.status] + (f" [{note}]" if note else "")
                  for _, cell, note in line]
-        lines.append(f"| `{row}` | " + " | ".join(cells) + " |")
+        lines.append(f"| {code_span(row)} | " + " | ".join(cells) + " |")
     counts = matrix.counts()
     lines += ["", f"{counts[Status.PASSED]} ✓, {counts[Status.FAILED]} ✗, {counts[Status.UNSUPPORTED]} – "
               "(known torch limitation)" + (f", {counts[Status.SKIPPED]} n/a" if counts[Status.SKIPPED] else "")]
     if matrix.footnotes:
         lines.append("")
         for number, status, reason in matrix.footnotes:
-            lines.append(f"{number}. {SYMBOLS[status]} {reason.replace('|', '/')}")
-    return "\n".join(lines) + "\n"
+            lines.append(f"{number}. {SYMBOLS[status]} {escape_text(reason.replace('|', '/'))}")
+    return encodable("\n".join(lines) + "\n")
 
 
 def render(report: MatrixReport) -> str:
     """The whole report: a title, the note of an incomplete run, the legend, and each class's table."""
-    parts = [f"## TorchBind coverage matrix (torch {report.torch_version})", "",
+    parts = [f"## TorchBind coverage matrix (torch {escape_text(report.torch_version)})", "",
              "✓ matches plain eager · ✗ fails or differs from eager · – unsupported: a known torch limitation "
              "(the cell ran and failed the documented way) · n/a did not run (no fake class, or no eager reference: "
              "the footnote says why)", ""]
     if report.incomplete:
-        parts[1:1] = ["", f"**Incomplete report — {report.incomplete}.**"]
+        parts[1:1] = ["", f"**Incomplete report — {escape_text(report.incomplete)}.**"]
     parts += [render_class(m) for m in report.classes if m.rows]  # a class whose matrix did not run: no table
-    return "\n".join(parts)
+    return encodable("\n".join(parts))

@@ -12,8 +12,9 @@ import json
 from html import escape
 
 from ..results import Status
-from . import SYMBOLS
+from . import SYMBOLS, encodable
 from . import html as single_html
+from .markdown import code_span, escape_text
 
 __all__ = ["render_markdown", "render_html", "render_json", "render"]
 
@@ -31,16 +32,16 @@ def render_markdown(merged) -> str:
     for i, run in enumerate(merged.runs, start=1):
         note = f" — incomplete: {run.incomplete}" if run.incomplete else ""
         date = f" ({run.labels['date']})" if run.labels.get("date") else ""
-        lines.append(f"{i}. {run.title}{date}{note}")
+        lines.append(escape_text(f"{i}. {run.title}{date}{note}"))
     lines += ["", "Each cell: one symbol per run, in that order (✓ matches eager · ✗ fails or differs · – known "
               "torch limitation · n/a did not run · · not in that run).", ""]
     for qualname in merged.classes():
         rows, backends, grid = merged.grid(qualname)
         if not rows:
             continue
-        header = ["scenario"] + [f"{b['group']}<br>{b['title']}" if b["title"] != b["group"] else b["title"]
-                                 for b in backends]
-        lines += [f"### {qualname}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        header = ["scenario"] + [f"{escape_text(b['group'])}<br>{escape_text(b['title'])}" if b["title"] != b["group"]
+                                 else escape_text(b["title"]) for b in backends]
+        lines += [f"### {escape_text(qualname)}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         changes = []
         for row, line in grid:
             texts = []
@@ -48,14 +49,14 @@ def render_markdown(merged) -> str:
                 change = merged.change(cells)
                 text = _cell_text(cells)
                 if change:
-                    changes.append(f"`{row}` / {b['name']}: {change}")
-                    text += f" ({change})"
+                    changes.append(f"{code_span(row)} / {escape_text(b['name'])}: {escape_text(change)}")
+                    text += f" ({escape_text(change)})"
                 texts.append(text)
-            lines.append(f"| `{row}` | " + " | ".join(texts) + " |")
+            lines.append(f"| {code_span(row)} | " + " | ".join(texts) + " |")
         if changes:
             lines += ["", "Changed between torch versions:", ""] + [f"- {c}" for c in changes]
         lines.append("")
-    return "\n".join(lines)
+    return encodable("\n".join(lines))
 
 
 def render_html(merged) -> str:
@@ -99,7 +100,7 @@ def render_html(merged) -> str:
             out.append("</tr>")
         out.append("</table>")
     out.append("</body></html>")
-    return "\n".join(out) + "\n"
+    return encodable("\n".join(out) + "\n")
 
 
 def render_json(merged) -> str:
@@ -122,8 +123,8 @@ def render_json(merged) -> str:
         classes.append({"qualname": qualname, "rows": rows, "backends": backends, "cells": cells,
                         "verdicts": verdicts})
     runs = [{**run.labels, "incomplete": run.incomplete} for run in merged.runs]
-    return json.dumps({"schema": MERGED_SCHEMA, "runs": runs, "classes": classes}, indent=2,
-                      ensure_ascii=False) + "\n"
+    return encodable(json.dumps({"schema": MERGED_SCHEMA, "runs": runs, "classes": classes}, indent=2,
+                                ensure_ascii=False) + "\n")
 
 
 def render(merged, suffix: str) -> str:
