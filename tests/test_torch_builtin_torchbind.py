@@ -230,7 +230,9 @@ def referenced_items(outcome) -> list[tuple[str, str]]:
     return refs
 
 
-def _assert_references_collected(name, outs, engine):
+def assert_references_collected(name, outs, engine):
+    """Every item the outcomes of the class ``name`` name (:func:`referenced_items`) is one ``engine`` plans for
+    that class (unfiltered)."""
     collector = engine.context(name).info.test_name
     collected = {unit.name for unit in plan(name, engine)}
     for outcome in outs:
@@ -242,14 +244,14 @@ def _assert_references_collected(name, outs, engine):
 
 def test_every_item_a_verdict_names_is_collected_for_its_class(outcomes, engine):
     for name, outs in outcomes.items():
-        _assert_references_collected(name, outs, engine)
+        assert_references_collected(name, outs, engine)
 
 
 def test_without_factories_every_item_a_verdict_names_is_collected(torch_classes):
     """The same cross-check on what a run without example objects says (the skips then point at ::examples)."""
     bare = engine_of(None, Settings(examples=5))
     for name in torch_classes:
-        _assert_references_collected(name, run_class(name, skip={"matrix", "differential"}, engine=bare), bare)
+        assert_references_collected(name, run_class(name, skip={"matrix", "differential"}, engine=bare), bare)
 
 
 def test_a_class_without_constructor_asks_for_examples(torch_classes):

@@ -48,9 +48,13 @@ EXPECTED = {
 
 
 def test_findings_on_torch_shipped_classes(torch_test_classes):
+    from test_torch_builtin_torchbind import assert_references_collected
+
     found, engine = set(), Engine(Settings(examples=10))  # the differential findings need no more than this
     for qualname in expand_selector("_TorchScriptTesting::*"):
-        for outcome in run_class(qualname, skip={"matrix"}, engine=engine):
+        outcomes = run_class(qualname, skip={"matrix"}, engine=engine)
+        assert_references_collected(qualname, outcomes, engine)  # every item a verdict names is one of the class's
+        for outcome in outcomes:
             for failure in outcome.failures:
                 assert "could not complete" not in failure.summary, outcome.render()
                 found.add((qualname.split("::")[1], outcome.check, outcome.target))
