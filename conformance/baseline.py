@@ -132,15 +132,30 @@ def _entry(test_id: str, value, path: Path) -> Entry:
                         "SPECIFIER} or {\"reason\": ..., \"observed\": [SERIES, ...]}")
 
 
+def _unique(pairs: list[tuple[str, object]], path: Path) -> dict:
+    """A JSON object from its ``(key, value)`` pairs (``json``'s ``object_pairs_hook``). Raises
+    :class:`BaselineError` naming a key given twice: JSON lets the last one win silently, which would drop a
+    reviewed reason, or the entry a merge conflict left above it."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise BaselineError(f"{path}: {key!r} is given twice in one JSON object; keep one of them")
+        out[key] = value
+    return out
+
+
 def load_baseline(path: Path, missing_ok: bool = False) -> dict[str, Entry]:
     """``{test id: Entry}`` from ``path``. Raises :class:`BaselineError` for a missing (unless ``missing_ok``),
-    unreadable or malformed file (a bad entry or ``torch`` specifier named)."""
+    unreadable or malformed file (a bad entry or ``torch`` specifier named), or a key given twice in one object
+    (named)."""
     if not path.exists():
         if missing_ok:
             return {}
         raise BaselineError(f"{path}: no such baseline file (create it with --torchbind-accept)")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=lambda pairs: _unique(pairs, path))
+    except BaselineError:
+        raise
     except (OSError, ValueError) as exc:
         raise BaselineError(f"{path}: cannot read the baseline: {exc}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:

@@ -33,18 +33,21 @@ def add_options(parser: pytest.Parser, check_names: list[str], backend_names: li
     group.addoption("--torchbind-load", action="append", default=[], metavar="SPEC",
                     help="load before collection, in order: a .so (torch.ops.load_library), a .py file or dotted "
                          "module (imported), or module:function (imported, then called). Repeatable. "
-                         "Ini: torchbind_load.")
+                         "Ini: torchbind_load (a file there is relative to the ini file's directory).")
     group.addoption("--torchbind-checks", default=None, metavar="NAMES",
                     help="comma-separated check names to run (default: all). "
                          f"Available: {', '.join(check_names)}.")
     group.addoption("--torchbind-backends", default=None, metavar="NAMES",
                     help="comma-separated coverage-matrix backends (default: all): "
                          f"{', '.join(backend_names)}. Ini: torchbind_backends.")
-    group.addoption("--torchbind-report", default=None, metavar="PATH",
-                    help="write the coverage-matrix report to PATH (.md, .json or .html). Ini: torchbind_report.")
+    group.addoption("--torchbind-report", action="append", default=[], metavar="PATH",
+                    help="write the coverage-matrix report to PATH (.md, .json or .html). Repeatable: one report "
+                         "per option (replaces the ini's). Ini: torchbind_report (paths, relative to the ini "
+                         "file's directory).")
     group.addoption("--torchbind-baseline", default=None, metavar="PATH",
                     help="JSON file of known failures (test id -> reason): listed tests are strict xfails; an "
-                         "empty value switches off the ini's baseline. Ini: torchbind_baseline.")
+                         "empty value switches off the ini's baseline. Ini: torchbind_baseline (a path relative to "
+                         "the ini file's directory).")
     group.addoption("--torchbind-accept", action="store_true", default=False,
                     help="rewrite the --torchbind-baseline file from this run's failures, keeping their reasons.")
     group.addoption("--torchbind-timeout", default=None, metavar="SECONDS",
@@ -87,8 +90,9 @@ def add_options(parser: pytest.Parser, check_names: list[str], backend_names: li
                   default=[])
     parser.addini("torchbind_load", "libraries / modules to load before collection", type="linelist", default=[])
     parser.addini("torchbind_backends", "coverage-matrix backends (comma-separated)", default="")
-    parser.addini("torchbind_report", "coverage-matrix report path (.md, .json, .html)", default="")
-    parser.addini("torchbind_baseline", "known-failures baseline file (JSON)", default="")
+    # type="paths": pytest resolves them against the ini file's directory, as it does its own path keys.
+    parser.addini("torchbind_report", "coverage-matrix report paths (.md, .json, .html)", type="paths", default=[])
+    parser.addini("torchbind_baseline", "known-failures baseline file (JSON)", type="paths", default=[])
     parser.addini("torchbind_examples", "hypothesis examples per class for the differential test", default="")
     parser.addini("torchbind_timeout", "seconds a call into the class's code may take (0: no limit)", default="")
     parser.addini("torchbind_isolation", "process (default on Linux) or none", default="")
@@ -164,7 +168,8 @@ def requested(config: pytest.Config) -> bool:
 @dataclasses.dataclass
 class RunOptions:
     """The validated options of a run: ``selectors`` (``--torchbind-class``), ``load`` specs, the engine's
-    :class:`~conformance.settings.Settings`, ``report`` path, ``baseline`` path and its ``known`` failures
+    :class:`~conformance.settings.Settings`, ``reports`` (every report path, absolute; :attr:`report` is the
+    first), ``baseline`` path (absolute) and its ``known`` failures
     (test id -> reason), ``accept``, ``timeout`` (seconds per call, 0: none), ``isolation``
     (``"process"``/``"none"``), ``memory_limit`` (bytes of its own resident memory an isolation worker may
     hold, 0: none) and ``reuse`` (``--torchbind-reuse=on``: settled verdicts whose key did not change are not run
@@ -173,7 +178,7 @@ class RunOptions:
     selectors: list[str]
     load: list[str]
     settings: Settings
-    report: Path | None = None
+    reports: list[Path] = dataclasses.field(default_factory=list)
     baseline: Path | None = None
     known: dict[str, Entry] = dataclasses.field(default_factory=dict)
     accept: bool = False
@@ -181,6 +186,11 @@ class RunOptions:
     isolation: str = "none"
     memory_limit: int = 0
     reuse: bool = False
+
+    @property
+    def report(self) -> Path | None:
+        """The first of :attr:`reports` (``None`` when no report was asked for)."""
+        return self.reports[0] if self.reports else None
 
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 10 ** 3, "m": 1 << 20, "mib": 1 << 20, "mb": 10 ** 6,
@@ -244,19 +254,16 @@ def read_options(config: pytest.Config, check_names: list[str], backend_names: l
                                     "explicit two-call sequences; to leave the test out, use --torchbind-checks)")
     options = RunOptions(
         selectors=list(config.getoption("torchbind_class")) or list(config.getini("torchbind_classes")),
-        load=list(config.getoption("torchbind_load")) or list(config.getini("torchbind_load")),
+        load=list(config.getoption("torchbind_load")) or ini_load_specs(config),
         settings=Settings(), accept=config.getoption("torchbind_accept"))
     controller = not hasattr(config, "workerinput")
-    report = _opt(config, "torchbind_report", "torchbind_report")
-    if report and controller:
-        options.report = _writable_report(report)
-    given = config.getoption("torchbind_baseline")
-    # An empty --torchbind-baseline= switches off the ini's baseline (a run that wants to see every failure).
-    baseline = config.getini("torchbind_baseline") if given is None else given
+    if controller:
+        options.reports = _writable_reports(config)
+    baseline = _baseline_path(config)
     if options.accept and not baseline:
         raise pytest.UsageError("--torchbind-accept needs --torchbind-baseline=PATH (the file to write)")
     if baseline:
-        options.baseline = Path(baseline).resolve()
+        options.baseline = baseline
         try:
             options.known = load_baseline(options.baseline, missing_ok=options.accept)
         except BaselineError as exc:
@@ -334,10 +341,71 @@ def _device(raw: str) -> str:
     return str(device)
 
 
-def _writable_report(report: str) -> Path:
+def _invocation_dir(config: pytest.Config) -> Path:
+    return Path(str(config.invocation_params.dir))
+
+
+def _ini_dir(config: pytest.Config) -> Path:
+    """The directory relative paths in the ini file are taken from: the ini file's own (pytest's rule for its
+    ``paths`` keys), or the invocation directory without an ini file."""
+    return Path(str(config.inipath)).parent if config.inipath is not None else _invocation_dir(config)
+
+
+_FILE_SUFFIXES = (".so", ".dylib", ".dll", ".py")
+
+
+def ini_load_specs(config: pytest.Config) -> list[str]:
+    """The ini's ``torchbind_load`` specs, a file among them (``lib/libfoo.so``, ``fakes.py``,
+    ``fakes.py:install``) made absolute against the ini file's directory when it is there, as pytest resolves the
+    paths of its own ini keys; a module spec, or a file not found there, as written (:mod:`conformance.loading`
+    then tries the invocation directory and the rootdir). Raises nothing."""
+    base, out = _ini_dir(config), []
+    for spec in config.getini("torchbind_load"):
+        head, sep, func = spec.rpartition(":")
+        target, tail = (head, sep + func) if sep and head.endswith(".py") else (spec, "")
+        path = Path(target)
+        named_file = path.suffix in _FILE_SUFFIXES or ".so." in path.name
+        out.append(str(base / path) + tail if named_file and not path.is_absolute() and (base / path).is_file()
+                   else spec)
+    return out
+
+
+def _baseline_path(config: pytest.Config) -> Path | None:
+    """The baseline file, absolute: ``--torchbind-baseline`` against the invocation directory (an empty value:
+    none, switching off the ini's), else the ini's ``torchbind_baseline`` against the ini file's directory.
+    Raises ``pytest.UsageError`` for an ini value naming several files."""
+    given = config.getoption("torchbind_baseline")
+    if given is not None:
+        return (_invocation_dir(config) / given).resolve() if given else None
+    paths = config.getini("torchbind_baseline")
+    if len(paths) > 1:
+        raise pytest.UsageError(f"torchbind_baseline in {config.inipath}: one file, got {len(paths)}: "
+                                f"{', '.join(map(str, paths))} (quote a path that holds spaces)")
+    return Path(paths[0]).resolve() if paths else None
+
+
+def _writable_reports(config: pytest.Config) -> list[Path]:
+    """Every report path, absolute and checked (:func:`_writable_report`), once each: the ``--torchbind-report``
+    options against the invocation directory, else the ini's ``torchbind_report`` paths against the ini file's
+    directory. Raises ``pytest.UsageError`` for a bad one."""
+    given = config.getoption("torchbind_report")
+    if given:
+        paths = [(_invocation_dir(config) / p, p) for p in given if p]
+    else:
+        paths = [(Path(p), str(p)) for p in config.getini("torchbind_report")]
+    out: list[Path] = []
+    for path, text in paths:
+        checked = _writable_report(path, text)
+        if checked not in out:
+            out.append(checked)
+    return out
+
+
+def _writable_report(path: Path, report: str) -> Path:
     """The absolute report path, checked at configure time: a supported suffix, and a directory that exists and
-    accepts a new file (nothing is created). Raises ``pytest.UsageError`` otherwise."""
-    path = Path(report).resolve()
+    accepts a new file (nothing is created). ``report``: the path as the user wrote it, for messages. Raises
+    ``pytest.UsageError`` otherwise."""
+    path = Path(path).resolve()
     if path.suffix.lower() not in FORMATS:
         raise pytest.UsageError(f"--torchbind-report={report}: unsupported format {path.suffix or '(none)'}; "
                                 f"use {', '.join(FORMATS)}")
