@@ -62,7 +62,7 @@ from .results import ConformanceError
 from .versions import torch_release
 
 __all__ = ["SCHEMA", "BaselineError", "Entry", "load_baseline", "save_baseline", "merge_accepted", "stale_entries",
-           "applying", "accept_changes", "series"]
+           "applying", "accept_changes", "accept_warning", "own_failure", "TORCH_SIDE_CHECKS", "series"]
 
 SCHEMA = "torchbind-baseline/1"
 
@@ -235,20 +235,62 @@ def merge_accepted(old: dict[str, Entry | str], results: dict[str, tuple[bool, s
     return merged
 
 
+#: Checks whose failure is a compiled program that differs from plain eager: a torch bug (or what a fake's
+#: disagreement makes of the program). Every other check holds the fake (or a Python custom class) to the C++
+#: class or to torch's protocol: its failure is a bug in the library's own code, never a torch limitation.
+TORCH_SIDE_CHECKS = frozenset({"matrix"})
+
+
+def own_failure(test_id: str) -> bool:
+    """Whether ``test_id`` (``torchbind[ns.Cls]::agreement[pop]``) is a check of the library's own code (the fake
+    against the C++ class, a custom class against its contract) rather than of the compile stack (``matrix``).
+    ``False`` for an id that names no check."""
+    item = test_id.partition("]::")[2]
+    check = item.partition("[")[0]
+    return bool(check) and check not in TORCH_SIDE_CHECKS
+
+
 def accept_changes(old: dict[str, Entry | str], new: dict[str, Entry]) -> list[str]:
-    """What an accepting run changed, one line per test id, sorted: ``added ID (torch 2.14)``, ``dropped ID``,
-    ``changed ID: torch 2.13 -> torch 2.13, 2.14``."""
+    """What an accepting run changed, one line per test id: ``added ID (torch 2.14)``, ``dropped ID``,
+    ``changed ID: torch 2.13 -> torch 2.13, 2.14``. A new entry says what kind of failure it accepts:
+    ``[a compiled program differs from eager]`` (``matrix``: a torch bug, unless a fake's disagreement explains
+    it) or ``[the fake's own disagreement, not a torch limitation: SUMMARY]`` (:func:`own_failure`: the check
+    compares the library's own code, so accepting it baselines a bug a newcomer should fix). Sorted by test id,
+    the new failures of the library's own code last, apart."""
     before = {k: _as_entry(v) for k, v in old.items()}
     lines = []
-    for test_id in sorted(set(before) | set(new)):
+    for test_id in sorted(set(before) | set(new), key=lambda k: (k in new and k not in before and own_failure(k), k)):
         a, b = before.get(test_id), new.get(test_id)
         if a is None:
-            lines.append(f"added {test_id} ({b.where()})")
+            kind = ""
+            if own_failure(test_id):
+                whose = "class's own failure" if test_id.startswith("torchbind[py:") else "fake's own disagreement"
+                kind = f" [the {whose}, not a torch limitation: {b.reason}]"
+            elif test_id.partition("]::")[2]:
+                kind = " [a compiled program differs from eager]"
+            lines.append(f"added {test_id} ({b.where()}){kind}")
         elif b is None:
             lines.append(f"dropped {test_id}")
         elif a != b:
             lines.append(f"changed {test_id}: {a.where()} -> {b.where()}")
     return lines
+
+
+def accept_warning(old: dict[str, Entry | str], new: dict[str, Entry]) -> str | None:
+    """One line for an accepting run that listed failures of the library's own code (:func:`own_failure`) that
+    the baseline did not have: how many, which checks, and that they are bugs to fix, not torch limitations to
+    accept; ``None`` when it listed none. (A newcomer's first ``--torchbind-accept`` baselined a real fake bug
+    without a word.)"""
+    added = sorted(k for k in new if k not in old and own_failure(k))
+    if not added:
+        return None
+    checks = sorted({k.partition("]::")[2].partition("[")[0] for k in added})
+    n = len(added)
+    return (f"--torchbind-accept listed {n} failure{'s' if n != 1 else ''} of the fake's own as known "
+            f"({', '.join(checks)}: the fake disagrees with the C++ class or torch's protocol): "
+            f"{'these are bugs' if n != 1 else 'this is a bug'} in the fake, not torch limitations; fix "
+            f"{'them' if n != 1 else 'it'}, or keep {'them' if n != 1 else 'it'} only with a reviewed reason "
+            "(pytest without --torchbind-accept shows each failure)")
 
 
 def stale_entries(known: Iterable[str], prefix: str, planned: Collection[str]) -> list[str]:

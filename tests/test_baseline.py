@@ -108,6 +108,11 @@ SKIP_AND_SETUP_ERROR = """
 """
 
 
+def _glob(text: str) -> str:
+    """``text`` as a literal fnmatch pattern (its ``[`` would open a character class)."""
+    return text.replace("[", "[[]")
+
+
 @needs_torch_testlib
 def test_accept_changes_only_what_ran_to_a_verdict(pytester):
     pytester.makeconftest(SKIP_AND_SETUP_ERROR)
@@ -140,9 +145,14 @@ def test_accept_changes_only_what_ran_to_a_verdict(pytester):
     assert all(new[k].observed == (here,) for k in added)
     result.stdout.fnmatch_lines(["*= torchbind baseline =*",
                                  f"--torchbind-accept wrote {path}: 3 changes:",
-                                 f"  added {FOO}::coverage[__eq__] (torch {here})",
-                                 f"  added {FOO}::coverage[add] (torch {here})",
                                  f"  dropped {FOO}::coverage[add_tensor]",
+                                 # the fake's own failures last, each saying that it is not a torch limitation
+                                 _glob(f"  added {FOO}::coverage[__eq__] (torch {here}) [the fake's own disagreement, "
+                                       "not a torch limitation: _TorchScriptTesting::_Foo.__eq__: the fake class does "
+                                       "not define __eq__ ") + "*]",
+                                 _glob(f"  added {FOO}::coverage[add] (torch {here}) [the fake's own disagreement, not "
+                                       "a torch limitation: _TorchScriptTesting::_Foo.add: the fake class does not "
+                                       "define add") + "*]",
                                  f"--torchbind-accept removed 1 stale entry from {path} (tests that no longer exist):",
                                  f"  {FOO}::coverage[removed_method]"])
     assert "other.Cls" not in result.stdout.str()
@@ -247,3 +257,28 @@ def test_an_entry_for_another_torch_is_neither_an_xfail_nor_an_xpass(pytester):
                          f"{FOO}::fake_class": {"reason": "only on an old torch", "torch": "<1.0"}})
     result = run(pytester, f"--torchbind-baseline={path}")
     result.assert_outcomes(failed=5, passed=2)  # coverage[add] fails as usual; fake_class passes, no XPASS
+
+
+def test_accepting_says_which_failures_are_the_fakes_own():
+    """--torchbind-accept lists a new user's fake bug apart from the compile stack's failures, saying that it is not
+    a torch limitation (issue 29: a first accept baselined a real fake bug without a word)."""
+    from conformance.baseline import Entry, accept_changes, accept_warning
+
+    old = {"torchbind[ns.Q]::coverage[gone]": Entry("r"), "torchbind[ns.Q]::agreement[kept]": Entry("reviewed")}
+    new = {"torchbind[ns.Q]::agreement[kept]": Entry("reviewed", observed=("2.13",)),
+           "torchbind[ns.Q]::agreement[pop]": Entry("ns::Q.pop: the fake's result differs", observed=("2.13",)),
+           "torchbind[ns.Q]::matrix[pop-inductor]": Entry("inductor differs", observed=("2.13",)),
+           "torchbind[py:m.Spec]::eq_hash": Entry("equal objects hash differently", observed=("2.13",))}
+    assert accept_changes(old, new) == [
+        "changed torchbind[ns.Q]::agreement[kept]: every torch -> torch 2.13",
+        "dropped torchbind[ns.Q]::coverage[gone]",
+        "added torchbind[ns.Q]::matrix[pop-inductor] (torch 2.13) [a compiled program differs from eager]",
+        "added torchbind[ns.Q]::agreement[pop] (torch 2.13) [the fake's own disagreement, not a torch limitation: "
+        "ns::Q.pop: the fake's result differs]",
+        "added torchbind[py:m.Spec]::eq_hash (torch 2.13) [the class's own failure, not a torch limitation: equal "
+        "objects hash differently]"]
+    assert accept_warning(old, new) == (
+        "--torchbind-accept listed 2 failures of the fake's own as known (agreement, eq_hash: the fake disagrees "
+        "with the C++ class or torch's protocol): these are bugs in the fake, not torch limitations; fix them, or "
+        "keep them only with a reviewed reason (pytest without --torchbind-accept shows each failure)")
+    assert accept_warning(old, {k: v for k, v in new.items() if "matrix" in k or "kept" in k}) is None
