@@ -48,15 +48,12 @@ __all__ = ["strategy", "value_strategy", "tensor_strategy", "ArgumentSource", "E
 StrategyFactory = Callable[..., "SearchStrategy | None"]
 
 
-def strategy(qualname: str, method: str, arg: str | int | None = None, *, observer: bool | None = None):
-    """Say how every caller draws the arguments of one method (or custom op) of a TorchBind class: the
-    per-call checks, the differential test, the coverage matrix, the ``flatten`` probe and the scaffold alike.
+def strategy(qualname: str, method: str | None = None, arg: str | int | None = None, *,
+             observer: bool | None = None):
+    """Say how every caller draws the arguments of one method (or custom op) of a class: the per-call checks, the
+    differential test, the coverage matrix, the ``flatten`` probe and the scaffold alike (docs/how-to/strategies.md).
 
-    Use as a decorator on a factory returning a hypothesis strategy (a strategy object may be passed instead of a
-    factory)::
-
-        import conformance
-        from hypothesis import strategies as st
+    A decorator on a factory returning a hypothesis strategy (or a strategy object itself)::
 
         @conformance.strategy("mylib::Tokenizer", "encode", arg="text")   # one argument, by schema name
         def texts():
@@ -70,57 +67,56 @@ def strategy(qualname: str, method: str, arg: str | int | None = None, *, observ
         def indices(obj):
             return st.integers(0, obj.size() - 1) if obj.size() else st.nothing()
 
+        @conformance.strategy("mylib::ring_scale", arg="factor")          # an op alone: every class it takes
+        def factors():
+            return st.floats(0.5, 2.0).map(repr)
+
         conformance.strategy("mylib::Ring", "drain")(lambda: None)        # never call drain at all
 
-    ``qualname`` is ``"ns::Cls"``. ``method`` is a method name, or the qualified name ``"ns::op"`` of a custom op
-    that takes the class. ``arg`` picks one argument by its schema name (``"x"``, or ``"_1"`` where the binding
-    does not name it) or by position (``0`` is the first argument after ``self``; for an op, the first argument
-    that is not an object of the class — an op taking two objects gets both from the plugin, so ``arg=0`` of
-    ``copy_blocks(src, dst, seq)`` is ``seq``).
+    ``qualname`` is ``"ns::Cls"`` (or ``"module.QualName"``) and ``method`` a method name or the ``"ns::op"`` name of a
+    custom op taking the class; without ``method``, ``qualname`` names a custom op, registered by then, and the
+    override applies to every class it takes (:func:`conformance.overrides.classes_taking`). ``arg`` picks one
+    argument by schema name (``"x"``; ``"_1"`` where the binding names none) or position (``0``: the first after
+    ``self``; for an op, the first that is not an object of the class: ``arg=0`` of ``copy_blocks(src, dst, seq)``
+    is ``seq``). A factory with one parameter is called with the real object the call is for (it must only read
+    it; ``st.nothing()``: no call is valid in that state), one without, once per caller.
 
-    A factory without parameters is called once per caller. A factory with one parameter is called with the real
-    ``ScriptObject`` the call is about to be made on (an object in the example's state for the deterministic
-    checks and the matrix; the differential test's C++ object in its current state, before each step), so that
-    arguments can respect the object's preconditions (an index within its length); it must only read the object.
-    A factory that returns ``st.nothing()`` for an object says that no call is valid in that state.
+    Drawn values are **Python source** evaluated with ``torch`` and ``math`` in scope, so that the reproducer
+    prints every call: a ``str`` is source (``"torch.ones(3)"``; a string *value* is ``"'abc'"``), a
+    :class:`conformance.values.Value` is taken as is, ``int``, ``float``, ``bool`` and ``None`` are ``repr``'d. A
+    whole-method draw is the argument list: source text (``"torch.ones(3), alpha=2.0"``), a ``list``/``tuple`` of
+    values, a ``dict`` of keyword values, or an :class:`~conformance.values.ArgumentSet`. A whole-method factory
+    returning ``None`` excludes the method from everything that calls it (``coverage`` and ``signature`` still
+    apply). Deterministic callers draw a small fixed set (:func:`draw_fixed`); the differential test draws freely.
 
-    Drawn values are **Python source** evaluated with ``torch`` and ``math`` in scope, so every argument can be
-    printed verbatim in the reproducer: a ``str`` is source (``"torch.ones(3)"``; a string *value* is
-    ``"'abc'"``, e.g. ``st.text().map(repr)``), a :class:`conformance.values.Value` is taken as is, and ``int``,
-    ``float``, ``bool`` and ``None`` are written with ``repr``. For a whole-method override a drawn value is the
-    argument list: source text (``"torch.ones(3), alpha=2.0"``), a ``list``/``tuple`` of positional values, a
-    ``dict`` of keyword values, or an :class:`~conformance.values.ArgumentSet`. A whole-method factory returning
-    ``None`` excludes the method from everything that calls it: its call-based items (``agreement``,
-    ``return_type``, ``custom_op``, ``differential`` steps, matrix rows) skip saying so, while ``coverage`` and
-    ``signature`` still apply.
+    ``observer`` (whole methods; effective at the call) is the adopter's word on whether the differential test may
+    call the method after every step to read the state: ``False`` keeps it a step, ``True`` names an observer the
+    plugin's proof cannot establish alone (:mod:`conformance.differential.plan`; docs/how-to/strategies.md#observers).
 
-    The deterministic callers draw a small fixed set from the strategy (:func:`draw_fixed`: derandomized, the same
-    on every run); the differential test draws from it freely.
-
-    ``observer`` (whole methods only) gives the adopter's word on whether the differential test may call the
-    method after every step to read the state, and takes effect at the call, so the decorator need not be
-    applied: ``conformance.strategy("mylib::Guard", "clear", observer=False)`` keeps ``clear()`` a step, never an
-    observer; ``observer=True`` names an observer that the plugin's proof cannot establish alone (a method whose
-    result varies from call to call). Without it a method callable without arguments is an observer only when the
-    plugin proves that calling it changes neither ``__obj_flatten__`` nor what any other such method returns
-    (:mod:`conformance.differential.plan`); a named observer the proof shows changing the state is driven as a
-    step instead, and the item's notes say why.
-
-    The override goes into the process's registry (:data:`conformance.registry.REGISTRY`).
-    Returns the factory unchanged. Raises ``ValueError`` when ``qualname`` is not ``ns::Cls``, or for ``observer``
-    given with an ``arg``.
+    The override goes into :data:`conformance.registry.REGISTRY`; a factory that takes no object is called and
+    drawn from once, at registration (:func:`conformance.overrides.check_override`). Returns the factory unchanged.
+    Raises ``ValueError`` when ``qualname`` is not ``ns::Cls`` (nor, without ``method``, a registered op taking a
+    class), for ``observer`` with ``arg`` or without ``method``, or ``None`` returned for one argument;
+    ``TypeError`` for a factory that returns no strategy or draws what is not an argument (naming what it drew).
     """
-    if not is_class_name(qualname):
-        raise ValueError(f"conformance.strategy({qualname!r}, ...): expected 'namespace::Class' (a TorchBind "
-                         "class) or 'module.QualName' (a Python custom class)")
+    from .overrides import check_override, classes_taking
+
+    call = f"conformance.strategy({qualname!r}" + (f", {method!r}" if method is not None else "") + (
+        f", arg={arg!r})" if arg is not None else ")")
+    if observer is not None and (method is None or arg is not None):
+        raise ValueError(f"{call[:-1]}, observer=...): observer= is said of a whole method: name the class and the "
+                         "method, and leave arg out")
+    if method is not None and not is_class_name(qualname):
+        raise ValueError(f"{call}: expected 'namespace::Class' (a TorchBind class) or 'module.QualName' (a Python "
+                         "custom class), then the method or 'ns::op'")
+    owners = classes_taking(qualname) if method is None else [qualname]
     if observer is not None:
-        if arg is not None:
-            raise ValueError(f"conformance.strategy({qualname!r}, {method!r}, arg={arg!r}, observer=...): observer= "
-                             "is said of a whole method; leave arg out")
         REGISTRY.set_observer(qualname, method, observer)
 
     def register(factory):
-        REGISTRY.add_strategy(qualname, method, arg, factory)
+        check_override(call, arg, factory)
+        for owner in owners:
+            REGISTRY.add_strategy(owner, qualname if method is None else method, arg, factory)
         return factory
 
     return register
