@@ -13,7 +13,10 @@ loaded once in a forked child process (where ``os.fork`` is safe, on Linux): a l
 crash (a ``TORCH_LIBRARY`` block or a global constructor that segfaults) then fails with a message naming it and
 the signal, instead of ending pytest with a silent exit status 139. When loading fails, the message shows the
 dynamic loader's own reason (``undefined symbol: ...``, a wrong ELF class, a missing dependency), which torch keeps
-in the ``OSError``'s ``__cause__``.
+in the ``OSError``'s ``__cause__``. A module's or ``.py`` file's code (its import, its function) runs once, in the
+pytest process, with the two ways it could end pytest silently taken away: ``os._exit()`` raises instead (a
+usage error naming the module, not a pytest that exits 0 with no output), and each library it loads with
+``torch.ops.load_library`` is first tried in a forked child as above.
 
 Relative file paths are tried against the invocation directory (the CWD), then the rootdir. A module spec is
 imported from ``sys.path`` first; when its top-level package/module is not on ``sys.path``, it is looked for
@@ -201,8 +204,9 @@ def apply_load_spec(spec: str, rootdir: Path | None = None) -> None:
     that loads it (tried first in a forked child, see :func:`_probe_library`), or loads but registers no TorchBind
     class and no operator (not a torch extension); the Python file is
     missing or cannot be imported; the spec is no valid form; the module is found nowhere (the message names the
-    directories searched) or cannot be imported (syntax error, raises on import); or the function is missing, not
-    callable or raises.
+    directories searched) or cannot be imported (syntax error, raises on import); the function is missing, not
+    callable or raises; or the module's code (its import or its function) calls ``os._exit()`` or loads a library
+    (``torch.ops.load_library``) whose static initializers crash or exit the process (see :func:`_guarded`).
     """
     kind, target, func_name = _parse(spec)
     directory = _named_directory(kind, target, rootdir)
@@ -229,17 +233,78 @@ def apply_load_spec(spec: str, rootdir: Path | None = None) -> None:
     if kind == "file":
         if path is None:
             raise LoadError(f"--torchbind-load={spec!r}: Python file not found")
-        module = _import_file(spec, path)
+        module = _guarded(spec, f"importing {path}", lambda: _import_file(spec, path))
         if func_name:
-            _call(spec, module, str(path), func_name)
+            _guarded(spec, f"calling {path}:{func_name}()", lambda: _call(spec, module, str(path), func_name))
         return
     module_name = target
     if not _is_dotted_name(module_name) or (":" in spec and not func_name.isidentifier()):
         raise LoadError(f"--torchbind-load={spec!r}: expected a .so path, a .py path, path/to/file.py:function, "
                         "a module name or module:function")
-    module = _import_module(spec, module_name, rootdir)
+    module = _guarded(spec, f"importing {module_name}", lambda: _import_module(spec, module_name, rootdir))
     if func_name:
-        _call(spec, module, module_name, func_name)
+        _guarded(spec, f"calling {module_name}.{func_name}()", lambda: _call(spec, module, module_name, func_name))
+
+
+class _Exited(BaseException):
+    """Raised in place of ``os._exit(status)`` while a load module's code runs (:func:`_guarded`); not an
+    ``Exception``, so the module's own ``except Exception`` does not swallow it."""
+
+    def __init__(self, status):
+        super().__init__(status)
+        self.status = status
+
+
+def _guarded(spec: str, what: str, work):
+    """``work()`` (importing a module or ``.py`` file of ``spec``, or calling its function), with the two ways its
+    code could end pytest taken away, each a :class:`LoadError` naming the spec and ``what`` ran: ``os._exit()``
+    (which would end pytest with that status and no output; it raises :class:`_Exited` while ``work`` runs), and a
+    library loaded with ``torch.ops.load_library`` whose static initializers crash or exit -- each library not
+    mapped yet is first tried in a child process, as one given to ``--torchbind-load`` is
+    (:func:`_probe_library`)."""
+    state: dict = {"exit": None, "refused": None}
+    real_exit, own_load = os._exit, "load_library" in vars(torch.ops)
+    real_load = torch.ops.load_library
+
+    def exit_instead(status):
+        if state["exit"] is None:
+            state["exit"] = status
+        raise _Exited(status)
+
+    def load_library(path, *args, **kwargs):
+        library = Path(os.fspath(path))
+        if library.is_file() and not _mapped(library):
+            os._exit = real_exit  # the child process it forks ends with the real one
+            try:
+                _probe_library(spec, library.resolve(), via=what)
+            except LoadError as exc:
+                state["refused"] = state["refused"] or exc
+                raise
+            finally:
+                os._exit = exit_instead
+        return real_load(path, *args, **kwargs)
+
+    os._exit, torch.ops.load_library = exit_instead, load_library
+    try:
+        result = work()
+    except (_Exited, LoadError):
+        if state["refused"] is None and state["exit"] is None:
+            raise
+        result = None
+    finally:
+        os._exit = real_exit
+        if own_load:
+            torch.ops.load_library = real_load
+        else:
+            del torch.ops.load_library
+    if state["refused"] is not None:
+        raise state["refused"] from None
+    if state["exit"] is not None:
+        silent = " with no output" if state["exit"] == 0 else ""
+        raise LoadError(f"--torchbind-load={spec!r}: {what} called os._exit({state['exit']!r}), which would have "
+                        f"ended pytest with status {state['exit']!r}{silent}: a module given to --torchbind-load must "
+                        "report an error by raising an exception, not end the program")
+    return result
 
 
 def _import_module(spec: str, module_name: str, rootdir: Path | None):
@@ -309,11 +374,12 @@ def _named_directory(kind: str, target: str, rootdir: Path | None) -> Path | Non
     return found
 
 
-def _probe_library(spec: str, path: Path) -> None:
+def _probe_library(spec: str, path: Path, via: str | None = None) -> None:
     """Load the library once in a supervised worker process (:mod:`conformance.process`; Linux only) and raise
     :class:`LoadError` when the worker dies by a signal (its static initializers crashed), exits the process from
     an initializer, or does not finish within :data:`PROBE_TIMEOUT` seconds. A Python error in the worker says
-    nothing (loading the library here reports it)."""
+    nothing (loading the library here reports it). ``via``: what of the spec loads it (``"importing mymod"``),
+    for a library a load module loads."""
     from .breadcrumbs import Tracer
     from .process import Supervisor, WorkerLost, isolation_available
 
@@ -324,7 +390,7 @@ def _probe_library(spec: str, path: Path) -> None:
     def load(_key: str) -> bool:
         try:
             with tracer.calling(f"loading {path}"):
-                torch.ops.load_library(str(path))
+                type(torch.ops).load_library(torch.ops, str(path))  # torch's own, not a guard's (_guarded)
         except Exception:  # noqa: BLE001 - the real load in the pytest process reports it
             pass
         return True
@@ -339,14 +405,15 @@ def _probe_library(spec: str, path: Path) -> None:
     if not isinstance(lost, WorkerLost):
         return
     tried = "Tried in a child process first, so that pytest could report it"
+    spec = f"{spec!r}: {via}, which loads {path} with torch.ops.load_library" if via else repr(spec)
     if lost.kind == "hang":
-        raise LoadError(f"--torchbind-load={spec!r}: loading {path} did not finish within {PROBE_TIMEOUT:g} s "
+        raise LoadError(f"--torchbind-load={spec}: loading {path} did not finish within {PROBE_TIMEOUT:g} s "
                         "(tried in a child process first): the library's static initializers (TORCH_LIBRARY blocks, "
                         "globals) hang")
     if lost.status is not None:
-        raise LoadError(f"--torchbind-load={spec!r}: loading {path} exited the process with status {lost.status}; "
+        raise LoadError(f"--torchbind-load={spec}: loading {path} exited the process with status {lost.status}; "
                         f"the library's static initializers (TORCH_LIBRARY blocks, globals) called exit(). {tried}")
-    raise LoadError(f"--torchbind-load={spec!r}: loading {path} crashed the process: {lost.cause}; the library's "
+    raise LoadError(f"--torchbind-load={spec}: loading {path} crashed the process: {lost.cause}; the library's "
                     f"static initializers (TORCH_LIBRARY blocks, globals) crashed. {tried}")
 
 
@@ -370,7 +437,9 @@ def _import_file(spec: str, path: Path):
         module = importlib.util.module_from_spec(mod_spec)
         sys.modules[name] = module
         mod_spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:
+    except BaseException as exc:
         sys.modules.pop(name, None)
+        if not isinstance(exc, (Exception, SystemExit)):
+            raise
         raise _format(spec, f"importing {path}", exc) from exc
     return module

@@ -4,6 +4,7 @@ whose static initializers crash (or exit) the process, and a directory where a l
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -120,3 +121,89 @@ def test_a_package_directory_named_as_a_module_is_imported(tmp_path, monkeypatch
         assert sys.modules["tblf_pkg"].LOADED
     finally:
         sys.modules.pop("tblf_pkg", None)
+
+
+# ----- a load module (or .py file) that ends the process ---------------------------------------------------------
+
+MODULES = {
+    "tblf_exits": "import os\nos._exit(0)\n",  # at import, with status 0: once a silent exit 0 of pytest
+    "tblf_setup_exits": "import os\nLOADED = True\n\ndef setup():\n    os._exit(5)\n",
+    "tblf_swallows": ("import os\ntry:\n    os._exit(2)\nexcept BaseException:\n    pass\nREACHED = True\n"),
+    "tblf_raises": "raise ValueError('no fakes today')\n",
+}
+
+
+@pytest.fixture
+def modules(tmp_path, monkeypatch):
+    """:data:`MODULES` written to ``tmp_path`` (the CWD, off ``sys.path``); dropped from ``sys.modules`` after."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", os.getcwd())])
+    for name, text in MODULES.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    yield tmp_path
+    for name in MODULES:
+        sys.modules.pop(name, None)
+
+
+def test_a_load_module_that_calls_os_exit_is_named(modules):
+    real_exit = os._exit
+    with pytest.raises(LoadError) as info:
+        apply_load_spec("tblf_exits", modules)
+    assert str(info.value) == (
+        "--torchbind-load='tblf_exits': importing tblf_exits called os._exit(0), which would have ended pytest with "
+        "status 0 with no output: a module given to --torchbind-load must report an error by raising an exception, "
+        "not end the program")
+    assert "tblf_exits" not in sys.modules and os._exit is real_exit
+    with pytest.raises(LoadError, match=r"^--torchbind-load='tblf_setup_exits:setup': calling tblf_setup_exits\.setup\(\) "
+                                        r"called os\._exit\(5\), which would have ended pytest with status 5:"):
+        apply_load_spec("tblf_setup_exits:setup", modules)
+    with pytest.raises(LoadError, match=r"^--torchbind-load='tblf_exits\.py': importing .*tblf_exits\.py called "
+                                        r"os\._exit\(0\)"):
+        apply_load_spec("tblf_exits.py", modules)
+    # Caught by the module's own `except BaseException`: still refused (the real call would not have returned).
+    with pytest.raises(LoadError, match=r"importing tblf_swallows called os\._exit\(2\)"):
+        apply_load_spec("tblf_swallows", modules)
+    assert os._exit is real_exit and "load_library" not in vars(__import__("torch").ops)
+    with pytest.raises(LoadError, match=r"^--torchbind-load='tblf_raises': importing tblf_raises failed:\n"
+                                        r"ValueError: no fakes today$"):
+        apply_load_spec("tblf_raises", modules)
+
+
+@pytest.mark.process
+@needs_gcc
+@needs_fork
+@pytest.mark.parametrize("library, said", [("libbye.so", "exited the process with status 3"),
+                                           ("libboom.so", "crashed the process: killed by SIGSEGV")])
+def test_a_library_whose_initializers_end_the_process_loaded_by_a_module_is_named(build, tmp_path, monkeypatch,
+                                                                                 library, said):
+    path = build(library)
+    name = f"tblf_loads_{path.stem}"
+    (tmp_path / f"{name}.py").write_text("import torch\n\ntorch.ops.load_library(" + repr(library) + ")\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    try:
+        with pytest.raises(LoadError) as info:
+            apply_load_spec(name, tmp_path)
+    finally:
+        sys.modules.pop(name, None)
+    assert str(info.value).startswith(
+        f"--torchbind-load='{name}': importing {name}, which loads {path} with torch.ops.load_library: "
+        f"loading {path} {said}"), str(info.value)
+
+
+@pytest.mark.process
+@needs_gcc
+@needs_fork
+def test_pytest_reports_a_load_module_that_exits_as_a_usage_error_as_for_a_library(pytester):
+    (pytester.path / "bye.c").write_text(SOURCES["libbye.so"])
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", "libbye.so", "bye.c"], cwd=pytester.path, check=True)
+    pytester.makepyfile(tblf_quits="import os\nos._exit(0)\n",
+                        tblf_loads_bye="import torch\ntorch.ops.load_library('libbye.so')\n")
+    for spec, said in (("tblf_quits", "importing tblf_quits called os._exit(0)"),
+                       ("tblf_loads_bye", "importing tblf_loads_bye, which loads "),
+                       ("libbye.so", "loading ")):
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--torchbind-load={spec}",
+                                               "--torchbind-class=samples::Counter")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, spec  # not 0 (or 3) with nothing said
+        err = result.stderr.str()
+        assert f"--torchbind-load='{spec}': {said}" in err, err
+        assert "Traceback" not in err

@@ -23,6 +23,9 @@ from .page import CrumbPage, PageSink
 from .stacks import STACK_SIGNAL, Frame, hang_site, parse_dump
 from .strays import from_worker, leave_page, wait_for_copies, well_formed
 
+#: The worker ends with this, whatever code running in the pytest process or a worker did to ``os._exit``.
+_exit = os._exit
+
 __all__ = ["Supervisor", "isolation_available", "DEFAULT_TIMEOUT", "ITEM_LIMIT_FACTOR", "GROWTH_LIMIT", "ATTEMPTS",
            "HANGS"]
 
@@ -402,7 +405,7 @@ def _worker_main(conn: Connection, crumbs: CrumbPage, stackfile, run_item: Calla
         traceback.print_exc()
         status = 70
     finally:
-        os._exit(status)
+        _exit(status)
 
 
 def _reply(conn: Connection, rid: int, outcome: Any, unsendable: Callable[[Any, Exception], Any] | None) -> None:
