@@ -185,12 +185,17 @@ def _as_entry(value) -> Entry:
 
 def save_baseline(path: Path, failures: dict[str, Entry | str | dict]) -> None:
     """Write ``failures`` (entries, reasons, or ``{"reason", "torch"}`` dicts) to ``path``, sorted by test id so
-    reviews see small diffs, atomically. Raises ``OSError`` when it cannot be written; the previous file is
-    then unchanged."""
+    reviews see small diffs, atomically. Raises ``OSError`` naming ``path`` (not the temporary file the write goes
+    through) when it cannot be written; the previous file is then unchanged."""
     entries = {k: _as_entry(v).to_json() for k, v in sorted(failures.items())}
     doc = {"schema": SCHEMA, "known_failures": entries}
     # encodable: a summary holding an unpaired surrogate is written as its JSON escape, never a UnicodeEncodeError
-    write_text_atomically(path, encodable(json.dumps(doc, indent=2, ensure_ascii=False) + "\n"))
+    try:
+        write_text_atomically(path, encodable(json.dumps(doc, indent=2, ensure_ascii=False) + "\n"))
+    except OSError as exc:
+        if exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def _widened(entry: Entry, torch_version: str) -> Entry:

@@ -28,7 +28,7 @@ from .reports.json_report import SCHEMA
 from .results import Cell, Status
 from .versions import torch_release
 
-__all__ = ["MergeError", "RunReport", "MergedReport", "load_run", "merge_runs", "MERGED_SCHEMA"]
+__all__ = ["MergeError", "RunReport", "MergedReport", "load_run", "merge_runs", "write_merged", "MERGED_SCHEMA"]
 
 MERGED_SCHEMA = "torchbind-matrix-merged/1"
 
@@ -198,3 +198,23 @@ def merge_runs(reports: Iterable[RunReport]) -> MergedReport:
     runs.sort(key=lambda r: (r.key[1], r.key[2], str(type(_version(r))), _version(r)))
     return MergedReport(runs, [dataclasses.replace(build_report(r.cells, verdicts=r.verdicts, labels=r.labels),
                                                    incomplete=r.incomplete) for r in runs])
+
+
+def write_merged(merged: MergedReport, out: Path) -> None:
+    """Write ``merged`` to ``out`` in the format its suffix names (``.md``, ``.html``, ``.json``), atomically: one
+    run (the shards of one run) as exactly the report that run writes, several as the merged report
+    (:mod:`conformance.reports.merged`). Raises :class:`MergeError` for another suffix, and for a file that cannot
+    be written, naming ``out`` and the system's reason (not the temporary file the write goes through)."""
+    from .files import describe_os_error, write_text_atomically
+    from .reports import FORMATS, _writers
+    from .reports.merged import render
+
+    out = Path(out)
+    suffix = out.suffix.lower()
+    if suffix not in FORMATS:
+        raise MergeError(f"--output={out}: unsupported format {suffix or '(none)'}; use {', '.join(FORMATS)}")
+    text = _writers()[suffix](merged.reports[0]) if len(merged.runs) == 1 else render(merged, suffix)
+    try:
+        write_text_atomically(out, text)
+    except OSError as exc:
+        raise MergeError(f"--output={out}: cannot write the merged report: {describe_os_error(exc)}") from None

@@ -106,3 +106,33 @@ def test_the_reports_of_runs_on_several_torches_feed_one_baseline(tmp_path, caps
     assert "  dropped torchbind[ns.Q]::coverage[fixed]" in out and "  added torchbind[ns.Q]::agreement[pop] " \
            "(torch 2.13, 2.14)" in out
     assert main(["merge", *runs]) == 2  # neither --output nor --baseline
+
+
+def _one_run(tmp_path):
+    from conformance.reports import build_report
+    from conformance.reports.json_report import render as render_json
+
+    verdicts = {"ns::Q": [{"item": "agreement[pop]", "check": "agreement", "target": "pop", "status": "failed",
+                           "summary": "differs", "baseline": False, "notes": []}]}
+    path = tmp_path / "r.json"
+    path.write_text(render_json(build_report([], verdicts=verdicts, labels={"torch": "2.13.0", "device": "cpu",
+                                                                          "platform": "linux", "date": "d"})))
+    return path
+
+
+def test_an_output_that_cannot_be_written_is_named_not_its_temporary_file(tmp_path, capsys):
+    from conformance.merge import MergeError, load_run, merge_runs, write_merged
+
+    merged = merge_runs([load_run(_one_run(tmp_path))])
+    out = tmp_path / "no" / "such" / "dir" / "m.md"
+    with pytest.raises(MergeError) as refused:
+        write_merged(merged, out)
+    assert str(refused.value) == f"--output={out}: cannot write the merged report: [Errno 2] No such file or directory"
+    write_merged(merged, tmp_path / "m.md")
+    assert (tmp_path / "m.md").read_text().startswith("## TorchBind coverage matrix")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.md", "r.json"]  # no temporary file left
+    # The baseline merge accepts into: named too, in one line, exit status 2.
+    baseline = tmp_path / "no" / "b.json"
+    assert main(["merge", str(tmp_path / "r.json"), "--baseline", str(baseline)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"torchbind-conformance merge: [Errno 2] No such file or directory: '{baseline}'\n", err
