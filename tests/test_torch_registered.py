@@ -79,6 +79,8 @@ def _run(tmp_path, world: str) -> dict[tuple[str, str], dict]:
     args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--torchbind-isolation=none",
             "--torchbind-check-repro=off", "--torchbind-examples=20", "--torchbind-load=sample_classes.torch_registered",
             f"--torchbind-report={report}", *(f"--torchbind-class={c}" for c in classes)]
+    if world == "fake":  # the ops' compiled and AOTInductor cells are the gloo world's; here the 2-D mesh's items
+        args.append("--torchbind-backends=eager,export")
     done = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=1200,
                           env={**__import__("os").environ, "TORCH_CORPUS_WORLD": world})
     assert report.exists(), done.stdout[-3000:] + done.stderr[-3000:]
@@ -106,7 +108,8 @@ def test_the_corpus_verdicts(tmp_path, world):
             wrong.append(f"{key}: {v['status']}: {text[:400]}")
         elif v["status"] == "passed":
             assert v.get("evidence"), f"{key} passed on nothing"
-    missing = [k for k in NOT_PASSED if k not in verdicts]
+    missing = [k for k in NOT_PASSED if k not in verdicts
+               and not (world == "fake" and k[1].startswith("matrix[") and not k[1].endswith(("-eager]", "-export]")))]
     assert not wrong and not missing, "\n".join(wrong + [f"{k}: no such item" for k in missing])
     # the 2-D mesh of the fake world cannot be built twice equal: said, never compared as if it could
     if world == "fake":
