@@ -221,3 +221,19 @@ def pytest_sessionfinish(session):
     assert (pytester.path / "shared.txt").read_text() == "[1, 2]"  # every change went to fresh copies
     box = Mesh(1)
     assert fresh_copy(box) is not box and not twin_differences(fresh_copy(box), box)
+
+
+def test_with_dynamo_disabled_the_compiling_checks_skip_saying_so(monkeypatch):
+    import sample_classes.custom_classes  # noqa: F401 - registers the samples
+
+    monkeypatch.setenv("TORCHDYNAMO_DISABLE", "1")
+    # plain torch: nothing is compiled, so a compiled program is eager itself and cannot disagree with it
+    calls = []
+    program = torch.compile(lambda x: calls.append(1) or x + 1, backend="eager", fullgraph=True)
+    program(torch.ones(1)), program(torch.ones(1))
+    assert calls == [1, 1]  # the Python body ran on every call: no graph was traced
+    for name, check in (("StepperGuardMissesStep", "guards"), ("AffineEqIgnoresOffset", "guards")):
+        outcomes = [o for o in run_class(f"sample_classes.custom_classes.{name}", skip={"matrix"},
+                                         engine=Engine(Settings(examples=10))) if o.check == check]
+        assert outcomes and all(o.status == "skipped" and "TORCHDYNAMO_DISABLE" in o.summary for o in outcomes), \
+            [o.render() for o in outcomes]

@@ -45,6 +45,7 @@ from ..evidence import record
 from ..compare import value_differences
 from ..custom_context import same_value, show, state_of
 from ..custom_state import twin_differences
+from ..dynamo_state import require_dynamo
 from ..evidence import evidence_so_far
 from ..results import NotApplicable
 from ..results import Failure
@@ -381,6 +382,7 @@ def guards(ctx, target) -> list[Failure]:
 
     Constant types: equal objects are interchangeable for each op; hoisted constant types: the object reaches each
     op as a graph input; symbolic types: guard_fn covers what a program reads."""
+    require_dynamo(f"guards[{target if isinstance(target, str) else target.short_name}]")
     objects = ctx.objects()
     if ctx.info.kind == "constant" and ctx.info.hoist:  # a graph input: compared call by call, compiling
         draws = st.tuples(objects, objects, ctx.op_arguments(target))

@@ -19,6 +19,7 @@ from ..arguments import draw_fixed
 from ..compare import value_differences
 from ..custom_context import same_value, show, state_of
 from ..custom_state import twin_differences
+from ..dynamo_state import require_dynamo
 from ..results import Failure, NotApplicable
 from . import check
 
@@ -43,6 +44,7 @@ def _calls(ctx, member: str) -> list[str]:
 @check("inlined", scope="method", targets=_targets, kinds=("custom",))
 def inlined(ctx, member: str) -> list[Failure]:
     """An INLINED member of a custom class traces, and a compiled program using it matches eager (result, object)."""
+    require_dynamo(f"inlined[{member}]")
     compared, untwinned = 0, []
     for recipe in draw_fixed(ctx.objects(), 3, f"{ctx.info.name}:inlined"):
         for use in _calls(ctx, member):
