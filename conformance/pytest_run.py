@@ -22,6 +22,7 @@ import os
 import sys
 import signal
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,7 @@ from .recorder import CrashHook, Recorder
 from .results import Outcome
 from .reuse import KeyMaker, ReuseStore
 from .runner import CheckTarget, Engine, lost_outcome, prepare_class, run_target, unsendable_outcome
+from . import torch_globals
 from .versions import untested_warning
 
 __all__ = ["PluginRun", "run_labels"]
@@ -223,10 +225,9 @@ class PluginRun:
     def run_item(self, nodeid: str, unit: CheckTarget) -> Outcome:
         """Run one item: in the isolation worker (a crash or hang becomes a failed outcome), or here; with the
         plugin's torch defaults (:meth:`torch_defaults`) either way."""
+        if self.supervisor is None:
+            return self._run_here(nodeid, unit)
         with self.torch_defaults():
-            if self.supervisor is None:
-                with _untraced():
-                    return run_target(unit, self.engine, known_failure=nodeid in self.collection.expected)
             # One worker per class (group): a leak or a crash of one class never shows in another class's items.
             self.supervisor.prepare_once(unit.qualname, group=unit.qualname)
             # A matrix cell (one program compiled or exported, then run) gets --torchbind-timeout as a whole: a
@@ -236,6 +237,27 @@ class PluginRun:
             if isinstance(result, WorkerLost):
                 return lost_outcome(unit, result.failure(self.supervisor.timeout))
             return result
+
+    def _run_here(self, nodeid: str, unit: CheckTarget) -> Outcome:
+        """Run one item in the pytest process (``--torchbind-isolation=none``). torch's process-wide defaults
+        (:mod:`conformance.torch_globals`) are put back afterwards, with a warning naming the item and what it
+        changed, so the user's own tests after it see torch as they left it; a child process forked during the item
+        that comes back here ends (it must not run the rest of the session a second time)."""
+        saved, pid = torch_globals.snapshot(), os.getpid()
+        try:
+            with self.torch_defaults(), _untraced():
+                return run_target(unit, self.engine, known_failure=nodeid in self.collection.expected)
+        finally:
+            if os.getpid() != pid:
+                os._exit(0)
+            changed = torch_globals.put_back(saved)
+            if changed:
+                warnings.warn(pytest.PytestWarning(
+                    f"{nodeid} changed torch's process-wide defaults, which every test after it in this process "
+                    f"would have seen (--torchbind-isolation=none runs the plugin's items in the pytest process); "
+                    f"put back after the item: {torch_globals.describe(changed)}. A fake, the class's code or an "
+                    "example factory that changes them should put them back itself (a context manager such as "
+                    "torch.no_grad(), or try/finally)"))
 
     def _run_in_worker(self, key: str) -> Outcome:
         """What the isolation worker runs for a key: a collected item (by node id) or a class's preparation."""
