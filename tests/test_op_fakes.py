@@ -114,3 +114,28 @@ def test_inputs_the_real_op_rejects_are_no_evidence_and_all_rejected_is_a_skip(o
     outcome = run_target(unit, engine)
     assert outcome.status is Status.SKIPPED, outcome.render()
     assert "rejected every argument set" in outcome.reason and "conformance.strategy" in outcome.reason
+
+
+def crops_one_wrong():
+    """Example objects of which only the last makes the broken fake disagree (a zero-length crop of a tensor with
+    no rows is right by accident)."""
+    from sample_classes.samples_opfake import CropFakeKeepsShape
+
+    return [CropFakeKeepsShape(0, 99), CropFakeKeepsShape(0, 99), CropFakeKeepsShape(0, 99), CropFakeKeepsShape(1, 1)]
+
+
+def test_every_example_object_is_compared(opfake):
+    # Plain torch: on a 2-row tensor, crop (0, 99) keeps both rows, as the broken fake says; crop (1, 1) keeps one.
+    x = torch.ones(2, 3)
+    assert opfake.crop_wrong(x, opfake.CropFakeKeepsShape(0, 99)).shape == torch.empty_like(x).shape
+    assert opfake.crop_wrong(x, opfake.CropFakeKeepsShape(1, 1)).shape == (1, 3)
+
+    def register():
+        conformance.examples(f"{MOD}.CropFakeKeepsShape")(crops_one_wrong)
+        conformance.strategy(f"{MOD}.CropFakeKeepsShape", "samples_opfake::crop_wrong", arg="x")(
+            lambda: st.just("torch.ones(2, 3)"))
+
+    items = fake_kernel_items(f"{MOD}.CropFakeKeepsShape", engine_of(register, Settings(examples=5)))
+    bad = items["crop_wrong"]
+    assert bad.status is Status.FAILED, bad.render()
+    assert bad.failures[0].example == "obj = list(crops_one_wrong())[3]"

@@ -200,8 +200,9 @@ def _raised(ctx, op, args, recipe, call, real, exc: BaseException) -> Failure:
 
 
 def _objects(ctx):
-    """A few objects: the adopter's factories' objects, else three drawn from the constructor (the same on every
-    run)."""
+    """The objects compared: every object the adopter's ``@conformance.examples`` factories return (comparing a
+    fake is cheap, and any of them may be the one it gets wrong), else three drawn from the constructor (the same
+    on every run)."""
     from ..arguments import draw_fixed
 
-    return draw_fixed(ctx.objects(), 3, f"{ctx.info.name}:fake_kernel")
+    return ctx._factory_recipes() or draw_fixed(ctx.objects(), 3, f"{ctx.info.name}:fake_kernel")
