@@ -8,6 +8,9 @@ plugin's own tests (``tests/test_op_fakes.py``).
   fake returns ``x``'s shape: eager and a program compiled with the ``eager`` or ``aot_eager`` backend give the
   cropped tensor (the real kernel runs), while tracing under ``FakeTensorMode`` and torch.compile with inductor
   (which plans its buffers from the fake's shape) do not.
+* :class:`CropHoisted`, :class:`Crop` registered with ``hoist=True`` and no members: its objects are graph inputs
+  and reach fake kernels as ``FakeScriptObject`` objects, so ``samples_opfake::crop``'s fake, which reads
+  ``start``, cannot run while torch.compile traces (eager and export, which pass the real object, are fine).
 * :class:`Tiles`, a symbolic (reference) class: ``samples_opfake::tile(x, t)`` stacks ``t.count()`` copies of
   ``x``; its fake reads ``count``, a ``USE_REAL`` member, as a symbolic class's fake may. torch.compile and export
   run it; AOTInductor calls the fake with ``None`` for the object while compiling (a known torch limitation,
@@ -22,7 +25,7 @@ import torch
 
 from .custom_classes import _SymbolicBase, register_constant, register_symbolic
 
-__all__ = ["Crop", "CropFakeKeepsShape", "crop", "crop_wrong", "Tiles", "tile"]
+__all__ = ["Crop", "CropFakeKeepsShape", "CropHoisted", "crop", "crop_wrong", "Tiles", "tile"]
 
 
 @register_constant
@@ -81,6 +84,12 @@ def crop_wrong(x: torch.Tensor, c: CropFakeKeepsShape) -> torch.Tensor:
 @crop_wrong.register_fake
 def _crop_wrong_fake(x, c):
     return torch.empty_like(x)  # the defect: the real op returns c.length rows (or fewer)
+
+
+@register_constant(hoist=True)
+class CropHoisted(Crop):
+    """Broken as hoisted: ``samples_opfake::crop``'s fake reads ``start`` and ``length``, which a hoisted object
+    does not carry while tracing (no member is registered)."""
 
 
 @register_symbolic(guard_fn=lambda t: [t.times], use_real=("count",))

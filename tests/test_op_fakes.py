@@ -139,3 +139,18 @@ def test_every_example_object_is_compared(opfake):
     bad = items["crop_wrong"]
     assert bad.status is Status.FAILED, bad.render()
     assert bad.failures[0].example == "obj = list(crops_one_wrong())[3]"
+
+
+def test_a_hoisted_constant_object_reaches_the_fake_as_torch_compile_passes_it(opfake):
+    # Plain torch: eager is fine; torch.compile hands the fake a FakeScriptObject without 'start'.
+    x = torch.arange(4.0)
+    assert opfake.crop(x, opfake.CropHoisted(1, 2)).tolist() == [1.0, 2.0]
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="attr 'start' on a FakeScriptObject"):
+        torch.compile(lambda x, c: torch.ops.samples_opfake.crop(x, c), backend="eager", fullgraph=True)(
+            x, opfake.CropHoisted(1, 2))
+    torch._dynamo.reset()
+    item = fake_kernel_items(f"{MOD}.CropHoisted")["crop"]
+    assert item.status is Status.FAILED
+    assert "the fake kernel of samples_opfake::crop reads 'start' of the CropHoisted object, which is not a " \
+           "registered member (registered: none)" in item.render()
