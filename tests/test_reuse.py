@@ -103,7 +103,9 @@ def test_examples_strategies_and_schemas_change_the_key(samples):
             return []
 
     def strategy():
-        c.strategy(QUEUE, "push", "x")(lambda: None)
+        from hypothesis import strategies as st
+
+        c.strategy(QUEUE, "push", "x")(lambda: st.just("torch.ones(2)"))  # draws the source of a tensor
 
     base = key(engine_of())
     assert key(engine_of(factory)) != base
@@ -241,7 +243,8 @@ def test_the_store_keeps_verdicts_by_node_id_and_key_and_ignores_damaged_entries
 
     cache = Cache()
     store = ReuseStore(cache, keys=None)
-    data = {"status": "passed", "summary": "passed", "notes": []}
+    data = {"status": "passed", "summary": "passed", "notes": [], "qualname": "a.B", "check": "eq_hash",
+            "target": None, "evidence": {"state": 2}}
     store.store("torchbind[a.B]::eq_hash", "k1", data)
     entry = store.lookup("torchbind[a.B]::eq_hash", "k1")
     assert entry["data"] == data and entry["date"].endswith("UTC")
@@ -254,7 +257,7 @@ def test_the_store_keeps_verdicts_by_node_id_and_key_and_ignores_damaged_entries
         cache[path] = damaged
         assert store.lookup("torchbind[a.B]::eq_hash", "k1") is None
     # A known failure is kept with its rendered text, which the item raises again.
-    failed = {"status": "failed", "summary": "a.B.m: differs", "notes": []}
+    failed = {**data, "status": "failed", "summary": "a.B.m: differs", "check": "agreement", "target": "m"}
     store.store("torchbind[a.B]::agreement[m]", "k3", failed, "[agreement] ...\n\na.B.m: differs")
     assert store.lookup("torchbind[a.B]::agreement[m]", "k3")["failure"].endswith("a.B.m: differs")
 
@@ -375,7 +378,8 @@ def test_source_of_follows_torchs_registration_wrappers():
 
 # ----- end to end ------------------------------------------------------------------------------------------------
 
-CLASSES = '''
+# Each class in its own module: a module's whole file is in the key of the classes it defines.
+HEADER = '''
 import os
 
 import torch
@@ -387,7 +391,9 @@ def constant(cls):
     else:
         oo.register_opaque_type(cls, typ="value")
     return cls
+'''
 
+GOOD = HEADER + '''
 @constant
 class Good:
     def __init__(self, a: int, b: int):
@@ -401,6 +407,16 @@ class Good:
     def __fx_repr__(self):
         return f"Good({self.a!r}, {self.b!r})", {"Good": Good}
 
+@torch.library.custom_op("reuse_t::good", mutates_args=())
+def good(x: torch.Tensor, g: Good) -> torch.Tensor:
+    return x * g.a + g.b
+
+@good.register_fake
+def _(x, g):
+    return torch.empty_like(x)
+'''
+
+BAD = HEADER + '''
 @constant
 class Bad:
     """__eq__ forgets b."""
@@ -412,14 +428,6 @@ class Bad:
         return hash(self.a)
     def __fx_repr__(self):
         return f"Bad({self.a!r}, {self.b!r})", {"Bad": Bad}
-
-@torch.library.custom_op("reuse_t::good", mutates_args=())
-def good(x: torch.Tensor, g: Good) -> torch.Tensor:
-    return x * g.a + g.b
-
-@good.register_fake
-def _(x, g):
-    return torch.empty_like(x)
 
 @torch.library.custom_op("reuse_t::bad", mutates_args=())
 def bad(x: torch.Tensor, g: Bad) -> torch.Tensor:
@@ -443,38 +451,42 @@ def _reused(path) -> set[str]:
 
 @pytest.mark.process
 def test_a_rerun_reuses_settled_verdicts_never_a_failure_and_a_changed_class_reruns_alone(pytester, monkeypatch):
-    pytester.makepyfile(reusemod=CLASSES)
+    pytester.makepyfile(reusegood=GOOD, reusebad=BAD, reusemod="import reusegood, reusebad\n")
     report = pytester.path / "report.json"
-    args = ["--torchbind-load=reusemod", "--torchbind-class=reusemod.*", "--torchbind-reuse=on",
+    args = ["--torchbind-load=reusemod", "--torchbind-class=reuse[gb]*.*", "--torchbind-reuse=on",
             "--torchbind-backends=eager,export", "--torchbind-examples=20", "--torchbind-isolation=none", "-rA",
             f"--torchbind-report={report}"]
     cold = pytester.runpytest_subprocess(*args)
     passed, failed = _items(cold, "PASSED"), _items(cold, "FAILED")
-    assert failed == {"torchbind[py:reusemod.Bad]::guards[bad]", "torchbind[py:reusemod.Bad]::matrix[bad-eager]"}
+    assert failed == {"torchbind[py:reusebad.Bad]::guards[bad]", "torchbind[py:reusebad.Bad]::matrix[bad-eager]"}
     # torch.export bakes a constant object into the program: a known torch limitation, the cells are unsupported.
-    unsupported = {"torchbind[py:reusemod.Good]::matrix[good-export]", "torchbind[py:reusemod.Bad]::matrix[bad-export]"}
-    assert len(passed) == 6 and not _reused(report), cold.stdout.str()[-3000:]
-    cold.assert_outcomes(passed=6, failed=2, skipped=2)
-    cold.stdout.fnmatch_lines(["torchbind: 0 of 10 verdicts reused: none was kept under the same key*"])
+    unsupported = {"torchbind[py:reusegood.Good]::matrix[good-export]",
+                   "torchbind[py:reusebad.Bad]::matrix[bad-export]"}
+    # Every check that applies to the classes passes (their number grows with the plugin's checks).
+    n = len(passed)
+    assert n >= 6 and not _reused(report), cold.stdout.str()[-3000:]
+    cold.assert_outcomes(passed=n, failed=2, skipped=2)
+    cold.stdout.fnmatch_lines([f"torchbind: 0 of {n + 4} verdicts reused: none was kept under the same key*"])
 
     warm = pytester.runpytest_subprocess(*args)
     assert (_items(warm, "PASSED"), _items(warm, "FAILED")) == (passed, failed)
-    warm.assert_outcomes(passed=6, failed=2, skipped=2)
+    warm.assert_outcomes(passed=n, failed=2, skipped=2)
     assert _reused(report) == passed | unsupported  # every pass and skip; the failures ran again
-    assert "reusemod.Bad.bad: Bad.__eq__ ignores 'b'" in warm.stdout.str()
-    warm.stdout.fnmatch_lines(["torchbind: 8 of 10 verdicts reused from earlier runs (6 passed, 2 skipped; *"])
+    assert "reusebad.Bad.bad: Bad.__eq__ ignores 'b'" in warm.stdout.str()
+    warm.stdout.fnmatch_lines(
+        [f"torchbind: {n + 2} of {n + 4} verdicts reused from earlier runs ({n} passed, 2 skipped; *"])
     assert "unsupported: torch.export bakes a constant custom class object" in warm.stdout.str()  # -rs as before
     matrix = [cell for c in json.loads(report.read_text())["classes"] for cell in c["cells"]]
     assert sorted(c["status"] for c in matrix) == ["failed", "passed", "unsupported", "unsupported"], (
         "reused cells keep their place in the matrix report")
 
-    # One class's source changes: its items run again, the other class's settled verdicts are still reused.
-    source = (pytester.path / "reusemod.py").read_text()
-    (pytester.path / "reusemod.py").write_text(source.replace("return hash((self.a, self.b))",
+    # One class's module changes: its items run again, the other class's settled verdicts are still reused.
+    source = (pytester.path / "reusegood.py").read_text()
+    (pytester.path / "reusegood.py").write_text(source.replace("return hash((self.a, self.b))",
                                                               "return hash((self.b, self.a))"))
     edited = pytester.runpytest_subprocess(*args)
     assert _items(edited, "FAILED") == failed
-    assert _reused(report) == {i for i in passed | unsupported if "reusemod.Bad]" in i}
+    assert _reused(report) == {i for i in passed | unsupported if "reusebad.Bad]" in i}
 
     # The baseline's known failures (strict xfails) are kept under a key holding their entry: the first run with
     # the baseline runs them, the next reuses them, and an entry taken out of the file runs its item again.
@@ -482,39 +494,39 @@ def test_a_rerun_reuses_settled_verdicts_never_a_failure_and_a_changed_class_rer
     baseline = json.loads((pytester.path / "b.json").read_text())
     assert set(baseline["known_failures"]) == failed
     first = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
-    first.assert_outcomes(passed=6, skipped=2, xfailed=2)
+    first.assert_outcomes(passed=n, skipped=2, xfailed=2)
     assert not failed & _reused(report)
     second = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
-    second.assert_outcomes(passed=6, skipped=2, xfailed=2)
+    second.assert_outcomes(passed=n, skipped=2, xfailed=2)
     assert _reused(report) == passed | unsupported | failed
-    del baseline["known_failures"]["torchbind[py:reusemod.Bad]::guards[bad]"]
+    del baseline["known_failures"]["torchbind[py:reusebad.Bad]::guards[bad]"]
     (pytester.path / "b.json").write_text(json.dumps(baseline))
     dropped = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
-    dropped.assert_outcomes(passed=6, skipped=2, xfailed=1, failed=1)
-    assert _items(dropped, "FAILED") == {"torchbind[py:reusemod.Bad]::guards[bad]"}
-    assert "torchbind[py:reusemod.Bad]::guards[bad]" not in _reused(report)
-    assert "reusemod.Bad.bad: Bad.__eq__ ignores 'b'" in dropped.stdout.str()
+    dropped.assert_outcomes(passed=n, skipped=2, xfailed=1, failed=1)
+    assert _items(dropped, "FAILED") == {"torchbind[py:reusebad.Bad]::guards[bad]"}
+    assert "torchbind[py:reusebad.Bad]::guards[bad]" not in _reused(report)
+    assert "reusebad.Bad.bad: Bad.__eq__ ignores 'b'" in dropped.stdout.str()
     # An xfail marker of the user's own (not the baseline's) keeps nothing: the failure runs on every rerun.
     pytester.makeconftest('''
 import pytest
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if item.nodeid == "torchbind[py:reusemod.Bad]::guards[bad]":
+        if item.nodeid == "torchbind[py:reusebad.Bad]::guards[bad]":
             item.add_marker(pytest.mark.xfail(reason="the user's own marker"))
 ''')
     for _ in range(2):
         own = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
-        own.assert_outcomes(passed=6, skipped=2, xfailed=2)
-        assert "torchbind[py:reusemod.Bad]::guards[bad]" not in _reused(report)
+        own.assert_outcomes(passed=n, skipped=2, xfailed=2)
+        assert "torchbind[py:reusebad.Bad]::guards[bad]" not in _reused(report)
     (pytester.path / "conftest.py").unlink()
     # A kept pass that the baseline now lists runs again: it passes, which a strict xfail reports as XPASS(strict).
-    baseline["known_failures"]["torchbind[py:reusemod.Good]::guards[good]"] = {"reason": "listed by mistake"}
+    baseline["known_failures"]["torchbind[py:reusegood.Good]::guards[good]"] = {"reason": "listed by mistake"}
     (pytester.path / "b.json").write_text(json.dumps(baseline))
     listed = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
-    assert "XPASS(strict)" in listed.stdout.str() and "torchbind[py:reusemod.Good]::guards[good]" in _items(
+    assert "XPASS(strict)" in listed.stdout.str() and "torchbind[py:reusegood.Good]::guards[good]" in _items(
         listed, "FAILED")
-    assert "torchbind[py:reusemod.Good]::guards[good]" not in _reused(report)  # it ran: its key holds the entry
+    assert "torchbind[py:reusegood.Good]::guards[good]" not in _reused(report)  # it ran: its key holds the entry
 
     # Off, or a cleared cache: everything runs.
     pytester.runpytest_subprocess(*args[:2], "--torchbind-reuse=off", *args[3:])
@@ -524,7 +536,7 @@ def pytest_collection_modifyitems(items):
 
     # A change the key cannot see (an environment variable Good.__eq__ reads), run once with reuse off as the docs
     # say: that run refreshes what was kept, so the next run with reuse on shows the failure, never the old pass.
-    good = "torchbind[py:reusemod.Good]::guards[good]"
+    good = "torchbind[py:reusegood.Good]::guards[good]"
     pytester.runpytest_subprocess(*args)
     assert good in _reused(report)
     monkeypatch.setenv("REUSE_T_EQ_FORGETS_B", "1")
