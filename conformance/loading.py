@@ -32,6 +32,7 @@ any directory.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.machinery
 import importlib.util
@@ -44,11 +45,38 @@ import torch
 
 from .results import ConformanceError
 
-__all__ = ["LoadError", "apply_load_spec", "repro_lines"]
+__all__ = ["LoadError", "apply_load_spec", "repro_lines", "selected_classes", "selecting"]
 
 _LIB_SUFFIXES = (".so", ".dylib", ".dll")
 #: Seconds the forked child that tries a library first may take to load it.
 PROBE_TIMEOUT = 120.0
+
+
+_selection: list[tuple[str, ...] | None] = []  # the selectors of the run loading now, innermost last
+_runs = 0  # pytest runs of the plugin that applied their load specs in this process
+
+
+def selected_classes() -> tuple[str, ...] | None:
+    """The class selectors (``--torchbind-class`` / ``torchbind_classes``: ``ns::Cls``, ``ns::*``) of the pytest run
+    whose ``--torchbind-load`` specs are being applied now, for a load module that builds or loads only what the
+    run checks (``sample_classes`` builds only the selected namespaces' C++ sources). ``None`` outside that
+    loading, for any run after the first in this process, and for a run started while a test runs
+    (``PYTEST_CURRENT_TEST`` is set: pytest's in-process or subprocess runs inside a test suite, whose later runs
+    may select other classes from modules imported once): such a module should then load everything."""
+    return _selection[-1] if _selection else None
+
+
+@contextlib.contextmanager
+def selecting(selectors):
+    """While the plugin applies a run's load specs: :func:`selected_classes` returns ``selectors`` (a tuple) for
+    the first run in this process that no test started, ``None`` for others."""
+    global _runs
+    _runs += 1
+    _selection.append(tuple(selectors) if _runs == 1 and "PYTEST_CURRENT_TEST" not in os.environ else None)
+    try:
+        yield
+    finally:
+        _selection.pop()
 
 
 class LoadError(ConformanceError):

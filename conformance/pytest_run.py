@@ -33,7 +33,7 @@ from .context import import_lazily_imported_modules
 from .discovery import SelectorError, expand_selector, registered_classes
 from .faults import watch_interrupts
 from .items import Collection
-from .loading import LoadError, apply_load_spec, repro_lines
+from .loading import LoadError, apply_load_spec, repro_lines, selecting
 from .matrix.backend import all_backends
 from .options import RunOptions, read_options, replaced_ini_lists
 from .process import Supervisor, WorkerLost
@@ -130,7 +130,7 @@ class PluginRun:
                 config.pluginmanager.register(CrashHook(run.recorder), "torchbind-crash-hook")
         unselected = bool(options.load) and not options.selectors  # a usage error below, naming what loaded
         before = set(registered_classes()) if unselected else set()
-        with run.torch_defaults():
+        with run.torch_defaults(), selecting(options.selectors):  # load modules may ask what the run selects
             for spec in options.load:
                 try:
                     apply_load_spec(spec, rootdir)

@@ -1,9 +1,15 @@
 """Sample TorchBind classes (C++, built with torch.utils.cpp_extension) and
 their Python fakes, for testing torchbind-conformance.
 
-Importing the package builds/loads the ``torchbind_samples`` extension (one
-cached build, see ``_build.py``) and registers the correct fakes for the
-``samples`` namespace (``fakes.py``).  Not imported automatically:
+Importing the package builds (cached) and loads the sample C++ classes, one
+extension per namespace (see ``_build.py``), and registers the correct fakes
+for the ``samples``, ``samples_limits`` and ``samples_patterns`` namespaces.
+Imported by a pytest run's ``--torchbind-load=sample_classes``, it builds and
+loads only the namespaces the run selects (``--torchbind-class=samples::X``:
+``samples`` alone; :func:`conformance.loading.selected_classes`), plus
+``samples``; anywhere else, all of them.  ``fakes_limits`` and
+``fakes_patterns`` are then imported on first use, and every ``fakes_*``
+module loads its own namespace when imported.  Not imported automatically:
 
 * ``sample_classes.fakes_broken`` -- fakes for the ``samples_broken`` classes,
   whose C++ side breaks a rule on purpose;
@@ -14,13 +20,42 @@ cached build, see ``_build.py``) and registers the correct fakes for the
   ``samples`` classes (``BROKEN_FAKES``, ``by_name``, ``install_<name>``).
 """
 
-from ._build import load_library
+import importlib
 
-LIBRARY_PATH = load_library()
+from ._build import load_library, load_namespaces, namespaces
 
-from . import fakes, fakes_limits, fakes_patterns  # noqa: E402  (register on import; need the library)
+
+def _asked() -> list[str] | None:
+    """The sample namespaces the pytest run importing this package selects (with ``samples``, whose fakes this
+    package registers), or ``None`` (all) outside such a run or when a selector names no sample namespace."""
+    from conformance.loading import selected_classes
+
+    selectors = selected_classes()
+    if not selectors:
+        return None
+    asked = {"samples"} | {selector.partition("::")[0] for selector in selectors}
+    return sorted(asked) if asked <= set(namespaces()) else None
+
+
+LIBRARY_PATHS = load_namespaces(_asked())  # namespace -> the path of its library
+LIBRARY_PATH = LIBRARY_PATHS["samples"]
+
+from . import fakes  # noqa: E402  (registers on import; needs the library)
 
 fakes.register()
+_EAGER = ("fakes_limits", "fakes_patterns")  # imported with the package when their namespace is loaded
+for _name in _EAGER:
+    if _name.replace("fakes", "samples") in LIBRARY_PATHS:
+        importlib.import_module(f".{_name}", __name__)
+
+
+def __getattr__(name: str):
+    """``sample_classes.fakes_limits`` / ``fakes_patterns`` not imported with the package: imported (and their
+    namespace built and loaded) on first use."""
+    if name in _EAGER:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 CLASS_QUALNAMES = ("samples::TensorQueue", "samples::Counter", "samples::Config")
 OP_QUALNAMES = (
@@ -77,7 +112,9 @@ UNSAFE_CLASS_QUALNAMES = (  # crash, hang or leak in C++ on purpose; only with p
 
 __all__ = [
     "load_library",
+    "load_namespaces",
     "LIBRARY_PATH",
+    "LIBRARY_PATHS",
     "fakes",
     "fakes_patterns",
     "fakes_limits",

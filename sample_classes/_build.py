@@ -1,57 +1,128 @@
-"""Build (once, cached) and load the ``torchbind_samples`` C++ extension.
+"""Build (once, cached) and load the sample C++ classes: one extension per source in ``sample_classes/csrc``.
 
-All sources in ``sample_classes/csrc`` go into ONE extension so there is a
-single cold build (30-50 s on 2 cores), cached afterwards in
-``~/.cache/torch_extensions`` (or ``$TORCH_EXTENSIONS_DIR``), in a directory of
-its own for each copy of the sources.  Concurrent
-builds from several pytest-xdist workers are serialised by the file lock that
-``torch.utils.cpp_extension`` takes in the build directory.
+Each source registers one namespace (``samples.cpp``: ``samples``, ``samples_unsafe.cpp``: ``samples_unsafe``, ...)
+and is built into an extension of its own, so a run builds only the namespaces it asks for
+(:func:`load_namespaces`): the README's main job, which checks ``samples::TensorQueue``, compiles one source,
+not ten. Builds are cached in ``~/.cache/torch_extensions`` (or ``$TORCH_EXTENSIONS_DIR``), in a directory of its
+own for each copy of the sources; an extension whose library is newer than its source and than torch's
+installation is loaded without asking the compiler (``torch.ops.load_library``). When a build does happen, one
+line on stderr says so before it starts (what, with which torch, where it is cached) and one says how long it
+took. Sources that need building are built in parallel threads (each its own ``torch.utils.cpp_extension.load``).
+Concurrent builds from several processes (pytest-xdist workers) are serialised by the file lock that
+``torch.utils.cpp_extension`` takes in each build directory.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import os
+import sys
 import threading
+import time
 from pathlib import Path
 
 CSRC_DIR = Path(__file__).resolve().parent / "csrc"
 # One build directory per copy of the sources: torch's build (ninja) names the sources by path, so two copies
 # (a checkout and a benchmark's scratch copy) sharing one directory would rebuild it for each other in turn.
-EXTENSION_NAME = "torchbind_samples_" + hashlib.sha256(str(CSRC_DIR).encode()).hexdigest()[:8]
+_DIGEST = hashlib.sha256(str(CSRC_DIR).encode()).hexdigest()[:8]
 
 _lock = threading.Lock()
-_library_path: str | None = None
+_loaded: dict[str, str] = {}  # namespace -> path of its loaded library
 
 
 def sources() -> list[str]:
-    """The C++ sources of the extension, as absolute paths (sorted)."""
+    """The C++ sources, as absolute paths (sorted)."""
     found = sorted(str(p) for p in CSRC_DIR.glob("*.cpp"))
     if not found:
         raise FileNotFoundError(f"no C++ sources found in {CSRC_DIR}")
     return found
 
 
+def namespaces() -> list[str]:
+    """The namespaces of the sample classes, one per source (its file name without ``.cpp``), sorted."""
+    return [Path(p).stem for p in sources()]
+
+
+def extension_name(namespace: str) -> str:
+    """The name of the extension (and of its build directory) that holds ``namespace``."""
+    return f"torchbind_samples_{_DIGEST}_{namespace}"
+
+
 def load_library() -> str:
-    """Build (if needed) and load the extension; return the path of the .so.
+    """Build (if needed) and load every namespace; return the path of the ``samples`` namespace's library.
+    Idempotent."""
+    return load_namespaces()["samples"]
 
-    Idempotent: the first call builds/loads, later calls return the cached
-    path without touching the compiler or the dispatcher again.
-    """
-    global _library_path
-    if _library_path is not None:
-        return _library_path
+
+def load_namespaces(names=None) -> dict[str, str]:
+    """Build (if needed) and load the extensions of the namespaces ``names`` (default: all); return
+    ``{namespace: library path}``. Idempotent: a namespace loaded already is not touched again. Raises
+    ``ValueError`` for a name that is no sample namespace."""
+    known = namespaces()
+    wanted = known if names is None else sorted(set(names))
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise ValueError(f"no sample namespace {', '.join(unknown)}; the sample namespaces are {', '.join(known)}")
     with _lock:
-        if _library_path is not None:
-            return _library_path
-        from torch.utils import cpp_extension
+        missing = [n for n in wanted if n not in _loaded]
+        if missing:
+            _load(missing)
+    return {n: _loaded[n] for n in wanted}
 
-        path = cpp_extension.load(
-            name=EXTENSION_NAME,
-            sources=sources(),
-            extra_cflags=["-O1"],
-            is_python_module=False,  # -> torch.ops.load_library(<so>)
-            verbose=bool(os.environ.get("TORCHBIND_SAMPLES_VERBOSE")),
-        )
-        _library_path = str(path)
-        return _library_path
+
+def _load(missing: list[str]) -> None:
+    import torch
+
+    stale = [n for n in missing if _built(n) is None]
+    for namespace in missing:
+        if namespace not in stale:
+            library = _built(namespace)
+            torch.ops.load_library(library)
+            _loaded[namespace] = library
+    if not stale:
+        return
+    root = os.path.dirname(_build_directory(stale[0]))
+    print(f"torchbind-conformance: building the sample C++ classes ({', '.join(f'{n}.cpp' for n in stale)}) with "
+          f"torch {torch.__version__}; about 30-50 s the first time, cached in {root}", file=sys.stderr, flush=True)
+    start = time.monotonic()
+    workers = max(1, min(len(stale), os.cpu_count() or 1))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        for namespace, library in zip(stale, pool.map(_compile, stale)):
+            _loaded[namespace] = library
+    print(f"torchbind-conformance: built the sample C++ classes in {time.monotonic() - start:.0f} s",
+          file=sys.stderr, flush=True)
+
+
+def _compile(namespace: str) -> str:
+    """Build (ninja decides what) and load one namespace's extension; its library's path."""
+    from torch.utils import cpp_extension
+
+    return str(cpp_extension.load(
+        name=extension_name(namespace),
+        sources=[str(CSRC_DIR / f"{namespace}.cpp")],
+        extra_cflags=["-O1"],
+        is_python_module=False,  # -> torch.ops.load_library(<so>)
+        verbose=bool(os.environ.get("TORCHBIND_SAMPLES_VERBOSE")),
+    ))
+
+
+def _build_directory(namespace: str) -> str:
+    from torch.utils import cpp_extension
+
+    return cpp_extension._get_build_directory(extension_name(namespace), verbose=False)
+
+
+def _built(namespace: str) -> str | None:
+    """The path of the namespace's library when it is built and newer than its source and than torch's
+    installation (``torch/version.py``), else ``None`` (a build is needed, or ninja should decide)."""
+    import torch
+
+    library = os.path.join(_build_directory(namespace), f"{extension_name(namespace)}.so")
+    try:
+        built = os.path.getmtime(library)
+        newest = max(os.path.getmtime(CSRC_DIR / f"{namespace}.cpp"),
+                     os.path.getmtime(os.path.join(os.path.dirname(torch.__file__), "version.py")))
+    except OSError:
+        return None
+    return library if built >= newest else None

@@ -201,7 +201,7 @@ _lib = globals().get("_lib")
 def register_fake_classes(fake_classes: dict[str, type], force: bool = False) -> None:
     """Load the library, then register each ``qualname -> fake class`` unless one is registered already
     (``force``: replace it). Shared by this module, ``fakes_broken`` and ``fakes_unsafe``."""
-    _build.load_library()
+    _build.load_namespaces({qualname.split("::", 1)[0] for qualname in fake_classes})
     for qualname, cls in fake_classes.items():
         full = _full_qual_class_name(qualname)
         if force and global_fake_class_registry.has_impl(full):
@@ -219,6 +219,7 @@ def register_op_fakes(op_fakes: dict, force: bool = False) -> None:
     """Register each ``"ns::op" -> fake`` of ``op_fakes`` with ``torch.library.register_fake`` unless the op has a
     fake already (``force``: replace it), in a library handle kept for the op's namespace. Shared by the sample
     fake modules whose ops live in namespaces of their own."""
+    _build.load_namespaces({qualname.split("::", 1)[0] for qualname in op_fakes})
     for qualname, fn in op_fakes.items():
         if _simple_registry.find(qualname).fake_impl.kernel is not None and not force:
             continue

@@ -1,0 +1,69 @@
+"""The first run of the README's job: ``--torchbind-load=sample_classes`` builds only the sample C++ sources of the
+namespaces the run selects (not all ten), and says so on stderr before the build starts and when it ends -- only
+when a build really happens."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conformance import loading
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="builds C++ with the system compiler")
+
+
+def _run(path, extensions, *args):
+    """pytest in a fresh interpreter, as a user starts it (no test of ours running: no PYTEST_CURRENT_TEST), with
+    the C++ extension cache in ``extensions``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env["TORCH_EXTENSIONS_DIR"] = str(extensions)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+                           "--torchbind-load=sample_classes", *args], cwd=path, env=env, capture_output=True,
+                          text=True, timeout=1200)
+
+
+@pytest.mark.process
+def test_a_run_builds_only_the_selected_namespaces_and_says_so_once(tmp_path):
+    extensions = tmp_path / "extensions"  # cold: nothing built yet
+    extensions.mkdir()
+    first = _run(tmp_path, extensions, "--torchbind-class=samples::Counter", "--torchbind-checks=examples")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    import torch
+
+    assert re.search(r"^torchbind-conformance: building the sample C\+\+ classes \(samples\.cpp\) with torch "
+                     rf"{re.escape(torch.__version__)}; about 30-50 s the first time, cached in "
+                     rf"{re.escape(str(extensions))}\ntorchbind-conformance: built the sample C\+\+ classes in \d+ s$",
+                     first.stderr, re.M), first.stderr
+    built = sorted(p.name for p in extensions.iterdir())
+    assert len(built) == 1 and built[0].endswith("_samples"), built  # not the other nine namespaces
+    assert "1 passed" in first.stdout
+    # Cached: nothing said the second time.
+    again = _run(tmp_path, extensions, "--torchbind-class=samples::Counter", "--torchbind-checks=examples")
+    assert again.returncode == 0 and "torchbind-conformance: build" not in again.stderr, again.stderr
+
+
+def test_load_modules_learn_the_selection_of_the_first_run_that_no_test_started(monkeypatch):
+    assert loading.selected_classes() is None
+    with loading.selecting(["samples::TensorQueue"]):
+        assert loading.selected_classes() is None  # this test is running: a run it starts may be one of many
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")
+    monkeypatch.setattr(loading, "_runs", 0)
+    with loading.selecting(["samples::TensorQueue", "samples_unsafe::*"]):
+        assert loading.selected_classes() == ("samples::TensorQueue", "samples_unsafe::*")
+    assert loading.selected_classes() is None
+    with loading.selecting(["samples::Counter"]):
+        assert loading.selected_classes() is None  # a second run in this process
+
+
+def test_import_sample_classes_outside_a_run_loads_every_namespace():
+    import sample_classes
+    from sample_classes import _build
+
+    assert sorted(sample_classes.LIBRARY_PATHS) == _build.namespaces() and len(_build.namespaces()) == 10
+    assert sample_classes.fakes_patterns.FAKE_CLASSES and sample_classes.fakes_limits.FAKE_CLASSES
+    with pytest.raises(ValueError, match="no sample namespace samples_nowhere; the sample namespaces are samples, "):
+        _build.load_namespaces(["samples_nowhere"])
