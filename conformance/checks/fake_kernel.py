@@ -205,4 +205,4 @@ def _objects(ctx):
     on every run)."""
     from ..arguments import draw_fixed
 
-    return ctx._factory_recipes() or draw_fixed(ctx.objects(), 3, f"{ctx.info.name}:fake_kernel")
+    return ctx.example_recipes() or draw_fixed(ctx.objects(), 3, f"{ctx.info.name}:fake_kernel")

@@ -33,7 +33,11 @@ def _compiled_vs_eager(ctx, recipe) -> tuple[list[str], list[str]]:
     something else than eager, trying the found object and a few more (the same on every run) with the op's fixed
     argument sets; a line saying so when none differs (the lost state may not matter to these ops)."""
     from ..arguments import draw_fixed
+    from ..dynamo_state import dynamo_disabled
 
+    why = dynamo_disabled()
+    if why is not None:  # a compiled program would be eager itself: its numbers would show nothing
+        return [f"no compiled program's numbers can be shown: {why}"], []
     recipes = [recipe] + [r for r in draw_fixed(ctx.objects(), 4, f"{ctx.info.name}:fx_repr") if r.code != recipe.code]
     # Only objects that do not survive their __fx_repr__ can show a difference.
     recipes = [r for r in recipes if _rebuilt_differently(r)]

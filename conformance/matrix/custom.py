@@ -83,7 +83,7 @@ def _recipes(ctx: CustomClassContext) -> tuple[Recipe, list[Recipe], list[Recipe
     ``@conformance.examples`` factories return is taken, in their order (the first is the one programs are
     compiled with); without factories, up to six objects drawn from the constructor (and the third list is empty:
     a drawn object like the first adds nothing to the "equal" call)."""
-    given = ctx._factory_recipes()  # every example object, in the factories' order
+    given = ctx.example_recipes()  # every example object, in the factories' order
     drawn = given or draw_fixed(ctx.objects(), 6, f"{ctx.info.name}:matrix")
     if not drawn:
         raise NotApplicable(f"no object of {ctx.info.name} could be built")
