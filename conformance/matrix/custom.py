@@ -96,10 +96,11 @@ def _recipes(ctx: CustomClassContext) -> tuple[Recipe, list[Recipe], list[Recipe
 
 def _mutations(ctx: CustomClassContext, first: Recipe, others: list[Recipe],
                changes: Callable[[Any], bool] = lambda obj: False) -> list[tuple[str, Callable[[Any], None]]]:
-    """How to change the first object: the first public method call that changes its state (symbolic), or, for
-    each field, setting it to the value a drawn object has there (constant; an ``__eq__`` that ignores the field
-    then shows as a stale compiled result), preferring a value with which the op's output differs from the first
-    object's (``changes``): only such a value shows a program that holds the first object baked in."""
+    """How to change the first object: the first public method call that changes its state (symbolic), or, for a
+    constant class, giving it the state the constructor builds with one of its arguments taken from another drawn
+    object (:meth:`~conformance.custom_context.CustomClassContext.variants`: never a field set on its own, a state
+    no real object reaches); an ``__eq__`` that ignores that argument then shows as a stale compiled result.
+    Variants with which the op's output differs from the first object's (``changes``) come first."""
     if ctx.info.kind == "symbolic":
         for method in ctx.mutators():
             try:
@@ -118,23 +119,25 @@ def _mutations(ctx: CustomClassContext, first: Recipe, others: list[Recipe],
                 if not _same_state(before, state_of(obj)):
                     return [(f"obj.{method}({args})", lambda o, m=method, a=args: ctx.call_method(o, m, a))]
         return []
-    out = []
-    mine = state_of(first.build())
-    for field in sorted(mine, key=str):
-        candidates = []
-        for other in others:
-            theirs = state_of(other.build())
-            if field in theirs and not same_value(mine[field], theirs[field]):
-                value = theirs[field]
+    by_label: dict[str, list] = {}
+    for other in others:
+        for label, variant in ctx.variants(first, other):
+            try:
+                target = variant.build()
+            except Exception:  # noqa: BLE001 - arguments the constructor rejects: no object of the class
+                continue
+            if not hasattr(target, "__dict__"):
+                continue
 
-                def mutate(o, f=field, v=value):
-                    setattr(o, f, copy.deepcopy(v))
+            def mutate(o, v=variant):  # the first object takes a state the constructor itself builds
+                o.__dict__.update(copy.deepcopy(vars(v.build())))
 
-                if _valid_after(first, mutate):
-                    candidates.append((f"obj.{field} = {value!r}", mutate))
-        if candidates:  # the first value that changes the output, else the first value
-            out.append(next((c for c in candidates if changes(_mutated(first, c[1]))), candidates[0]))
-    return out
+            by_label.setdefault(label, []).append((f"obj.__dict__.update(vars({variant.code}))", mutate))
+    if len(by_label) > 1:  # the whole other object is the "unequal" call already; a constructor argument is finer
+        by_label.pop("another object", None)
+    # per constructor argument, the first variant with which the op's output differs from the first object's (only
+    # such a variant shows a program that holds the first object baked in), else the first variant
+    return [next((c for c in found if changes(_mutated(first, c[1]))), found[0]) for found in by_label.values()]
 
 
 def _mutated(first: Recipe, mutate: Callable[[Any], None]) -> Any:
@@ -142,22 +145,6 @@ def _mutated(first: Recipe, mutate: Callable[[Any], None]) -> Any:
     obj = first.build()
     mutate(obj)
     return obj
-
-
-def _valid_after(first: Recipe, mutate: Callable[[Any], None]) -> bool:
-    """Whether the first object with a field set is a state the class itself can build: its ``__fx_repr__``
-    (the class's own constructor call, which torch runs in generated code) evaluates. A field set past the
-    constructor's checks (``lo > hi``) is not an object of the class."""
-    from torch._library.opaque_object import get_opaque_obj_repr
-
-    try:
-        obj = first.build()
-        mutate(obj)
-        text, names = get_opaque_obj_repr(obj)
-        eval(text, {"torch": torch, **names})  # noqa: S307 - what torch's generated code does
-    except Exception:  # noqa: BLE001 - an invalid state, or an __fx_repr__ the fx_repr check reports
-        return False
-    return True
 
 
 def _same_state(a: dict, b: dict) -> bool:
