@@ -19,10 +19,8 @@ __all__ = ["main"]
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from .files import write_text_atomically
-    from .merge import MergeError, load_run, merge_runs
-    from .reports import FORMATS, _writers
-    from .reports.merged import render
+    from .merge import MergeError, load_run, merge_runs, write_merged
+    from .reports import FORMATS
 
     from .baseline import BaselineError
 
@@ -39,11 +37,7 @@ def _merge(args: argparse.Namespace) -> int:
     try:
         merged = merge_runs(load_run(Path(p)) for p in args.reports)
         if out is not None:
-            if len(merged.runs) == 1:  # shards of one run: exactly the report that run would have written
-                text = _writers()[suffix](merged.reports[0])
-            else:
-                text = render(merged, suffix)
-            write_text_atomically(out, text)
+            write_merged(merged, out)  # a MergeError naming OUT when it cannot be written
         changes = accept_runs(merged.runs, Path(args.baseline)) if args.baseline is not None else None
     except (MergeError, BaselineError, OSError) as exc:
         print(f"torchbind-conformance merge: {exc}", file=sys.stderr)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import pytest
 
-from .baseline import accept_changes, merge_accepted, save_baseline, stale_entries
+from .baseline import accept_changes, accept_warning, merge_accepted, save_baseline, stale_entries
 from .files import describe_os_error
 from .names import REPORT_ATTR
 from .options import RunOptions
@@ -82,7 +82,7 @@ class Recorder:
         self.stale: list[str] = []  # baseline entries naming tests the plan no longer has (found at the end)
         self.stale_removed = False  # ... and removed by --torchbind-accept
         self.accepted_changes: list[str] | None = None  # what --torchbind-accept changed in the file (when written)
-        self.report_written = False
+        self.reports_written: list = []  # the report files written (--torchbind-report, each)
         self.warnings: list[str] = []  # end-of-run failures, one line each in the terminal summary
 
     # ----- hooks (this object is registered as a plugin on the controller) -------------------------------------
@@ -143,8 +143,8 @@ class Recorder:
             terminalreporter.section("torchbind coverage matrix")
             for line in render_lines(self.report):
                 terminalreporter.write_line(line)
-            if self.report_written:
-                terminalreporter.write_line(f"report: {self.options.report}")
+            for path in self.reports_written:
+                terminalreporter.write_line(f"report: {path}")
         reused = reuse_line(self.verdicts.values(), self.options.reuse)
         if reused:
             terminalreporter.write_line(reused)
@@ -186,18 +186,21 @@ class Recorder:
         self.incomplete = self._incomplete(session, exitstatus)
         self.stale = self._stale_entries()
         report = self.report
-        if self.options.report is not None and self.ran:
+        for path in self.options.reports if self.ran else ():
             try:
-                write_report(report, self.options.report)
-                self.report_written = True
+                write_report(report, path)
+                self.reports_written.append(path)
             except OSError as exc:
-                self.warnings.append(f"could not write the report {self.options.report}: {describe_os_error(exc)}")
+                self.warnings.append(f"could not write the report {path}: {describe_os_error(exc)}")
         if self.options.accept and self.options.baseline is not None:
             try:
                 merged = merge_accepted(self.options.known, self.accepted, self.stale)
                 save_baseline(self.options.baseline, merged)
                 self.stale_removed = True
                 self.accepted_changes = accept_changes(self.options.known, merged)
+                warning = accept_warning(self.options.known, merged)  # the fake's own bugs, baselined: say so
+                if warning:
+                    self.warnings.append(warning)
             except OSError as exc:
                 self.warnings.append(f"could not write the baseline {self.options.baseline}: "
                                      f"{describe_os_error(exc)}")

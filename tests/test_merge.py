@@ -136,3 +136,11 @@ def test_an_output_that_cannot_be_written_is_named_not_its_temporary_file(tmp_pa
     assert main(["merge", str(tmp_path / "r.json"), "--baseline", str(baseline)]) == 2
     err = capsys.readouterr().err
     assert err == f"torchbind-conformance merge: [Errno 2] No such file or directory: '{baseline}'\n", err
+
+
+def test_merge_to_an_unwritable_output_is_one_line_naming_it(tmp_path, capsys):
+    out = tmp_path / "no" / "m.html"
+    assert main(["merge", str(_one_run(tmp_path)), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"torchbind-conformance merge: --output={out}: cannot write the merged report: [Errno 2] No such "
+                   "file or directory\n"), err

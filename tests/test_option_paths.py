@@ -114,3 +114,16 @@ def test_a_duplicate_baseline_key_is_a_usage_error(pytester):
                            "--torchbind-baseline=b.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--torchbind-baseline: *b.json: 'k' is given twice in one JSON object*"])
+
+
+@needs_torch_testlib
+def test_several_report_options_write_several_reports(pytester):
+    result = run_inprocess(pytester, f"--torchbind-load={TORCH_SPEC}", "--torchbind-class=_TorchScriptTesting::_Foo",
+                           "--torchbind-checks=matrix", "--torchbind-backends=eager", "-k", "add_tensor",
+                           "--torchbind-report=m.md", "--torchbind-report=m.json",
+                           "--torchbind-report=m.html")
+    assert result.ret == pytest.ExitCode.OK
+    assert (pytester.path / "m.md").read_text().startswith("## TorchBind coverage matrix")
+    assert json.loads((pytester.path / "m.json").read_text())["schema"] == "torchbind-matrix/2"
+    assert (pytester.path / "m.html").read_text().startswith("<!DOCTYPE html>")
+    result.stdout.fnmatch_lines([f"report: {pytester.path / name}" for name in ("m.md", "m.json", "m.html")])
