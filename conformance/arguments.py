@@ -25,7 +25,6 @@ from __future__ import annotations
 import ast
 import inspect
 import math
-import string
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -34,11 +33,12 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from .jit_types import TypeHandler, annotation_type, walk
+from .jit_types import annotation_type
 from .qualname import is_class_name
 from .results import NotApplicable
 from .registry import REGISTRY, Registry
-from .values import ArgumentSet, UnsupportedType, Value, argument_sets, candidates, tensor_code
+from .type_strategies import tensor_strategy, value_strategy
+from .values import ArgumentSet, UnsupportedType, Value, argument_sets
 
 __all__ = ["strategy", "value_strategy", "tensor_strategy", "ArgumentSource", "Excluded",
            "draw_fixed", "EMPTY"]
@@ -182,122 +182,6 @@ def _as_argument_set(x: Any) -> ArgumentSet:
                            tuple((k.arg, Value(ast.unparse(k.value))) for k in call.keywords))
     raise TypeError(f"a whole-method strategy override drew {type(x).__name__} {x!r}; draw source text, a "
                     "list, a dict or an ArgumentSet")
-
-
-# ----- strategies derived from schema types ----------------------------------------------------------------
-
-_DTYPES = ("float32", "float64", "int64", "bool")
-_LAYOUTS = ("contiguous", "transposed", "sliced")
-
-
-def tensor_strategy() -> SearchStrategy[Value]:
-    """Tensors as :class:`Value` source: rank 0–3 with sizes 0–3 (so 0-dim and 0-size tensors occur), dtype
-    float32 / float64 / int64 / bool, layout contiguous / transposed / strided slice. Shrinks towards a 0-dim
-    float32 tensor.
-
-    No tensor requires grad: ``call_torchbind`` runs a fake method below autograd, so a tensor a fake computes and
-    stores never requires grad while the C++ object's does — every fake would differ. Add
-    ``.requires_grad_()`` in a :func:`strategy` override to test it anyway.
-    """
-    spec = st.tuples(st.lists(st.integers(0, 3), max_size=3).map(tuple), st.sampled_from(_DTYPES),
-                     st.sampled_from(_LAYOUTS))
-    return spec.map(lambda s: Value(tensor_code(s)))
-
-
-def _join(template: str, parts) -> Value:
-    extra = tuple(e for p in parts for e in p.extra)
-    return Value(template.format(", ".join(p.code for p in parts)), extra)
-
-
-def value_strategy(jit_type: torch._C.Type, resolver=None) -> SearchStrategy[Value]:
-    """A hypothesis strategy of :class:`Value` (Python source) for a TorchScript type from a schema.
-
-    ``jit_type`` is a ``torch._C.Type`` (``schema.arguments[i].type``): Tensor (:func:`tensor_strategy`), int
-    (-2..8), float (finite, -4..4), bool, str (short, including ``''``), lists (0–3 elements), Optional (``None``
-    or a value), tuples, dicts, a TorchBind class (the values ``resolver(qualified_name)`` gives, as in
-    :func:`conformance.values.candidates`), and the enum-like scalar types ``candidates`` knows (ScalarType,
-    Device, ...). Raises :class:`conformance.values.UnsupportedType` for anything else.
-    """
-    return walk(jit_type, _Strategies(resolver))
-
-
-def _int_values() -> SearchStrategy[Value]:
-    return st.integers(-2, 8).map(lambda i: Value(repr(i)))
-
-
-def _float_values() -> SearchStrategy[Value]:
-    return st.floats(-4, 4, allow_nan=False, allow_infinity=False).map(lambda f: Value(repr(f)))
-
-
-def _bool_values() -> SearchStrategy[Value]:
-    return st.sampled_from((Value("False"), Value("True")))
-
-
-def _str_values() -> SearchStrategy[Value]:
-    return st.text(alphabet=string.ascii_lowercase[:3] + ":_ ", max_size=4).map(lambda s: Value(repr(s)))
-
-
-class _Strategies(TypeHandler[SearchStrategy[Value]]):
-    """:func:`value_strategy` through :func:`conformance.jit_types.walk`; what it does not model is sampled from
-    :func:`conformance.values.candidates`."""
-
-    def __init__(self, resolver):
-        self.resolver = resolver
-
-    def on_tensor(self, typ):
-        return tensor_strategy()
-
-    def on_optional(self, typ, elem):
-        return st.one_of(st.just(Value("None")), self.walk(elem))
-
-    def on_union(self, typ, members):  # each member type that can be generated; raises when none can
-        parts, why = [], None
-        for member in members:
-            try:
-                parts.append(self.walk(member))
-            except UnsupportedType as exc:
-                why = exc
-        if not parts:
-            raise why or UnsupportedType(f"cannot generate values of type {typ}")
-        return st.one_of(*parts)
-
-    def on_list(self, typ, elem):
-        inner = self.walk(elem)
-        return st.lists(inner, max_size=3).map(lambda vs: _join("[{}]", vs))
-
-    def on_tuple(self, typ, elems):
-        parts = [self.walk(t) for t in elems]
-        return st.tuples(*parts).map(lambda vs: _join("({},)" if len(vs) == 1 else "({})", vs))
-
-    def on_dict(self, typ, key, value):
-        keys, vals = self.walk(key), self.walk(value)
-        return st.lists(st.tuples(keys, vals), max_size=2).map(
-            lambda kvs: Value("{" + ", ".join(f"{k.code}: {v.code}" for k, v in kvs) + "}",
-                              tuple(e for k, v in kvs for e in (*k.extra, *v.extra))))
-
-    def on_int(self, typ):
-        return _int_values()
-
-    def on_float(self, typ):
-        return _float_values()
-
-    def on_bool(self, typ):
-        return _bool_values()
-
-    def on_str(self, typ):
-        return _str_values()
-
-    def other(self, typ):
-        text = str(typ)  # other kinds spelled like a scalar (SymIntType prints as ``int``)
-        if text in ("int", "SymInt"):
-            return _int_values()
-        if text == "float":
-            return _float_values()
-        if text == "bool":
-            return _bool_values()
-        if text == "str":
-            return _str_values()
-        return st.sampled_from(candidates(typ, self.resolver))  # ClassType, ScalarType, Device, ...; may raise
 
 
 # ----- whole argument lists --------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ for _name in [*LEAF_KINDS.values(), *(m for m, _ in CONTAINER_KINDS.values())]:
 def test_walk_dispatches_every_kind_the_ladders_handled():
     handled = {"TensorType", "IntType", "SymIntType", "FloatType", "SymFloatType", "BoolType", "SymBoolType",
                "StringType", "NoneType", "NumberType", "DeviceObjType", "ClassType", "AnyType", "OptionalType",
-               "ListType", "TupleType", "DictType"}
+               "ListType", "TupleType", "DictType", "UnionType"}
     assert handled == set(LEAF_KINDS) | set(CONTAINER_KINDS)
     methods = [*LEAF_KINDS.values(), *(m for m, _ in CONTAINER_KINDS.values())]
     assert len(set(methods)) == len(methods) and all(callable(getattr(TypeHandler, m)) for m in methods)
@@ -58,6 +58,7 @@ def test_containers_get_their_component_types_unwalked():
     assert walk(C.TupleType([]), Recorder())[0::2] == ("on_tuple", [])
     assert walk(C.DictType(s, t), Recorder())[0::2] == ("on_dict", s)
     assert walk(C.DictType(s, t), Recorder())[3] == t
+    assert walk(C.UnionType([i, s]), Recorder())[0::2] == ("on_union", [i, s])  # DeviceMesh.get_group's mesh_dim
     nested = parse("Tensor?[]")
     name, typ, elem = walk(nested, Recorder())
     assert (name, typ) == ("on_list", nested) and walk(elem, Recorder()) == ("on_optional", elem, t)
@@ -65,7 +66,7 @@ def test_containers_get_their_component_types_unwalked():
 
 def test_unknown_kinds_reach_the_fallback():
     unknown = [C.ComplexType.get(), C.PyObjectType.get(), parse("Generator"), parse("Stream"), parse("Storage"),
-               C.UnionType([C.IntType.get(), C.StringType.get()]), C.FutureType(C.IntType.get())]
+               C.FutureType(C.IntType.get())]
     for typ in unknown:
         assert typ.kind() not in LEAF_KINDS and typ.kind() not in CONTAINER_KINDS
         assert walk(typ, Recorder()) == ("other", typ)
@@ -81,6 +82,8 @@ def test_every_method_defaults_to_the_fallback():
     for spec in ["Tensor", "int", "float", "bool", "str", "Tensor?", "int[]", "(Tensor, int)", "Dict(str, Tensor)",
                  "Any", "Scalar", "Device", "NoneType", "complex"]:
         assert walk(parse(spec), OnlyOther()) == f"other:{parse(spec)}"
+    union = C.UnionType([C.IntType.get(), C.StringType.get()])
+    assert walk(union, OnlyOther()) == f"other:{union}"
     assert walk(C.SymBoolType.get(), OnlyOther()) == "other:bool"
     assert OnlyOther().walk(C.IntType.get()) == "other:int"
 
@@ -208,3 +211,19 @@ def test_torchbind_class_type(torch_test_classes):
     assert value_mismatch(made[0].make(), typ) is None
     assert value_mismatch(1, typ) == f"result: expected a {FOO} object, got int 1"
     assert isinstance(value_strategy(C.ListType(typ), resolver), st.SearchStrategy)
+
+
+def test_unions_are_drawn_from_every_member_that_can_be_generated():
+    from typing import Optional, Union
+
+    from conformance.jit_types import annotation_type, value_mismatch
+    from conformance.values import candidates
+
+    typ = annotation_type(Union[int, None, str])  # DeviceMesh.get_group(mesh_dim)
+    drawn = {type(eval(v.code)) for v in draw_fixed(value_strategy(typ), 40, "union")}
+    assert drawn == {int, type(None), str}
+    assert {type(eval(v.code)) for v in candidates(typ, None)} == {int, type(None), str}
+    assert value_mismatch("a", typ) is None and value_mismatch(1.5, typ) is not None
+    # torch's own spelling of a size that may be symbolic: a plain int outside tracing
+    assert str(annotation_type(int | torch.SymInt)) == "int" and str(annotation_type(int | None)) == str(
+        annotation_type(Optional[int]))
