@@ -32,7 +32,8 @@ from conformance.runner import plan, run_class
 from conformance.settings import Settings
 from conftest import engine_of
 
-pytestmark = pytest.mark.process  # the classes are listed by a fresh interpreter
+pytestmark = [pytest.mark.process,  # the classes are listed by a fresh interpreter
+              pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")]  # deprecated in 2.13
 
 NO_FAKE = frozenset({"fake_class", "flatten"})  # no fake class and no __obj_flatten__: torch cannot fakify it
 
