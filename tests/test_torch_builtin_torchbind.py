@@ -285,6 +285,16 @@ def test_opaque_object_verdicts_say_what_happened(outcomes):
     assert failure.summary == "__obj_flatten__ raised RuntimeError: Unable to implement __obj_flatten__ for opaque objects."
 
 
+def test_opaque_object_matrix_cells_name_what_flatten_raised(outcomes, engine):
+    """Every matrix cell compares the object's flattened state: where __obj_flatten__ raises, the cells skip saying
+    so, not that plain eager raised (eager runs; the plugin's own state read is what cannot)."""
+    cells = run_class("aten::OpaqueObject", only={"matrix"}, engine=engine, backends=("eager",))
+    assert cells and all(o.status.value == "skipped" for o in cells), [o.render() for o in cells]
+    for o in cells:
+        assert "__obj_flatten__() raised RuntimeError: Unable to implement __obj_flatten__" in o.reason, o.reason
+        assert "plain eager raises" not in o.reason and "::flatten)" in o.reason
+
+
 # ----- the plain-torch lines beside each verdict that says torch is at fault ------------------------------------
 
 def test_plain_torch_opaque_object_cannot_be_fakified_or_compiled():

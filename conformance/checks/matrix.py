@@ -55,6 +55,13 @@ def matrix(ctx, target: CellTarget) -> Cell:
     except NotApplicable as exc:
         cell.status, cell.reason = Status.SKIPPED, f"{exc}: no backend can fakify the object"
         return cell
+    flatten_error = ctx.example_set.flatten_error
+    if flatten_error:  # every cell compares flattened states, and no backend can fakify such an object
+        cell.status, cell.reason = Status.SKIPPED, (
+            f"the matrix compares the object's flattened state after each program, and {ctx.info.qualname}."
+            f"__obj_flatten__() raised {flatten_error} on the example objects, so no backend can fakify it either "
+            f"(see {ctx.info.test_name}::flatten)")
+        return cell
     try:
         return run_cell(ctx, target.row, target.backend)
     except Excluded as exc:
