@@ -10,6 +10,7 @@ can print it. Every object is a :class:`Recipe`: its source and a way to build a
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import enum
 import inspect
@@ -28,7 +29,7 @@ from .loading import repro_lines
 from .registry import Registry
 from .results import NotApplicable
 from .settings import Settings
-from .values import ArgumentSet, UnsupportedType
+from .values import ArgumentSet, UnsupportedType, Value
 
 __all__ = ["Recipe", "CustomClassContext", "state_of", "same_value", "show"]  # state: custom_state
 
@@ -120,14 +121,18 @@ class CustomClassContext:
         """The recipe of ``Cls(<args>)``."""
         cls, name = self.info.cls, self.info.cls.__qualname__
         code = f"{name}({args.code()})"
-        return Recipe(code, lambda: eval(code, {**_eval_globals(), name: cls}), args)  # noqa: S307 - our source
+        env = {**_eval_globals(), **dict(args.extra), name: cls}
+        return Recipe(code, lambda: eval(code, env), args)  # noqa: S307 - our source
 
     def variants(self, a: Recipe, other: Recipe) -> list[tuple[str, Recipe]]:
         """Objects that differ from ``a``'s only where the class's own constructor makes them differ: for an object
         the constructor built, ``a``'s arguments with one argument taken from ``other``'s (labelled by the
         parameter's name), for each argument whose source differs; then ``other`` itself (``"another object"``).
+        An example object from a factory has the constructor call its ``__fx_repr__`` writes (what torch's
+        generated code runs to rebuild it), when that is a plain call of the class.
         No field is ever set from outside: a state no real object reaches is no input of the class."""
         out: list[tuple[str, Recipe]] = []
+        a, other = self._with_args(a), self._with_args(other)
         if a.args is not None and other.args is not None and len(a.args.args) == len(other.args.args):
             names = _positional_names(self.info.cls.__init__)
             for i, (mine, theirs) in enumerate(zip(a.args.args, other.args.args)):
@@ -142,6 +147,26 @@ class CustomClassContext:
         if other.code != a.code:
             out.append(("another object", other))
         return out
+
+    def _with_args(self, recipe: Recipe) -> Recipe:
+        """``recipe``, with the constructor arguments its object's ``__fx_repr__`` names when it has none (a
+        factory's object of a constant class), else as it is."""
+        if recipe.args is not None or self.info.kind != "constant":
+            return recipe
+        from torch._library.opaque_object import get_opaque_obj_repr
+
+        try:
+            text, names = get_opaque_obj_repr(recipe.build())
+            call = ast.parse(text, mode="eval").body
+        except Exception:  # noqa: BLE001 - no usable __fx_repr__ (the fx_repr check reports it)
+            return recipe
+        cls = self.info.cls
+        if not (isinstance(call, ast.Call) and (names or {}).get(ast.unparse(call.func)) is cls):
+            return recipe
+        extra = tuple((k, v) for k, v in (names or {}).items() if k != ast.unparse(call.func))
+        args = ArgumentSet(tuple(Value(ast.unparse(x), extra) for x in call.args),
+                           tuple((k.arg, Value(ast.unparse(k.value), extra)) for k in call.keywords if k.arg))
+        return dataclasses.replace(recipe, args=args)
 
     def _accepted(self, recipe: Recipe) -> bool:
         """Whether the constructor accepts the recipe's arguments: objects it refuses are not inputs of the class
