@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 from conformance.custom_state import fresh_copy, learn_memos, state_of, twin_differences
@@ -43,6 +44,7 @@ PYBIND = textwrap.dedent("""
 """)
 
 
+@pytest.mark.process  # starts interpreters (one of them dies on purpose)
 def test_a_pybind_object_is_read_through_its_properties_and_never_reduced():
     # plain pybind11: the inherited __reduce__ aborts the process
     died = subprocess.run([sys.executable, "-c", PYBIND, "reduce"], capture_output=True, text=True, timeout=300)
