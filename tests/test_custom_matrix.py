@@ -128,6 +128,8 @@ def test_dynamo_disabled_skips_a_torchbind_class_compiled_cells_too(monkeypatch)
     cell = run_cell(ctx, row_names(ctx)[0], "inductor")
     assert cell.status is Status.SKIPPED and "TORCHDYNAMO_DISABLE=1 is set" in cell.reason, cell.reason
     monkeypatch.delenv("TORCHDYNAMO_DISABLE")
-    monkeypatch.setattr(torch._dynamo.config, "disable", True)  # TORCH_COMPILE_DISABLE=1 sets it at import
-    cell = run_cell(ctx, row_names(ctx)[0], "eager")
+    # TORCH_COMPILE_DISABLE=1 sets it at import. torch's own patch, not monkeypatch: monkeypatch's undo deletes the
+    # entry from torch's config module (every later torch.compile in the process then raises AttributeError).
+    with torch._dynamo.config.patch(disable=True):
+        cell = run_cell(ctx, row_names(ctx)[0], "eager")
     assert cell.status is Status.SKIPPED and "torch._dynamo.config.disable is set" in cell.reason, cell.reason
