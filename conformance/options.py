@@ -73,8 +73,9 @@ def add_options(parser: pytest.Parser, check_names: list[str], backend_names: li
     group.addoption("--torchbind-reuse", default=None, choices=("on", "off"),
                     help="on: an item that passed, was skipped (an unsupported matrix cell) or failed as the "
                          "baseline expects is not run again while nothing its verdict depends on changed "
-                         "(libraries, fakes, schemas, examples, torch, the plugin, verdict options, its baseline "
-                         "entry); its verdict is kept in pytest's cache (.pytest_cache; --cache-clear forgets it). "
+                         "(libraries, fakes, schemas, examples, torch, the plugin, the plugin's options, torch's "
+                         "compile environment variables, hypothesis's seed and profile, your modules' whole files, "
+                         "its baseline entry); its verdict is kept in pytest's cache (.pytest_cache; --cache-clear forgets it). "
                          "A failure the baseline does not list always runs again. Default off. Ini: torchbind_reuse.")
     group.addoption("--torchbind-check-repro", default=None, choices=("on", "off"),
                     help="on (default): before a failure prints its reproducer, run the script in a fresh "

@@ -92,7 +92,8 @@ class PluginRun:
             # Verdicts kept in pytest's cache: read back with --torchbind-reuse=on; with off, only those an
             # earlier run kept are refreshed (options checked that reuse=on has a cache).
             reuse = ReuseStore(config.cache, KeyMaker(engine.context, engine.registry, engine.settings,
-                                                      options=(options.timeout,)), reading=options.reuse)
+                                                      options=(options.timeout,), config=config),
+                               reading=options.reuse)
         self.collection = Collection(engine, self.classes, options.known, torch.__version__, self.run_item,
                                      self._registered, options.baseline, reuse)
         #: The controller's (or a serial run's) recorder; ``None`` on a pytest-xdist worker.
