@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from .jit_types import TypeHandler, walk
-from .values import UnsupportedType, Value, candidates, tensor_code
+from .values import Value, candidates, tensor_code, union_members
 
 __all__ = ["tensor_strategy", "value_strategy"]
 
@@ -85,15 +85,7 @@ class _Strategies(TypeHandler[SearchStrategy[Value]]):
         return st.one_of(st.just(Value("None")), self.walk(elem))
 
     def on_union(self, typ, members):  # each member type that can be generated; raises when none can
-        parts, why = [], None
-        for member in members:
-            try:
-                parts.append(self.walk(member))
-            except UnsupportedType as exc:
-                why = exc
-        if not parts:
-            raise why or UnsupportedType(f"cannot generate values of type {typ}")
-        return st.one_of(*parts)
+        return st.one_of(*union_members(self, typ, members))
 
     def on_list(self, typ, elem):
         inner = self.walk(elem)

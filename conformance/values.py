@@ -123,14 +123,7 @@ class _Candidates(TypeHandler[list[Value]]):
         return [inner[0], Value("None"), *inner[1:]]
 
     def on_union(self, typ, members):  # the members' candidates, interleaved so that each is near the front
-        pools, why = [], None
-        for member in members:
-            try:
-                pools.append(self.walk(member))
-            except UnsupportedType as exc:
-                why = exc
-        if not pools:
-            raise why or UnsupportedType(f"cannot generate values of type {typ}")
+        pools = union_members(self, typ, members)
         return [v for row in itertools.zip_longest(*pools) for v in row if v is not None]
 
     def on_list(self, typ, elem):
@@ -170,6 +163,20 @@ class _Candidates(TypeHandler[list[Value]]):
         if text in _SCALARS:
             return [Value(c) for c in _SCALARS[text]]
         raise UnsupportedType(f"cannot generate values of type {typ}")
+
+
+def union_members(handler, typ, members) -> list:
+    """``handler``'s answers for the members of a union type ``typ`` that it can generate (in order). Raises
+    :class:`UnsupportedType` when it can generate none."""
+    answers, why = [], None
+    for member in members:
+        try:
+            answers.append(handler.walk(member))
+        except UnsupportedType as exc:
+            why = exc
+    if not answers:
+        raise why or UnsupportedType(f"cannot generate values of type {typ}")
+    return answers
 
 
 def _seq(template: str, parts: Sequence[Value]) -> Value:
