@@ -65,12 +65,20 @@ def _pickled_state(obj: Any) -> dict[str, Any] | None:
             state = None
         if isinstance(state, dict):
             return dict(state)
+    # __slots__ and __dict__ together: a slotted class under a base without __slots__ (torch's OpaqueBase) has an
+    # empty __dict__ beside the slots that hold its state
+    slots = [s for c in type(obj).__mro__ for s in _slot_names(c) if s not in ("__dict__", "__weakref__")]
+    state = {s: getattr(obj, s) for s in slots if hasattr(obj, s)}
     if hasattr(obj, "__dict__"):
-        return dict(vars(obj))
-    slots = [s for c in type(obj).__mro__ for s in getattr(c, "__slots__", ())]
-    if slots:
-        return {s: getattr(obj, s) for s in slots if hasattr(obj, s)}
-    return None
+        state.update(vars(obj))
+    if state or hasattr(obj, "__dict__") and slots:
+        return state
+    return dict(vars(obj)) if hasattr(obj, "__dict__") else None
+
+
+def _slot_names(cls: type) -> tuple[str, ...]:
+    slots = vars(cls).get("__slots__", ())
+    return (slots,) if isinstance(slots, str) else tuple(slots)
 
 
 def _own_classes(cls: type) -> list[type]:

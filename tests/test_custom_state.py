@@ -150,6 +150,19 @@ class Handle(Base):
 
 register(Handle, "symbolic", guard_fn=lambda h: [h.n], members={"read": oo.MemberType.USE_REAL})
 
+class Slotted(Base):
+    """OpaqueBase (no __slots__) + __slots__: an empty __dict__ beside the slots that hold the state; guard_fn
+    forgets scale, which the USE_REAL member get_scale reads."""
+    __slots__ = ("n", "scale")
+    def __init__(self, n: int):
+        self.n, self.scale = n, 1
+    def set_scale(self, s: int) -> None:
+        self.scale = s
+    def get_scale(self) -> int:
+        return self.scale
+
+register(Slotted, "symbolic", guard_fn=lambda o: [o.n], members={"get_scale": oo.MemberType.USE_REAL})
+
 SHARED = []
 
 class Box(Base):
@@ -199,6 +212,24 @@ def test_twins_that_cannot_be_built_equal_are_never_compared(pytester):
                if o.check == "guards"]
     assert guard.status == "skipped", guard.render()
     assert "two objects built the same way are not equal" in guard.summary and "'id'" in guard.summary
+
+
+def test_a_slotted_object_beside_an_empty_dict_has_its_slots_as_state(pytester):
+    mod = _module(pytester, "state_slotted")
+    lib = __import__(mod)
+    obj = lib.Slotted(2)
+    assert hasattr(obj, "__dict__") and vars(obj) == {}  # plain Python: the state is not in __dict__
+    assert state_of(obj) == {"n": 2, "scale": 1}
+    # plain torch: guard_fn misses scale, so a compiled program keeps the get_scale() it baked in
+    torch._dynamo.reset()
+    program = torch.compile(lambda o: o.get_scale(), backend="eager", fullgraph=True)
+    assert program(obj) == 1
+    obj.set_scale(5)
+    assert (program(obj), obj.get_scale()) == (1, 5)
+    torch._dynamo.reset()
+    [guard] = [o for o in run_class(f"{mod}.Slotted", skip={"matrix"}, engine=Engine(Settings(examples=20)))
+               if o.check == "guards" and o.target == "get_scale"]
+    assert guard.status == "failed" and "'scale'" in guard.failures[0].summary, guard.render()
 
 
 def test_shared_example_objects_do_not_carry_one_items_changes_into_the_next(pytester):
