@@ -71,6 +71,21 @@ def run_labels(settings) -> dict[str, str]:
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
+def _initialized_world() -> str | None:
+    """The backend of torch.distributed's default process group when one is initialized with a backend that
+    communicates (not torch's ``fake`` backend), else ``None``. Imports nothing that is not imported yet."""
+    import sys
+
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            return None
+        backend = str(dist.get_backend())
+    except Exception:  # noqa: BLE001 - a half-built world: nothing to warn about here
+        return None
+    return None if backend == "fake" else backend
+
+
 def _sigterm_as_interrupt(signum, frame) -> None:
     """SIGTERM handler of the controller or serial run: stop the way Ctrl-C does, so that pytest runs
     ``pytest_sessionfinish`` (the partial report, JUnit XML) and exits with status 2 (interrupted)."""
@@ -186,6 +201,13 @@ class PluginRun:
     def _configure_isolation(self) -> None:
         if self.options.isolation != "process" or not self.classes:
             return
+        backend = _initialized_world()
+        if backend is not None:  # collectives in the forked worker would hang, each item until its timeout
+            self.config.issue_config_time_warning(pytest.PytestConfigWarning(
+                f"torch.distributed's default process group (backend {backend}) was initialized before the "
+                "isolation worker is forked: a collective run in a forked process hangs (the backend's threads "
+                "and connections stay in the parent), so every item whose op communicates would fail as a hang; "
+                "run with --torchbind-isolation=none (docs: Gate distributed classes)"), stacklevel=2)
         self.supervisor = Supervisor(self._run_in_worker, self.options.timeout,
                                      before_fork=import_lazily_imported_modules, tracer=self.engine.tracer,
                                      memory_limit=self.options.memory_limit, unsendable=unsendable_outcome)

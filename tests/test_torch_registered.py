@@ -178,3 +178,18 @@ def test_plain_torch_two_meshes_built_the_same_way_differ_and_a_2d_mesh_rejects_
     out = subprocess.run([sys.executable, "-c", PLAIN_MESH], capture_output=True, text=True, timeout=600)
     assert "group names equal: False" in out.stdout, out.stdout + out.stderr
     assert "eager get_local_rank(): RuntimeError" in out.stdout  # a precondition, never a failure of the gate
+
+
+@pytest.mark.parametrize("world", ["gloo", "fake"])
+def test_a_communicating_world_with_a_forked_worker_is_warned_about(tmp_path, world):
+    """A gloo collective in a process forked after the group was made hangs (a new user's gate ran 15 minutes and
+    reported 5 false hangs): the run says so at start and names --torchbind-isolation=none; the fake backend
+    communicates with nobody and is not warned about."""
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
+            "--torchbind-load=sample_classes.torch_registered", f"--torchbind-class={GEN}"]
+    done = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "TORCH_CORPUS_WORLD": world})
+    warned = "default process group (backend gloo) was initialized before the isolation worker" in done.stdout
+    assert warned == (world == "gloo"), done.stdout[-3000:] + done.stderr[-2000:]
+    if warned:
+        assert "--torchbind-isolation=none" in done.stdout
