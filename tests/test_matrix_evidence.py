@@ -280,6 +280,13 @@ def test_stacks_tell_a_compiler_loop_from_a_call_into_the_class():
     flatten = hang_site([[Frame(path, line, "remove_unused_graphargs")]] * 2)
     assert flatten.class_call and not flatten.in_compiler
     assert hang_site([]) is None
+    # A collective the compiled program ran, waiting in torch.distributed (a new user's gloo op in a forked worker):
+    # no compiler hang, and the description says where and why.
+    collective = hang_site([[Frame("/v/torch/distributed/distributed_c10d.py", 3000, "all_reduce"),
+                             Frame("/v/torch/_dynamo/eval_frame.py", 1166, "compile_wrapper")]] * 2)
+    assert not collective.in_compiler and collective.torch_runtime == "distributed/distributed_c10d.py"
+    assert "waiting in torch's own distributed/distributed_c10d.py" in collective.describe()
+    assert "--torchbind-isolation=none" in collective.describe()
 
 
 _TRACER = Tracer()

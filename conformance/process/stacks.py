@@ -112,8 +112,20 @@ class HangSite:
 
     @property
     def in_compiler(self) -> bool:
-        """The worker hung inside torch's compiler itself (not in a call into the class's code it made)."""
-        return bool(self.compiler) and not self.class_call and not self.user_code
+        """The worker hung inside torch's compiler itself (not in a call into the class's code it made, nor in a
+        torch call the program made)."""
+        return bool(self.compiler) and not self.class_call and not self.user_code and self.torch_runtime is None
+
+    @property
+    def torch_runtime(self) -> str | None:
+        """Where in torch the stack stood still when that is torch code outside the compiler and outside the places
+        it calls the class (``distributed/distributed_c10d.py``: a collective the program ran, waiting), else
+        ``None``. A compiled program runs such calls under dynamo's frames; they are no compiler work."""
+        path = self.frame.torch_path if self.frame is not None else None
+        if path is None or self.moving or self.class_call:
+            return None
+        top = path.split("/", 1)[0]
+        return None if any(top == d for d, _ in COMPILER_PARTS) else path
 
     def describe(self) -> str:
         """What the worker was doing, for the failure: ``"running Python code inside torch's compiler (dynamo
@@ -124,6 +136,11 @@ class HangSite:
             return f"in a call into the class's code made{inside}{frame}, which did not return"
         if self.user_code:
             return f"in Python code outside torch{frame}" + (f", called{inside}" if inside else "")
+        if self.torch_runtime is not None:
+            hint = ("; a collective waits forever in a worker forked after the process group was made (run with "
+                    "--torchbind-isolation=none)" if self.torch_runtime.startswith("distributed/") else "")
+            return f"waiting in torch's own {self.torch_runtime}{frame}, a call the program made (not the compiler's " \
+                   f"work){hint}"
         if self.moving:
             return f"running Python code{inside}{frame}"
         return f"waiting in one call{inside}{frame} (native code, at no place where torch calls into the class)"
