@@ -49,15 +49,23 @@ __all__ = ["PluginRun", "run_labels"]
 
 @contextlib.contextmanager
 def _untraced():
-    """Keep torch's structured-trace records (``torch.__trace``: always DEBUG, thousands per compile) out of
-    pytest's log capture while a check runs in the pytest process; torch itself never lets them propagate once
-    its logging is set up."""
+    """Keep torch's structured-trace records (``torch.__trace``: always DEBUG, thousands per compile, empty messages)
+    out of pytest's log capture while a check runs in the pytest process. torch never lets them propagate, but
+    pytest attaches its capture handlers to non-propagating loggers too (the handlers of ``_pytest.logging``
+    found on ``torch.__trace``), so those are taken off for the check and put back after; torch's own handler
+    (``TORCH_TRACE``) stays."""
     trace = logging.getLogger("torch.__trace")
     propagate, trace.propagate = trace.propagate, False
+    pytests = [h for h in trace.handlers if type(h).__module__ == "_pytest.logging"]
+    for handler in pytests:
+        trace.removeHandler(handler)
     try:
         yield
     finally:
         trace.propagate = propagate
+        for handler in pytests:
+            if handler not in trace.handlers:
+                trace.addHandler(handler)
 
 
 def run_labels(settings) -> dict[str, str]:

@@ -270,3 +270,14 @@ def test_with_dynamo_disabled_the_compiling_checks_skip_saying_so(monkeypatch):
                                          engine=Engine(Settings(examples=10))) if o.check == check]
         assert outcomes and all(o.status == "skipped" and "TORCHDYNAMO_DISABLE" in o.summary for o in outcomes), \
             [o.render() for o in outcomes]
+
+
+def test_torchs_trace_records_stay_out_of_the_report_without_isolation(pytester):
+    """pytest captures non-propagating loggers too: a new user's -rA run without isolation showed ~1,460 empty
+    'DEBUG torch.__trace' lines (torch's structured trace, always DEBUG) under 11 items."""
+    result = run_inprocess(pytester, "--torchbind-load=sample_classes.custom_classes", "-rA",
+                           "--torchbind-class=sample_classes.custom_classes.StepperGuardMissesStep",
+                           "--torchbind-checks=guards")
+    out = result.stdout.str()
+    assert "FAILED torchbind[py:sample_classes.custom_classes.StepperGuardMissesStep]::guards[get_step]" in out
+    assert "torch.__trace" not in out
