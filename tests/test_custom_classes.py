@@ -715,7 +715,7 @@ def test_the_matrix_of_constant_and_symbolic_classes(cc):
     assert {b: c.status.value for b, c in cells.items()} == expected
     assert cells["export"].limitation == "custom-export-constant-object"
     assert cells["export_saveload"].limitation == "custom-saveload-object-input"
-    assert "# objects, in order:" in cells["eager"].program and "#   unequal: obj = Affine(" in cells["eager"].program
+    assert "# objects, in order:" in cells["eager"].program and "#   another state: obj = Affine(" in cells["eager"].program
     # A symbolic object is a real graph input: export follows it; so is a hoisted constant one (hoist=True).
     for backend in ("eager", "export", "export_strict"):
         assert _cell("Stepper", "scale", backend).status.value == "passed", backend

@@ -1,9 +1,11 @@
 """The coverage matrix of a Python custom class (opaque object): one row per custom op taking the class, through
 each backend, called with a sequence of objects and compared call by call with eager.
 
-The sequence: the first object (the program is compiled or exported with it), an equal one built the same way, an
-unequal one (another object with a different state), and the first changed: for a symbolic class after a
-state-changing method call, for a constant one with a field set to the unequal object's value. Each call runs the
+The sequence: the first object (the program is compiled or exported with it), an equal one built the same way, the
+objects in another state (labelled so whatever ``__eq__`` says of them: an object ``==`` calls equal in another
+state is exactly what a stale program shows on), and the first changed: for a symbolic class after a
+state-changing method call, for a constant one given the state its constructor builds with one argument taken
+from another object. Each call runs the
 backend's program on one object and plain eager on a twin built the same way; outputs must be equal, and for a
 symbolic class the objects' states afterwards too. An object the op rejects in eager is not a comparison: that
 call is left out. Backends and their ``prepare`` are the TorchBind matrix's
@@ -133,7 +135,7 @@ def _mutations(ctx: CustomClassContext, first: Recipe, others: list[Recipe],
                 o.__dict__.update(copy.deepcopy(vars(v.build())))
 
             by_label.setdefault(label, []).append((f"obj.__dict__.update(vars({variant.code}))", mutate))
-    if len(by_label) > 1:  # the whole other object is the "unequal" call already; a constructor argument is finer
+    if len(by_label) > 1:  # the whole other object is an "another state" call already; an argument is finer
         by_label.pop("another object", None)
     # per constructor argument, the first variant with which the op's output differs from the first object's (only
     # such a variant shows a program that holds the first object baked in), else the first variant
@@ -191,7 +193,7 @@ def scenario(ctx: CustomClassContext, row: str) -> CustomScenario:
     # Every example object the adopter gave is called (each may be the one a stale program shows on); of drawn
     # objects, the one that changes the output most surely.
     for other in (others if given else others[:1]):
-        steps.append((f"unequal: obj = {other.code}", other.build))
+        steps.append((f"another state: obj = {other.code}", other.build))
     for label, mutate in _mutations(ctx, first, others, changes):
         steps.append((f"changed: obj = {first.code}; {label}", lambda mutate=mutate: _mutated(first, mutate)))
     told = [changes(make()) for label, make in steps[2:]]

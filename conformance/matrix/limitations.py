@@ -281,7 +281,7 @@ LIMITATIONS: tuple[Limitation, ...] = (
         kind="custom",
         class_kind="constant",
         backends=frozenset({"export", "export_strict"}),
-        difference=r"^(unequal|changed): obj = ",
+        difference=r"^(another state|changed): obj = ",
         observed="the program gave the traced object's result for another object",
         reason="torch.export bakes a constant custom class object into the program (the op takes the traced "
                "object as a constant, the input is unused, and nothing checks it at run time): a program exported "
