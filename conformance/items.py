@@ -21,6 +21,7 @@ import pytest
 
 from .baseline import Entry
 from .names import ITEM_DATA
+from .reports import encodable
 from .results import Evidence, Outcome, Status
 from .reuse import ReuseStore, reused_note, settled
 from .runner import CheckTarget, Engine, plan
@@ -30,6 +31,26 @@ __all__ = ["Collection", "CheckFailed", "TorchbindClass", "TorchbindCheckItem", 
 #: The ``user_properties`` name of an item's status (beside ``torchbind_class``, ``torchbind_check`` and
 #: ``torchbind_target``).
 STATUS = "torchbind_status"
+
+
+def _encodable(value):
+    """``value`` (the item's report data: dicts, lists, strings, numbers) with every string made encodable."""
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_encodable(v) for v in value)
+    return value
+
+
+def encodable_report(report: pytest.TestReport) -> None:
+    """Make a torchbind item's report carry only encodable text: its captured sections (what torch logged or
+    printed, e.g. an exception message with an unpaired surrogate) and a text ``longrepr``. pytest-xdist sends
+    reports through execnet, which encodes UTF-8 strictly, so one such character would end the worker."""
+    report.sections = [(title, encodable(text)) for title, text in report.sections]
+    if isinstance(report.longrepr, str):
+        report.longrepr = encodable(report.longrepr)
 
 
 class Collection:
@@ -208,7 +229,11 @@ class TorchbindCheckItem(pytest.Item):
 
     def _conclude(self, data: dict, failure: str | None) -> None:
         """Report ``data`` (:meth:`_report`), then end the item as its status says: a skip with its reason, a
-        failure with its rendered text (``failure``), or a pass."""
+        failure with its rendered text (``failure``), or a pass. Every text is made encodable first
+        (:func:`~conformance.reports.encodable`): pytest-xdist's transport (execnet) and the terminal encode UTF-8,
+        and one unpaired surrogate in a C++ message would otherwise end the worker (an INTERNALERROR)."""
+        data = _encodable(data)
+        failure = None if failure is None else encodable(failure)
         self._report(data)
         if data["status"] == Status.SKIPPED.value:
             # Reported at the item (its fake class), not at this line: what `pytest -rs` shows as the location.

@@ -65,6 +65,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     data = getattr(item, ITEM_DATA, None)
     if call.when == "call" and data is not None:
         setattr(outcome.get_result(), REPORT_ATTR, data)
+    if data is not None:  # a torchbind item: what torch logged or printed may hold unencodable text
+        from .items import encodable_report
+
+        encodable_report(outcome.get_result())
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
