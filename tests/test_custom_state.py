@@ -163,6 +163,27 @@ class Slotted(Base):
 
 register(Slotted, "symbolic", guard_fn=lambda o: [o.n], members={"get_scale": oo.MemberType.USE_REAL})
 
+class Only(Base):
+    """A constant class whose op accepts one object only (n == 0): every other object is no input of the op."""
+    def __init__(self, n: int):
+        self.n = n
+    def __eq__(self, other):
+        return isinstance(other, Only) and self.n == other.n
+    def __hash__(self):
+        return hash(self.n)
+    def __fx_repr__(self):
+        return f"Only({self.n!r})", {"Only": Only}
+
+register(Only, "constant")
+
+@torch.library.custom_op("{NS}::only_zero", mutates_args=())
+def only_zero(x: torch.Tensor, o: Only) -> torch.Tensor:
+    if o.n != 0:
+        raise ValueError("only n == 0")
+    return x + 1
+
+only_zero.register_fake(lambda x, o: torch.empty_like(x))
+
 SHARED = []
 
 class Box(Base):
@@ -212,6 +233,20 @@ def test_twins_that_cannot_be_built_equal_are_never_compared(pytester):
                if o.check == "guards"]
     assert guard.status == "skipped", guard.render()
     assert "two objects built the same way are not equal" in guard.summary and "'id'" in guard.summary
+
+
+def test_pairs_the_op_rejects_are_no_evidence_for_guards(pytester):
+    mod = _module(pytester, "state_only")
+    lib = __import__(mod)
+    x = torch.zeros(1)
+    assert torch.equal(lib.only_zero(x, lib.Only(0)), x + 1)
+    try:  # plain torch: any other object is rejected in eager, so no compiled call on it can be compared
+        lib.only_zero(x, lib.Only(3))
+        raise AssertionError("accepted")
+    except ValueError:
+        pass
+    [guard] = [o for o in run_class(f"{mod}.Only", only={"guards"}, engine=Engine(Settings(examples=20)))]
+    assert guard.status == "skipped", guard.render()  # no pair with both objects accepted: nothing compared
 
 
 def test_a_slotted_object_beside_an_empty_dict_has_its_slots_as_state(pytester):

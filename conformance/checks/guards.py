@@ -84,12 +84,12 @@ def _violation(ctx, op, draw):
                 b = b_recipe.build()
             except Exception:  # noqa: BLE001 - arguments the constructor rejects: no object of the class
                 continue
-            if not (a == b):  # told apart by __eq__: torch's guard fails and the program is compiled again
-                record("object pair told apart by __eq__")
-                continue
             try:
                 rb = ctx.call_op(op, args, b)
-            except Exception:  # noqa: BLE001 - an object the op rejects: nothing to compare for this pair
+            except Exception:  # noqa: BLE001 - an object the op rejects is no input: this pair is no evidence
+                continue
+            if not (a == b):  # told apart by __eq__: torch's guard fails and the program is compiled again
+                record("object pair told apart by __eq__")
                 continue
             diffs = value_differences(ra, rb, "result")  # counted: a pair __eq__ calls equal, both results
             if not diffs:
