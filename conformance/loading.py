@@ -33,6 +33,7 @@ any directory.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import importlib
 import importlib.machinery
 import importlib.util
@@ -313,6 +314,13 @@ def _guarded(spec: str, what: str, work):
         return real_load(path, *args, **kwargs)
 
     os._exit, torch.ops.load_library = exit_instead, load_library
+    # A crash while the module's own code runs (a segfault, an abort, a fatal signal) cannot be turned into an error
+    # without running the module twice: faulthandler at least prints the Python stack that names it, where the
+    # process would otherwise end without a word (pytest's own faulthandler starts after configuration).
+    dumping = faulthandler.is_enabled()
+    if not dumping:
+        with contextlib.suppress(Exception):  # no usable stderr (a captured or closed stream): nothing to print to
+            faulthandler.enable(file=sys.__stderr__)
     try:
         result = work()
     except (_Exited, LoadError):
@@ -320,6 +328,8 @@ def _guarded(spec: str, what: str, work):
             raise
         result = None
     finally:
+        if not dumping:
+            faulthandler.disable()
         os._exit = real_exit
         if own_load:
             torch.ops.load_library = real_load

@@ -207,3 +207,16 @@ def test_pytest_reports_a_load_module_that_exits_as_a_usage_error_as_for_a_libra
         err = result.stderr.str()
         assert f"--torchbind-load='{spec}': {said}" in err, err
         assert "Traceback" not in err
+
+
+@pytest.mark.process
+def test_a_load_module_that_crashes_its_process_is_named_by_the_crash_stack(pytester):
+    """A crash while the module's own code runs cannot become a usage error without running the module twice (its
+    side effects too): the process ends by the signal, not 0, and faulthandler's stack names the module, where
+    pytest would otherwise end without a word (its own faulthandler starts after configuration)."""
+    pytester.makepyfile(tblf_crashes="import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--torchbind-load=tblf_crashes",
+                                           "--torchbind-class=samples::Counter")
+    assert result.ret not in (0, pytest.ExitCode.TESTS_FAILED)
+    err = result.stderr.str()
+    assert "Fatal Python error: Segmentation fault" in err and "tblf_crashes.py\", line 2 in <module>" in err, err
