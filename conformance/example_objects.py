@@ -258,6 +258,10 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
     bases: list[Example] = []
     seen: set[Any] = set()
     flatten_errors: list[str] = []
+    # Objects built whose __obj_flatten__ raised: a state flatten cannot take is no example while flatten works on
+    # others (FlattenDup's view(-1) of a transposed tensor); where it works on none (torch's aten::OpaqueObject
+    # raises by design) they are the examples, told apart by __getstate__, and the flatten check reports the error.
+    unflattenable: list[Example] = []
 
     def admit(ex: Example) -> bool:
         try:
@@ -269,8 +273,12 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
             if isinstance(exc, CallAbandoned):
                 lost.append(("\n".join(ex.code()), exc.cause))
             return False
-        if flatten_error is not None:  # built all the same: the flatten check reports the error
+        if flatten_error is not None:  # kept aside: used only if __obj_flatten__ works on no object at all
             flatten_errors.append(exception_line(flatten_error, limit=300))
+            rejected.append(("\n".join(ex.code()), f"__obj_flatten__ raised {flatten_errors[-1]}"))
+            if not any(e.label == ex.label for e in unflattenable):
+                unflattenable.append(ex)
+            return False
         if key is not None and key in seen:
             return False
         seen.add(key)
@@ -314,12 +322,31 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
                 ex = Example(info, ctor=args, tracer=tracer)
                 if admit(ex):
                     bases.append(ex)
+    if not bases and unflattenable:
+        return _unflattenable(unflattenable, rejected, lost, flatten_errors[0])
     if not bases:
         why = "; ".join(f"{code} -> {err}" for code, err in rejected[:4])
         return give_up(f"could not build any {info.qualname} object: {why or 'no candidates'}. "
                        "Register example objects with @conformance.examples")
     derived = _derive_states(info, bases[0], admit, resolver, arguments) if derive else []
-    return ExampleSet(bases + derived, rejected, lost=lost, flatten_error=flatten_errors[0] if flatten_errors else None)
+    return ExampleSet(bases + derived, rejected, lost=lost)
+
+
+def _unflattenable(built: list[Example], rejected, lost, flatten_error: str) -> ExampleSet:
+    """The examples of a class whose ``__obj_flatten__`` raised on every object built: those objects, told apart
+    by ``__getstate__`` (:func:`comparable_state`; one per state), with the error as ``flatten_error``."""
+    out, seen = [], set()
+    for ex in built:
+        try:
+            state, _ = comparable_state(ex.build())
+            key = None if state is None else state_key(state)
+        except Exception:  # noqa: BLE001 - admitted once already; a state that cannot be read again is kept
+            key = None
+        if key is None or key not in seen:
+            seen.add(key)
+            out.append(ex)
+    flattened = [r for r in rejected if not r[1].startswith("__obj_flatten__ raised ")]
+    return ExampleSet(out, flattened, lost=lost, flatten_error=flatten_error)
 
 
 def _sets(arguments, key: str, schema, limit: int, resolver, obj=None, state: str = "") -> list[ArgumentSet]:

@@ -344,3 +344,22 @@ def test_plain_torch_classes_without_fake_or_flatten_cannot_be_fakified():
     assert "__obj_flatten__" not in packed._method_names()  # flatten
     with pytest.raises(AttributeError, match="__obj_flatten__"):
         maybe_to_fake_obj(FakeTensorMode(), packed)
+
+
+def test_objects_whose_flatten_raises_are_examples_only_where_flatten_works_on_none():
+    """aten::OpaqueObject's __obj_flatten__ raises on every object, so its built objects are the examples; a class
+    whose __obj_flatten__ raises on some states only (samples_broken::FlattenDup: view(-1) of a transposed tensor)
+    keeps the states it can flatten, and the others are rejected saying why (the scaffold and every check see only
+    objects torch can fakify)."""
+    import sample_classes  # noqa: F401 - builds (cached) and loads the samples
+    from conformance.discovery import discover
+    from conformance.example_objects import build_examples
+
+    dup = torch.classes.samples_broken.FlattenDup
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        dup(torch.arange(12.0).reshape(3, 4).t()).__obj_flatten__()  # plain torch: this state cannot be flattened
+    exset = build_examples(discover("samples_broken::FlattenDup"))
+    assert exset.examples and exset.flatten_error is None
+    for ex in exset.examples:
+        ex.build().__obj_flatten__()  # every kept example flattens
+    assert any("__obj_flatten__ raised RuntimeError: view size is not compatible" in why for _, why in exset.rejected)
