@@ -71,9 +71,7 @@ def _pickled_state(obj: Any) -> dict[str, Any] | None:
     state = {s: getattr(obj, s) for s in slots if hasattr(obj, s)}
     if hasattr(obj, "__dict__"):
         state.update(vars(obj))
-    if state or hasattr(obj, "__dict__") and slots:
-        return state
-    return dict(vars(obj)) if hasattr(obj, "__dict__") else None
+    return state if state or hasattr(obj, "__dict__") else None
 
 
 def _slot_names(cls: type) -> tuple[str, ...]:

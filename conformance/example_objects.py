@@ -261,7 +261,7 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
     # Objects built whose __obj_flatten__ raised: a state flatten cannot take is no example while flatten works on
     # others (FlattenDup's view(-1) of a transposed tensor); where it works on none (torch's aten::OpaqueObject
     # raises by design) they are the examples, told apart by __getstate__, and the flatten check reports the error.
-    unflattenable: list[Example] = []
+    unflattenable: list[tuple[Example, Any]] = []  # (example, its __getstate__ key)
 
     def admit(ex: Example) -> bool:
         try:
@@ -276,8 +276,8 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
         if flatten_error is not None:  # kept aside: used only if __obj_flatten__ works on no object at all
             flatten_errors.append(exception_line(flatten_error, limit=300))
             rejected.append(("\n".join(ex.code()), f"__obj_flatten__ raised {flatten_errors[-1]}"))
-            if not any(e.label == ex.label for e in unflattenable):
-                unflattenable.append(ex)
+            if key is None or all(key != k for _, k in unflattenable):  # one per __getstate__ state
+                unflattenable.append((ex, key))
             return False
         if key is not None and key in seen:
             return False
@@ -332,21 +332,11 @@ def build_examples(info: ClassInfo, factories: list[Factory] = (), resolver=None
     return ExampleSet(bases + derived, rejected, lost=lost)
 
 
-def _unflattenable(built: list[Example], rejected, lost, flatten_error: str) -> ExampleSet:
-    """The examples of a class whose ``__obj_flatten__`` raised on every object built: those objects, told apart
-    by ``__getstate__`` (:func:`comparable_state`; one per state), with the error as ``flatten_error``."""
-    out, seen = [], set()
-    for ex in built:
-        try:
-            state, _ = comparable_state(ex.build())
-            key = None if state is None else state_key(state)
-        except Exception:  # noqa: BLE001 - admitted once already; a state that cannot be read again is kept
-            key = None
-        if key is None or key not in seen:
-            seen.add(key)
-            out.append(ex)
+def _unflattenable(built: list[tuple[Example, Any]], rejected, lost, flatten_error: str) -> ExampleSet:
+    """The examples of a class whose ``__obj_flatten__`` raised on every object built: those objects (one per
+    ``__getstate__`` state, told apart when they were admitted), with the error as ``flatten_error``."""
     flattened = [r for r in rejected if not r[1].startswith("__obj_flatten__ raised ")]
-    return ExampleSet(out, flattened, lost=lost, flatten_error=flatten_error)
+    return ExampleSet([ex for ex, _ in built], flattened, lost=lost, flatten_error=flatten_error)
 
 
 def _sets(arguments, key: str, schema, limit: int, resolver, obj=None, state: str = "") -> list[ArgumentSet]:

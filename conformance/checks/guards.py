@@ -203,10 +203,10 @@ def _reader(ctx, target):
             try:
                 strat = ctx.arguments_of(target)
             except NotApplicable:  # no Python signature (a C method): called as torch's own readers call it
-                strat = None if not _takes_arguments(member) else ...
-            if strat is ...:
-                raise NotApplicable(f"{ctx.info.name}.{target} takes arguments that cannot be generated; "
-                                    + ctx.arguments.hint(target))
+                if _takes_arguments(member):
+                    raise NotApplicable(f"{ctx.info.name}.{target} takes arguments that cannot be generated; "
+                                        + ctx.arguments.hint(target)) from None
+                strat = None
             args = draw_fixed(strat, 1, f"{ctx.info.name}:guards:{target}")[0] if strat is not None else ""
             code = f"lambda o: o.{target}({args})"
         return eval(code, {}), (lambda fn, obj: fn(obj)), code  # noqa: S307 - our source; dynamo traces it
