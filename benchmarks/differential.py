@@ -5,12 +5,12 @@ Prints, for ``samples::TensorQueue`` (correct fake, so no time goes to shrinking
 * raw real calls/s: ``push`` / ``size`` / ``pop`` called directly on a C++ ``ScriptObject``;
 * raw fake calls/s: the same calls through ``call_torchbind`` on a fakified object under ``FakeTensorMode``
   (what a method call becomes while tracing);
-* harness steps/s: method-call steps of :func:`conformance.differential.run_differential` (hypothesis generating
+* harness steps/s: method-call steps of :func:`conformance.torchbind.differential.run_differential` (hypothesis generating
   the sequences, fresh arguments built from source on both sides, the step on both sides, the observers
   ``top`` / ``size`` / ``clone_queue`` / ``get_raw_queue`` on both sides after every step, and a fresh fake of the
   C++ object's state after every state-changing step), with the whole-run wall time at the default budget;
 * the ratio: harness time per step over the raw time of one real call plus one fake call;
-* once per run, not per step: the plan (the observers' proof included, :mod:`conformance.differential.observers`),
+* once per run, not per step: the plan (the observers' proof included, :mod:`conformance.torchbind.differential.observers`),
   and how many fresh fakes were made and how many states' fresh-fake results were reused.
 
 Run: ``python benchmarks/differential.py`` (after the sample extension is built). No thresholds: it only prints.
@@ -29,8 +29,8 @@ import torch  # noqa: E402
 from hypothesis import settings
 
 import sample_classes  # noqa: F401,E402 - builds (cached) and loads the library, registers the correct fakes
-from conformance import differential as engine  # noqa: E402
-from conformance.context import new_fake_mode  # noqa: E402
+from conformance.torchbind import differential as engine  # noqa: E402
+from conformance.torchbind.context import new_fake_mode  # noqa: E402
 from conformance.runner import Engine  # noqa: E402
 
 CLASS = "samples::TensorQueue"

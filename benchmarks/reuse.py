@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-from conformance.reuse import REUSED  # noqa: E402 - how a reused item's note begins
+from conformance.plugin.reuse import REUSED  # noqa: E402 - how a reused item's note begins
 
 SELECTIONS = {  # name: the gate's selection (classes, and the adopter modules they need)
     "TensorQueue": ["--torchbind-class=samples::TensorQueue"],

@@ -6,7 +6,7 @@ Public API:
 * :func:`strategy` — say how every check draws a method's or op's arguments (or exclude it);
 * :func:`run_class` — run every check on a class outside pytest and get :class:`Outcome` objects.
 
-The pytest plugin (``conformance.plugin``, entry point ``torchbind``) turns each check into a test item.
+The pytest plugin (``conformance.plugin.hooks``, entry point ``torchbind``) turns each check into a test item.
 
 Importing this package imports neither torch nor hypothesis: the names above are loaded on first use (PEP 562),
 so a pytest run that does not ask for the plugin does not pay for them.
@@ -20,8 +20,8 @@ from typing import Any
 __all__ = ["examples", "strategy", "run_class", "Failure", "Outcome"]
 __version__ = "0.1.0"
 
-_LAZY = {"examples": ".example_objects", "strategy": ".arguments", "run_class": ".runner",
-         "Failure": ".results", "Outcome": ".results"}
+_LAZY = {"examples": ".torchbind.examples", "strategy": ".engine.arguments", "run_class": ".runner",
+         "Failure": ".core.results", "Outcome": ".core.results"}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,7 +1,7 @@
 """Command line: ``python -m conformance SUBCOMMAND`` (also the console script ``torchbind-conformance``).
 
 ``merge A.json B.json ... --output OUT.md|.html|.json``: one matrix across the JSON reports of several runs (torch
-versions, devices, platforms) or of the shards of one run (:mod:`conformance.merge`). Exit status 0 on success,
+versions, devices, platforms) or of the shards of one run (:mod:`conformance.reports.merge`). Exit status 0 on success,
 2 for bad input (a missing or foreign report, an unsupported output format, shards that disagree), with a
 one-line message.
 
@@ -19,10 +19,10 @@ __all__ = ["main"]
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from .merge import MergeError, load_run, merge_runs, write_merged
+    from .reports.merge import MergeError, load_run, merge_runs, write_merged
     from .reports import FORMATS
 
-    from .baseline import BaselineError
+    from .plugin.baseline import BaselineError
 
     if args.output is None and args.baseline is None:
         print("torchbind-conformance merge: give --output OUT (a merged report), --baseline FILE (accept every "
@@ -54,13 +54,13 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def accept_runs(runs, path: Path) -> list[str]:
-    """Accept every run's verdicts (:class:`~conformance.merge.RunReport`, each on its own torch) into the baseline
+    """Accept every run's verdicts (:class:`~conformance.reports.merge.RunReport`, each on its own torch) into the baseline
     at ``path`` (created when missing), as ``--torchbind-accept`` on each would, and write it; returns the changes
-    (:func:`~conformance.baseline.accept_changes`). Stale entries are not judged here (a report has no plan).
-    Raises :class:`~conformance.baseline.BaselineError` for a malformed file, ``OSError`` when it cannot be
+    (:func:`~conformance.plugin.baseline.accept_changes`). Stale entries are not judged here (a report has no plan).
+    Raises :class:`~conformance.plugin.baseline.BaselineError` for a malformed file, ``OSError`` when it cannot be
     written."""
-    from .baseline import accept_changes, load_baseline, merge_accepted, save_baseline
-    from .qualname import node_id
+    from .plugin.baseline import accept_changes, load_baseline, merge_accepted, save_baseline
+    from .core.qualname import node_id
 
     old = load_baseline(path, missing_ok=True)
     new = dict(old)

@@ -1,9 +1,9 @@
 """Run checks without pytest: the engine the plugin wraps, also usable from scripts and the project's tests.
 
-An :class:`Engine` holds what a run of checks is given (frozen :class:`~conformance.settings.Settings`, the
-:class:`~conformance.registry.Registry` of the adopter's factories and strategies, the
-:class:`~conformance.breadcrumbs.Tracer` calls are reported to) and what it caches (one
-:class:`~conformance.context.ClassContext` per class, with its example objects and matrix scenarios). The functions
+An :class:`Engine` holds what a run of checks is given (frozen :class:`~conformance.core.settings.Settings`, the
+:class:`~conformance.core.registry.Registry` of the adopter's factories and strategies, the
+:class:`~conformance.core.breadcrumbs.Tracer` calls are reported to) and what it caches (one
+:class:`~conformance.torchbind.context.ClassContext` per class, with its example objects and matrix scenarios). The functions
 below take the engine they use; ``None`` means a new one with the defaults (its caches last for that call only).
 Nothing here knows about pytest or about processes: process isolation (:mod:`conformance.process`) runs these
 functions in a worker and attaches a sink to the engine's tracer there.
@@ -16,17 +16,17 @@ import traceback
 from collections.abc import Iterable
 from typing import Any
 
-from .breadcrumbs import Tracer
+from .core.breadcrumbs import Tracer
 from .checks import Check, all_checks
-from .context import ClassContext
-from .discovery import discover
-from .evidence import collecting
-from .faults import UserFault, fault_failure, real_interrupt
+from .torchbind.context import ClassContext
+from .torchbind.discovery import discover
+from .core.evidence import collecting
+from .core.faults import UserFault, fault_failure, real_interrupt
 from .matrix.cell import cell_failure, cell_skip_reason
-from .registry import REGISTRY, Registry
-from .reproducers import MAX_CHECKED, check_reproducer
-from .results import Cell, Failure, NotApplicable, Outcome, Status
-from .settings import Settings
+from .core.registry import REGISTRY, Registry
+from .engine.reproducers import MAX_CHECKED, check_reproducer
+from .core.results import Cell, Failure, NotApplicable, Outcome, Status
+from .core.settings import Settings
 
 __all__ = ["Engine", "CheckTarget", "plan", "run_target", "run_class", "prepare_class", "lost_outcome", "lost_cell",
            "unsendable_outcome"]
@@ -34,7 +34,7 @@ __all__ = ["Engine", "CheckTarget", "plan", "run_target", "run_class", "prepare_
 
 class Engine:
     """The checks' run-time: ``settings`` (default ``Settings()``), ``registry`` (default: the process's
-    :data:`~conformance.registry.REGISTRY`), ``tracer`` (default: a new :class:`~conformance.breadcrumbs.Tracer`,
+    :data:`~conformance.core.registry.REGISTRY`), ``tracer`` (default: a new :class:`~conformance.core.breadcrumbs.Tracer`,
     reporting nowhere until a worker process attaches a sink), and the cache of class contexts."""
 
     def __init__(self, settings: Settings | None = None, registry: Registry | None = None,
@@ -45,13 +45,13 @@ class Engine:
         self._contexts: dict[str, ClassContext] = {}
 
     def context(self, qualname: str) -> ClassContext:
-        """The :class:`~conformance.context.ClassContext` of ``ns::Cls`` (a
-        :class:`~conformance.custom_context.CustomClassContext` for a Python custom class ``module.QualName``),
+        """The :class:`~conformance.torchbind.context.ClassContext` of ``ns::Cls`` (a
+        :class:`~conformance.custom.context.CustomClassContext` for a Python custom class ``module.QualName``),
         discovered on first use and cached. Raises ``KeyError`` (from discovery) for a class torch does not know."""
         ctx = self._contexts.get(qualname)
         if ctx is None and "::" not in qualname:  # module.QualName: a Python custom class
-            from .custom_classes import discover_custom
-            from .custom_context import CustomClassContext
+            from .custom.discovery import discover_custom
+            from .custom.context import CustomClassContext
 
             ctx = self._contexts[qualname] = CustomClassContext(discover_custom(qualname), self.settings,
                                                                 self.registry, self.tracer)
@@ -62,7 +62,7 @@ class Engine:
 
     def lost_examples(self) -> bool:
         """Whether an example object of a TorchBind class this engine has prepared was left out because building it
-        crashed or hung a worker process (:attr:`~conformance.context.ClassContext.examples_lost`; a Python custom
+        crashed or hung a worker process (:attr:`~conformance.torchbind.context.ClassContext.examples_lost`; a Python custom
         class draws its objects in each check): every check of that class, and of a class whose arguments it
         gives, was then judged without that state, a verdict a rerun need not give again."""
         return any(getattr(ctx, "examples_lost", False) for ctx in self._contexts.values())
@@ -94,7 +94,7 @@ class CheckTarget:
 def plan(qualname: str, engine: Engine | None = None, only: Iterable[str] | None = None,
          skip: Iterable[str] | None = None, backends: Iterable[str] | None = None) -> list[CheckTarget]:
     """Every (check, target) pair for the class ``ns::Cls``, in the checks' order
-    (:data:`conformance.names.CHECKS`); ``only`` limits it to those check names, ``skip`` leaves those out,
+    (:data:`conformance.core.names.CHECKS`); ``only`` limits it to those check names, ``skip`` leaves those out,
     ``backends`` limits the coverage matrix's cells to those backends (``None``: no limit). Builds no objects,
     except where a check's target list needs them."""
     ctx = (engine or Engine()).context(qualname)
@@ -131,9 +131,9 @@ def run_target(unit: CheckTarget, engine: Engine | None = None, known_failure: b
     """Run one check on one target. Never raises for errors in user code or checks: an exception escaping the
     check becomes a failure that shows it; :class:`NotApplicable` becomes a skip; a raised :class:`Failure` is
     the check's one failure. A ``BaseException`` that is not an ``Exception`` (``SystemExit``, a
-    ``KeyboardInterrupt`` from user code) fails the item too (:mod:`conformance.faults`); only a real interrupt
+    ``KeyboardInterrupt`` from user code) fails the item too (:mod:`conformance.core.faults`); only a real interrupt
     (Ctrl-C) is raised on. With ``settings.check_reproducers`` the first failures' reproducers are run in a fresh
-    interpreter (:mod:`conformance.reproducers`), unless ``known_failure`` (a baseline lists the item: its failure
+    interpreter (:mod:`conformance.engine.reproducers`), unless ``known_failure`` (a baseline lists the item: its failure
     is expected, and nobody reads its reproducer in a green run)."""
     engine = engine or Engine()
     outcome = _run_check(unit, engine)

@@ -2,7 +2,7 @@
 subclass registered on its own, one broken variant per trap the checks look for.
 
 Registered through whichever API the running torch has: ``register_custom_class(cls, typ="constant")`` (torch
-2.14+) or ``register_opaque_type(cls, typ="value")`` (torch 2.11-2.13); see :mod:`conformance.custom_classes`.
+2.14+) or ``register_opaque_type(cls, typ="value")`` (torch 2.11-2.13); see :mod:`conformance.custom.discovery`.
 The custom op ``samples_custom::affine(x, s) = x * s.factor + s.offset`` takes any of them (its parameter is
 annotated with the base class).
 

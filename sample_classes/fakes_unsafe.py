@@ -98,7 +98,7 @@ def register(force: bool = False) -> None:
     """Register the fakes above (idempotent; see sample_classes.fakes.register), and :func:`leaky_examples` (without
     derived states: each would leak again whenever it is built) in the process's registry, once."""
     register_fake_classes(FAKE_CLASSES, force)
-    from conformance.registry import REGISTRY
+    from conformance.core.registry import REGISTRY
 
     if leaky_examples not in REGISTRY.factories("samples_unsafe::Leaky"):
         REGISTRY.add_factory("samples_unsafe::Leaky", leaky_examples, derive=False)

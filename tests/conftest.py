@@ -102,8 +102,8 @@ def undated_report(path) -> dict:
 def engine_of(register=None, settings=None):
     """An engine with a registry of its own holding exactly what ``register()`` registers with
     ``@conformance.examples`` / ``conformance.strategy`` (nothing when ``None``); the process's registry is left as
-    it was. ``settings``: the engine's :class:`~conformance.settings.Settings`."""
-    from conformance.registry import REGISTRY
+    it was. ``settings``: the engine's :class:`~conformance.core.settings.Settings`."""
+    from conformance.core.registry import REGISTRY
     from conformance.runner import Engine
 
     with REGISTRY.scratch():

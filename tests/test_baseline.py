@@ -7,13 +7,13 @@ import json
 import pytest
 import torch
 
-from conformance.baseline import (SCHEMA, BaselineError, Entry, load_baseline, merge_accepted, save_baseline,
+from conformance.plugin.baseline import (SCHEMA, BaselineError, Entry, load_baseline, merge_accepted, save_baseline,
                                   stale_entries)
 from conftest import TORCH_SPEC, run_inprocess, needs_torch_testlib
 
 
 def torch_series() -> str:
-    from conformance.baseline import series
+    from conformance.plugin.baseline import series
 
     return series(torch.__version__)
 
@@ -202,7 +202,7 @@ def test_an_empty_baseline_option_switches_off_the_ini_baseline(pytester):
 
 
 def test_an_entry_may_name_the_torch_releases_it_applies_to(tmp_path):
-    from conformance.baseline import Entry, applying
+    from conformance.plugin.baseline import Entry, applying
 
     path = tmp_path / "b.json"
     path.write_text(json.dumps({"schema": SCHEMA, "known_failures": {
@@ -219,7 +219,7 @@ def test_an_entry_may_name_the_torch_releases_it_applies_to(tmp_path):
 
 
 def test_accepting_records_where_a_failure_was_observed_and_drops_it_where_it_passes():
-    from conformance.baseline import Entry, accept_changes
+    from conformance.plugin.baseline import Entry, accept_changes
 
     old = {"fixed": Entry("r1"), "other": Entry("r2", "<2.14"), "back": Entry("r3", "<2.14"), "kept": Entry("r4")}
     results = {"fixed": (False, "passed"), "back": (True, "failing again"), "new": (True, "new failure")}
@@ -266,7 +266,7 @@ def test_an_entry_for_another_torch_is_neither_an_xfail_nor_an_xpass(pytester):
 def test_accepting_says_which_failures_are_the_fakes_own():
     """--torchbind-accept lists a new user's fake bug apart from the compile stack's failures, saying that it is not
     a torch limitation (issue 29: a first accept baselined a real fake bug without a word)."""
-    from conformance.baseline import Entry, accept_changes, accept_warning
+    from conformance.plugin.baseline import Entry, accept_changes, accept_warning
 
     old = {"torchbind[ns.Q]::coverage[gone]": Entry("r"), "torchbind[ns.Q]::agreement[kept]": Entry("reviewed")}
     new = {"torchbind[ns.Q]::agreement[kept]": Entry("reviewed", observed=("2.13",)),

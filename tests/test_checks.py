@@ -11,7 +11,7 @@ from torch._library.fake_class_registry import _full_qual_class_name, global_fak
 
 import conformance
 from conformance.runner import run_class
-from conformance.registry import REGISTRY
+from conformance.core.registry import REGISTRY
 from conformance.runner import Engine
 from conftest import needs_torch_testlib
 

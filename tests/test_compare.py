@@ -1,11 +1,11 @@
-"""Result comparison rules (conformance.compare)."""
+"""Result comparison rules (conformance.engine.compare)."""
 
 from __future__ import annotations
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from conformance.compare import compare_results, flat_state_differences
+from conformance.engine.compare import compare_results, flat_state_differences
 
 
 def test_tensor_metadata_is_compared_not_values():

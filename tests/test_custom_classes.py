@@ -17,12 +17,12 @@ import torch
 from torch._dynamo.testing import CompileCounter
 
 import conformance
-from conformance.custom_classes import api_names, discover_custom, registered_custom_classes
-from conformance.discovery import SelectorError, expand_selector
-from conformance.qualname import node_id, qualname_of_id
-from conformance.registry import REGISTRY
+from conformance.custom.discovery import api_names, discover_custom, registered_custom_classes
+from conformance.torchbind.discovery import SelectorError, expand_selector
+from conformance.core.qualname import node_id, qualname_of_id
+from conformance.core.registry import REGISTRY
 from conformance.runner import Engine, run_class
-from conformance.settings import Settings
+from conformance.core.settings import Settings
 
 from conftest import run_inprocess
 

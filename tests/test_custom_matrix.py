@@ -14,8 +14,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import conformance
 from conformance.matrix.custom import run_custom_cell
 from conformance.matrix.limitations import observation, raised_at
-from conformance.results import Status
-from conformance.settings import Settings
+from conformance.core.results import Status
+from conformance.core.settings import Settings
 
 from conftest import engine_of
 

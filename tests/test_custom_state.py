@@ -11,9 +11,9 @@ import textwrap
 import pytest
 import torch
 
-from conformance.custom_state import fresh_copy, learn_memos, state_of, twin_differences
+from conformance.custom.state import fresh_copy, learn_memos, state_of, twin_differences
 from conformance.runner import Engine, run_class
-from conformance.settings import Settings
+from conformance.core.settings import Settings
 
 from conftest import run_inprocess
 
@@ -33,7 +33,7 @@ def test_a_generator_has_a_state_and_it_changes_with_manual_seed():
 
 PYBIND = textwrap.dedent("""
     import sys, torch, torch.distributed as dist
-    from conformance.custom_state import fresh_copy, state_of
+    from conformance.custom.state import fresh_copy, state_of
     pg = dist.ProcessGroup(dist.HashStore(), 0, 1)
     print("state:", sorted(state_of(pg)))
     print("copy:", fresh_copy(pg))

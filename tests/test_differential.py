@@ -21,17 +21,17 @@ from hypothesis import given, settings, strategies as st
 from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
 
 import conformance
-from conformance import differential as engine
-from conformance import arguments as strategies
-from conformance.differential import driver
+from conformance.torchbind import differential as engine
+from conformance.engine import arguments as strategies
+from conformance.torchbind.differential import driver
 from conformance.checks import all_checks
-from conformance.checks.differential import differential as differential_check
-from conformance.loading import repro_lines
+from conformance.checks.torchbind.differential import differential as differential_check
+from conformance.engine.loading import repro_lines
 from conformance.runner import run_class
-from conformance.registry import REGISTRY
+from conformance.core.registry import REGISTRY
 from conformance.runner import Engine
-from conformance.settings import DEFAULT_EXAMPLES, Settings
-from conformance.values import ArgumentSet, Value
+from conformance.core.settings import DEFAULT_EXAMPLES, Settings
+from conformance.engine.values import ArgumentSet, Value
 
 from conftest import TORCH_SPEC
 
@@ -244,7 +244,7 @@ def test_value_strategies_follow_the_schema_types(samples):
     draw()
     assert made["fallback"] == {"NoneType", "Tensor"}
     assert {"list0", "list1"} <= made["xs"] and made["name"] == {"str"} and made["alpha"] == {"float"}
-    with pytest.raises(conformance.values.UnsupportedType):
+    with pytest.raises(conformance.engine.values.UnsupportedType):
         engine.value_strategy(torch._C.AnyType.get())
 
 

@@ -1,10 +1,10 @@
-"""Discovery of classes, methods, fakes and ops (conformance.discovery)."""
+"""Discovery of classes, methods, fakes and ops (conformance.torchbind.discovery)."""
 
 from __future__ import annotations
 
 import pytest
 
-from conformance.discovery import SelectorError, discover, expand_selector
+from conformance.torchbind.discovery import SelectorError, discover, expand_selector
 
 
 def test_expand_namespace_wildcard(torch_test_classes):
@@ -50,7 +50,7 @@ def test_static_methods_are_not_methods(torch_test_classes):
 
 @pytest.mark.parametrize("text", ["ns::", "::Cls", "Cls", "a::b::c", ""])
 def test_every_entry_point_refuses_the_same_malformed_qualified_names(text):
-    """One parser (conformance.qualname): --torchbind-class, @conformance.examples and @conformance.strategy accept
+    """One parser (conformance.core.qualname): --torchbind-class, @conformance.examples and @conformance.strategy accept
     and refuse the same text (examples('ns::') used to be accepted while strategy('ns::', ...) was refused)."""
     import conformance
 
@@ -64,10 +64,10 @@ def test_every_entry_point_refuses_the_same_malformed_qualified_names(text):
 
 def test_errors_about_user_input_share_one_base():
     """A caller (or a wrapper tool) can catch every error about its own input with one except clause."""
-    from conformance.baseline import BaselineError
-    from conformance.loading import LoadError
-    from conformance.merge import MergeError
-    from conformance.results import ConformanceError
+    from conformance.plugin.baseline import BaselineError
+    from conformance.engine.loading import LoadError
+    from conformance.reports.merge import MergeError
+    from conformance.core.results import ConformanceError
     from conformance.scaffold import ScaffoldError
 
     for error in (SelectorError, LoadError, BaselineError, MergeError, ScaffoldError):
@@ -80,7 +80,7 @@ def test_errors_about_user_input_share_one_base():
 def _torch_builtin(pattern_ns: str = "", pattern_cls: str = "") -> list[str]:
     import fnmatch
 
-    from conformance.discovery import registered_classes
+    from conformance.torchbind.discovery import registered_classes
 
     return [q for q in registered_classes() if fnmatch.fnmatchcase(q.split("::")[0], pattern_ns or "*")
             and fnmatch.fnmatchcase(q.split("::")[1], pattern_cls or "*")]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import plugin
+from conformance.plugin import hooks as plugin
 from conftest import TORCH_SPEC, TORCH_TESTLIB, run_inprocess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,8 +145,8 @@ def test_the_light_lists_match_the_registries():
     """The plugin offers check and backend names, and knows its ini keys, without importing torch."""
     from conformance.checks import all_checks
     from conformance.matrix.backend import all_backends
-    from conformance.names import BACKEND_NAMES, CHECK_NAMES
-    from conformance.options import INI_KEYS
+    from conformance.core.names import BACKEND_NAMES, CHECK_NAMES
+    from conformance.plugin.options import INI_KEYS
 
     assert CHECK_NAMES == tuple(c.name for c in all_checks())
     assert BACKEND_NAMES == tuple(b.name for b in all_backends())
@@ -156,7 +156,7 @@ def test_the_light_lists_match_the_registries():
 @pytest.mark.process
 def test_a_run_that_does_not_ask_for_the_plugin_imports_no_torch(pytester):
     pytester.makepyfile(test_plain="import sys\n\ndef test_plain():\n    assert 'torch' not in sys.modules\n"
-                                   "    assert 'conformance.pytest_run' not in sys.modules\n")
+                                   "    assert 'conformance.plugin.run' not in sys.modules\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     asked = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--torchbind-checks=nonsense")

@@ -1,6 +1,6 @@
 """The evidence rule: no item passes on nothing.
 
-Every outcome carries the comparisons its check made (:mod:`conformance.evidence`); the engine, not each check,
+Every outcome carries the comparisons its check made (:mod:`conformance.core.evidence`); the engine, not each check,
 turns a pass that compared nothing into a skip that says so and what to give. Pinned here: the engine's rule on
 checks of its own (a check that forgets to compare cannot pass), a walk of every registered check of both kinds
 of class over classes whose calls are all rejected (none passes on what it could not compare), and the two small
@@ -23,12 +23,12 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import conformance
 from conformance.checks import Check, all_checks
-from conformance.compare import compare_results
-from conformance.evidence import collecting, record
-from conformance.registry import REGISTRY
-from conformance.results import Cell, Status
+from conformance.engine.compare import compare_results
+from conformance.core.evidence import collecting, record
+from conformance.core.registry import REGISTRY
+from conformance.core.results import Cell, Status
 from conformance.runner import CheckTarget, Engine, plan, run_target
-from conformance.settings import Settings
+from conformance.core.settings import Settings
 from conftest import engine_of
 
 SPAN = "samples_evidence::Span"

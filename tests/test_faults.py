@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.baseline import Entry, load_baseline, save_baseline
-from conformance.files import check_writable, write_text_atomically
+from conformance.plugin.baseline import Entry, load_baseline, save_baseline
+from conformance.core.files import check_writable, write_text_atomically
 from conformance.reports import build_report, write_report
 from conformance.reports.html import render as render_html
 from conformance.reports.markdown import render as render_markdown
@@ -178,7 +178,7 @@ def test_sigterm_stops_the_run_like_ctrl_c(pytester, samples):
         import time
         from pathlib import Path
 
-        import conformance.pytest_run as pytest_run
+        import conformance.plugin.run as pytest_run
 
         _run_target = pytest_run.run_target
 
@@ -273,7 +273,7 @@ BAD = "bad byte \udc80 here"
 
 def _every_field_holds(text: str):
     """A report with ``text`` in every field a run fills from what it saw."""
-    from conformance.results import Cell, Status
+    from conformance.core.results import Cell, Status
 
     cells = [Cell("ns::Q", "push", "export", 0, 4, Status.FAILED, f"reason: {text}", [f"detail: {text}"],
                   f"program: {text}"),

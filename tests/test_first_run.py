@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conformance import loading
+from conformance.engine import loading
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="builds C++ with the system compiler")
 

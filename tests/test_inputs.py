@@ -21,9 +21,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import conformance
 from conformance.matrix.cell import run_cell
-from conformance.registry import REGISTRY
+from conformance.core.registry import REGISTRY
 from conformance.runner import Engine, plan, run_target
-from conformance.settings import Settings
+from conformance.core.settings import Settings
 from conftest import engine_of
 
 CACHE, ENGINE = "samples_inputs::PagedCache", "samples_inputs::RealEngine"
@@ -93,7 +93,7 @@ def test_the_adopters_strategies_reach_every_caller_and_the_class_passes(adopter
 
 def test_a_strategy_may_depend_on_the_object(adopter):
     ctx = adopter.context(CACHE)
-    from conformance.calls import Callee
+    from conformance.torchbind.calls import Callee
 
     by_state = {ex.label: [c.code() for c in ctx.calls_of(Callee.method("get"), example=ex)]
                 for ex in ctx.require_examples()}
@@ -106,7 +106,7 @@ def test_a_strategy_may_depend_on_the_object(adopter):
 
 
 def test_fixed_draws_are_the_same_every_run():
-    from conformance.arguments import draw_fixed
+    from conformance.engine.arguments import draw_fixed
 
     drawn = draw_fixed(st.integers(0, 1000), 3, "some callee")
     assert len(set(drawn)) == 3 and drawn == draw_fixed(st.integers(0, 1000), 3, "some callee")
@@ -122,7 +122,7 @@ def test_the_constructor_takes_the_adopters_strategy_too(generated):
 
 
 def test_the_differential_applies_only_steps_cpp_accepts(adopter):
-    from conformance.differential import run_differential
+    from conformance.torchbind.differential import run_differential
 
     run = run_differential(adopter.context(CACHE), examples=30)
     assert run.drift is None and run.compared > 0

@@ -14,17 +14,18 @@ import time
 
 import pytest
 
-from conformance import faults, process
-from conformance.breadcrumbs import CallAbandoned, Tracer
-from conformance.calls import Call, Callee
+from conformance import process
+from conformance.core import faults
+from conformance.core.breadcrumbs import CallAbandoned, Tracer
+from conformance.torchbind.calls import Call, Callee
 from conformance.checks import Check
-from conformance.context import _invoke, new_fake_mode
+from conformance.torchbind.context import _invoke, new_fake_mode
 from conformance.process import Supervisor, WorkerLost
 from conformance.process import supervisor as supervisor_module
-from conformance.options import parse_size
-from conformance.results import Failure, Outcome
+from conformance.plugin.options import parse_size
+from conformance.core.results import Failure, Outcome
 from conformance.runner import CheckTarget, Engine, run_target, unsendable_outcome
-from conformance.values import ArgumentSet
+from conformance.engine.values import ArgumentSet
 from conftest import undated_report
 
 pytestmark = pytest.mark.skipif(not process.isolation_available(), reason="process isolation needs Linux fork")

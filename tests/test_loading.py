@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.loading import LoadError, _parse, apply_load_spec, repro_lines
+from conformance.engine.loading import LoadError, _parse, apply_load_spec, repro_lines
 from conftest import TORCH_SPEC
 
 PREFIX = "tbl_"  # every module these tests create is named so, and is removed from sys.modules afterwards

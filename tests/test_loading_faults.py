@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.loading import LoadError, apply_load_spec
+from conformance.engine.loading import LoadError, apply_load_spec
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build a small shared library")
 needs_fork = pytest.mark.skipif(not (hasattr(os, "fork") and sys.platform.startswith("linux")),

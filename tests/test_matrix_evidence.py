@@ -26,14 +26,14 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensor
 
-from conformance.breadcrumbs import Tracer
+from conformance.core.breadcrumbs import Tracer
 from conformance.matrix.backend import Backend
 from conformance.matrix.cell import run_cell
 from conformance.matrix.limitations import LIMITATIONS, find_limitation, raised_at
 from conformance.matrix.scenarios import scenario
 from conformance.process import Supervisor
 from conformance.process.stacks import Frame, hang_site, parse_dump
-from conformance.results import Outcome
+from conformance.core.results import Outcome
 from conftest import engine_of
 
 VOCAB, STASH, COUNTER, QUEUE = ("samples_limits::Vocab", "samples_limits::Stash", "samples::Counter",

@@ -79,7 +79,7 @@ def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
 
 
 def test_the_reports_of_runs_on_several_torches_feed_one_baseline(tmp_path, capsys):
-    from conformance.baseline import Entry, load_baseline, save_baseline
+    from conformance.plugin.baseline import Entry, load_baseline, save_baseline
     from conformance.reports import build_report
     from conformance.reports.json_report import render as render_json
 
@@ -121,7 +121,7 @@ def _one_run(tmp_path):
 
 
 def test_an_output_that_cannot_be_written_is_named_not_its_temporary_file(tmp_path, capsys):
-    from conformance.merge import MergeError, load_run, merge_runs, write_merged
+    from conformance.reports.merge import MergeError, load_run, merge_runs, write_merged
 
     merged = merge_runs([load_run(_one_run(tmp_path))])
     out = tmp_path / "no" / "such" / "dir" / "m.md"

@@ -11,16 +11,16 @@ import dataclasses
 
 import expecttest
 
-from conformance.calls import Call, Callee
+from conformance.torchbind.calls import Call, Callee
 from conformance.matrix.scenarios import scenario
 from conformance.reports import build_report
 from conformance.reports.markdown import render as render_markdown
 from conformance.reports.terminal import render_lines
-from conformance.results import Cell, Failure, Outcome, Status
+from conformance.core.results import Cell, Failure, Outcome, Status
 from conformance.runner import run_class
 from conformance.runner import Engine
-from conformance.settings import Settings
-from conformance.values import ArgumentSet, Value
+from conformance.core.settings import Settings
+from conformance.engine.values import ArgumentSet, Value
 
 
 def _samples_engine() -> Engine:

@@ -16,12 +16,12 @@ import torch
 from torch._library.fake_class_registry import maybe_to_fake_obj
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from conformance.calls import Call, Callee, may_share
-from conformance.discovery import OpInfo
-from conformance.loading import repro_lines
+from conformance.torchbind.calls import Call, Callee, may_share
+from conformance.torchbind.discovery import OpInfo
+from conformance.engine.loading import repro_lines
 from conformance.runner import plan, run_target
-from conformance.settings import Settings
-from conformance.values import ArgumentSet, Value
+from conformance.core.settings import Settings
+from conformance.engine.values import ArgumentSet, Value
 from conftest import engine_of
 
 GUARD = "samples_multi::StreamGuard"

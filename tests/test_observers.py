@@ -16,9 +16,9 @@ import pytest
 import torch
 
 import conformance
-from conformance import differential as engine
+from conformance.torchbind import differential as engine
 from conformance.runner import plan, run_target
-from conformance.settings import Settings
+from conformance.core.settings import Settings
 from conftest import engine_of
 
 GUARD, STATS = "samples_observe::StreamGuard", "samples_observe::RunningStats"
@@ -258,11 +258,11 @@ def test_fresh_fakes_are_reused_only_where_fakification_reads_nothing_else(obser
 
 
 def test_fake_method_calls_take_torchs_fake_kernel_unless_an_argument_requires_grad(observe, monkeypatch):
-    from conformance.arguments import EMPTY
-    from conformance.calls import Callee
-    from conformance.context import new_fake_mode
-    from conformance.differential import machine
-    from conformance.values import ArgumentSet, Value
+    from conformance.engine.arguments import EMPTY
+    from conformance.torchbind.calls import Callee
+    from conformance.torchbind.context import new_fake_mode
+    from conformance.torchbind.differential import machine
+    from conformance.engine.values import ArgumentSet, Value
 
     ctx = engine_of(settings=SETTINGS).context("samples::TensorQueue")
     mode = new_fake_mode()

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import conformance
-from conformance.checks.fake_kernel import metadata_differences
-from conformance.results import Status
+from conformance.checks.custom.fake_kernel import metadata_differences
+from conformance.core.results import Status
 from conformance.runner import Engine, run_class, run_target, plan
-from conformance.settings import Settings
+from conformance.core.settings import Settings
 
 from conftest import engine_of
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from conformance import plugin
-from conformance.baseline import BaselineError, Entry, load_baseline
+from conformance.plugin import hooks as plugin
+from conformance.plugin.baseline import BaselineError, Entry, load_baseline
 from conftest import TORCH_SPEC, needs_torch_testlib, run_inprocess
 
 FOO = "torchbind[_TorchScriptTesting._Foo]"

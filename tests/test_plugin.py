@@ -269,7 +269,7 @@ def test_junit_xml_carries_check_properties(pytester):
 @pytest.mark.process
 def test_printed_reproducer_runs_on_its_own(torch_test_classes, tmp_path):
     from conformance.runner import Engine, run_class
-    from conformance.settings import Settings
+    from conformance.core.settings import Settings
 
     engine = Engine(Settings(load_code=(
         "from torch.testing._internal.torchbind_impls import init_torchbind_implementations",
@@ -288,10 +288,10 @@ def test_printed_reproducer_runs_on_its_own(torch_test_classes, tmp_path):
 
 def test_a_verdict_without_check_data_keeps_the_items_class_check_and_target():
     # A setup error (or an error outside the check) reports no `torchbind` data; the verdict still names the item.
-    from conformance.options import RunOptions
-    from conformance.recorder import Recorder
+    from conformance.plugin.options import RunOptions
+    from conformance.plugin.recorder import Recorder
     from conformance.runner import Engine
-    from conformance.settings import Settings
+    from conformance.core.settings import Settings
 
     recorder = Recorder(RunOptions([], [], Settings()), Engine(), [], dict)
     props = [("torchbind_class", "ns::Cls"), ("torchbind_check", "coverage"), ("torchbind_target", "add")]

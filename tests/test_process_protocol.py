@@ -12,7 +12,7 @@ import pytest
 
 from conformance import process
 from conformance.process import Supervisor, WorkerLost
-from conformance.results import Failure, Outcome
+from conformance.core.results import Failure, Outcome
 from conformance.runner import unsendable_outcome
 
 pytestmark = [pytest.mark.skipif(not process.isolation_available(), reason="process isolation needs Linux fork"),

@@ -15,7 +15,7 @@ import pytest
 
 from conformance.reports import build_report
 from conformance.reports.markdown import render
-from conformance.results import Cell, Status
+from conformance.core.results import Cell, Status
 
 #: What a field, method or scenario name may hold: HTML that runs, a script link, a table-cell break.
 PAYLOAD = "<img src=x onerror=\"window.ran=1\"> <script>window.ran=2</script> [click](javascript:window.ran=3) a|b"
@@ -34,7 +34,7 @@ def merged_markdown() -> str:
     """The merged Markdown matrix of two runs (torch 2.13.0 and 2.14.1) of :func:`hostile_report`."""
     import dataclasses
 
-    from conformance.merge import RunReport, merge_runs
+    from conformance.reports.merge import RunReport, merge_runs
     from conformance.reports.merged import render_markdown
 
     report = hostile_report()

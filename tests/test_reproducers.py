@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from conformance.reproducers import NOT_REPRODUCED, check_reproducer, run_fresh
-from conformance.results import Failure, Status
+from conformance.engine.reproducers import NOT_REPRODUCED, check_reproducer, run_fresh
+from conformance.core.results import Failure, Status
 from conformance.runner import plan, run_target
-from conformance.settings import Settings
+from conformance.core.settings import Settings
 from conftest import engine_of, run_inprocess
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,9 +19,9 @@ import torch
 from hypothesis import settings
 
 import conformance
-from conformance.reuse import KeyMaker, source_of
+from conformance.plugin.reuse import KeyMaker, source_of
 from conformance.runner import Engine
-from conformance.settings import Settings
+from conformance.core.settings import Settings
 
 from conftest import engine_of, run_inprocess
 from sample_classes.custom_classes import register_constant
@@ -70,7 +70,7 @@ def test_options_torch_and_the_plugin_change_the_key(samples, monkeypatch, tmp_p
         m.setattr(conformance, "__file__", str(package / "__init__.py"))
         copied = key()
         assert copied == base  # the same bytes
-        (package / "checks" / "agreement.py").write_text((package / "checks" / "agreement.py").read_text() + "\n#")
+        (package / "checks" / "torchbind" / "agreement.py").write_text((package / "checks" / "torchbind" / "agreement.py").read_text() + "\n#")
         assert key() != copied
 
 
@@ -235,7 +235,7 @@ def test_two_classes_naming_each_other_get_keys_that_do_not_depend_on_order(samp
 
 
 def test_the_store_keeps_verdicts_by_node_id_and_key_and_ignores_damaged_entries():
-    from conformance.reuse import ReuseStore
+    from conformance.plugin.reuse import ReuseStore
 
     class Cache(dict):
         def set(self, k, v):
@@ -263,7 +263,7 @@ def test_the_store_keeps_verdicts_by_node_id_and_key_and_ignores_damaged_entries
 
 
 def test_the_summary_line_counts_what_was_reused():
-    from conformance.recorder import reuse_line
+    from conformance.plugin.recorder import reuse_line
 
     note = ["reused from 2026-11-25 09:00 UTC, key 0123456789ab"]
     verdicts = [{"status": "passed", "notes": note}, {"status": "failed", "notes": note},
@@ -279,8 +279,8 @@ def test_the_summary_line_counts_what_was_reused():
 
 
 def test_what_is_settled_and_kept():
-    from conformance.results import Failure, Outcome
-    from conformance.reuse import settled
+    from conformance.core.results import Failure, Outcome
+    from conformance.plugin.reuse import settled
 
     passed = Outcome("agreement", QUEUE, "pop")
     skipped = Outcome.skip("matrix", QUEUE, "pop-aoti", "unsupported: AOTInductor accepts ...")
@@ -293,8 +293,8 @@ def test_what_is_settled_and_kept():
 
 
 def test_an_outcome_judged_without_an_example_a_crash_took_is_not_settled(samples):
-    from conformance.example_objects import ExampleSet
-    from conformance.reuse import settled
+    from conformance.torchbind.examples import ExampleSet
+    from conformance.plugin.reuse import settled
     from conformance.runner import plan, run_target
 
     engine = Engine()
@@ -322,7 +322,7 @@ def test_standard_library_and_torch_extension_modules_are_not_in_the_key(samples
     import sys
     import sysconfig
 
-    from conformance import reuse
+    from conformance.plugin import reuse
 
     # Where this Python keeps them: the standard library's (lib-dynload) and torch's are left out, an installed
     # package's is in, also in a virtualenv (whose own platstdlib is the directory above its site-packages) and

@@ -22,9 +22,9 @@ import torch
 from hypothesis import settings
 
 import conformance
-from conformance.options import INI_KEYS
-from conformance.reuse import KeyMaker, ReuseStore
-from conformance.reuse_key import ENV_NOT_IN_KEY, OPTIONS_NOT_IN_KEY
+from conformance.plugin.options import INI_KEYS
+from conformance.plugin.reuse import KeyMaker, ReuseStore
+from conformance.plugin.reuse_key import ENV_NOT_IN_KEY, OPTIONS_NOT_IN_KEY
 from conformance.runner import Engine
 
 from conftest import engine_of

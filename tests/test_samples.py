@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.discovery import expand_selector
+from conformance.torchbind.discovery import expand_selector
 from conformance.runner import Engine, run_class
-from conformance.settings import DEFAULT_EXAMPLES, Settings
+from conformance.core.settings import DEFAULT_EXAMPLES, Settings
 
 #: The differential test's budget in these sweeps over every check: its explicit two-call sequences plus a few
 #: random ones. Its own rule (``check == "differential"``) gets the default budget, and

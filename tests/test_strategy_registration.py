@@ -9,8 +9,8 @@ import torch
 from hypothesis import strategies as st
 
 import conformance
-from conformance.arguments import ArgumentSource
-from conformance.registry import REGISTRY
+from conformance.engine.arguments import ArgumentSource
+from conformance.core.registry import REGISTRY
 from conftest import TORCH_SPEC, run_inprocess
 
 FOO, OP = "_TorchScriptTesting::_Foo", "_TorchScriptTesting::takes_foo"

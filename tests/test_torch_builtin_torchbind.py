@@ -1,7 +1,7 @@
 """The standing corpus: every TorchBind class torch itself registers, judged by the plugin's engine.
 
 The classes are discovered at run time from torch's own registry (``torch._C._jit_get_custom_class_schemas``,
-through :func:`conformance.discovery.registered_classes`) in a fresh interpreter that imports torch and nothing
+through :func:`conformance.torchbind.discovery.registered_classes`) in a fresh interpreter that imports torch and nothing
 else, so the libraries other tests load (torch's ``_TorchScriptTesting``, the samples) are not counted, and a
 class a later torch adds shows up here: :data:`VERDICTS` must list it, or the test fails saying which class it
 does not know. Each class is run with the factories an adopter would register for it (:func:`register`: torch's
@@ -29,7 +29,7 @@ import torch
 
 import conformance
 from conformance.runner import plan, run_class
-from conformance.settings import Settings
+from conformance.core.settings import Settings
 from conftest import engine_of
 
 pytestmark = [pytest.mark.process,  # the classes are listed by a fresh interpreter
@@ -173,7 +173,7 @@ def register() -> None:
 @pytest.fixture(scope="module")
 def torch_classes() -> list[str]:
     """Every TorchBind class ``import torch`` registers (a fresh interpreter: nothing else loaded)."""
-    code = ("import json, torch; from conformance.discovery import registered_classes; "
+    code = ("import json, torch; from conformance.torchbind.discovery import registered_classes; "
             "print(json.dumps(registered_classes()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
     names = json.loads(out.stdout.strip().splitlines()[-1])
@@ -352,8 +352,8 @@ def test_objects_whose_flatten_raises_are_examples_only_where_flatten_works_on_n
     keeps the states it can flatten, and the others are rejected saying why (the scaffold and every check see only
     objects torch can fakify)."""
     import sample_classes  # noqa: F401 - builds (cached) and loads the samples
-    from conformance.discovery import discover
-    from conformance.example_objects import build_examples
+    from conformance.torchbind.discovery import discover
+    from conformance.torchbind.examples import build_examples
 
     dup = torch.classes.samples_broken.FlattenDup
     with pytest.raises(RuntimeError, match="view size is not compatible"):

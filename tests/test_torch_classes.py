@@ -6,9 +6,9 @@ docs/explanation/findings.md lists the same findings with their explanation.
 
 from __future__ import annotations
 
-from conformance.discovery import expand_selector
+from conformance.torchbind.discovery import expand_selector
 from conformance.runner import Engine, run_class
-from conformance.settings import Settings
+from conformance.core.settings import Settings
 from conftest import needs_torch_testlib
 
 pytestmark = needs_torch_testlib  # torch's own TorchBind test classes

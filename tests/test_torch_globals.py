@@ -1,13 +1,13 @@
 """With ``--torchbind-isolation=none`` the plugin's items run in the pytest process: a fake (or the class's code)
 that changes torch's process-wide defaults must not change the user's own tests that run after it. The defaults
-are put back after each item, and the run warns naming the item and what it changed (conformance.torch_globals)."""
+are put back after each item, and the run warns naming the item and what it changed (conformance.plugin.torch_globals)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from conformance import torch_globals
+from conformance.plugin import torch_globals
 from conftest import run_inprocess
 
 CHANGING_FAKE = """

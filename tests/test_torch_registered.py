@@ -64,7 +64,7 @@ SKIP_REASONS = ("compares two objects", "excluded by conformance.strategy", "com
 
 
 TORCH_REGISTERS = ("import json, torch, torch.distributed, torch.distributed.tensor\n"
-                   "from conformance.custom_classes import registered_custom_classes\n"
+                   "from conformance.custom.discovery import registered_custom_classes\n"
                    "print(json.dumps(registered_custom_classes()))")
 
 

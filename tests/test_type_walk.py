@@ -1,4 +1,4 @@
-"""The one walk over TorchScript types (conformance.jit_types.walk) and the four purposes built on it."""
+"""The one walk over TorchScript types (conformance.engine.jit_types.walk) and the four purposes built on it."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import pytest
 import torch
 from hypothesis import strategies as st
 
-from conformance.arguments import draw_fixed, value_strategy
-from conformance.jit_types import CONTAINER_KINDS, LEAF_KINDS, TypeHandler, value_mismatch, walk
+from conformance.engine.arguments import draw_fixed, value_strategy
+from conformance.engine.jit_types import CONTAINER_KINDS, LEAF_KINDS, TypeHandler, value_mismatch, walk
 from conformance.scaffold.annotations import type_annotation
-from conformance.values import UnsupportedType, Value, candidates
+from conformance.engine.values import UnsupportedType, Value, candidates
 
 C = torch._C
 FOO = "__torch__.torch.classes._TorchScriptTesting._Foo"
@@ -216,8 +216,8 @@ def test_torchbind_class_type(torch_test_classes):
 def test_unions_are_drawn_from_every_member_that_can_be_generated():
     from typing import Optional, Union
 
-    from conformance.jit_types import annotation_type, value_mismatch
-    from conformance.values import candidates
+    from conformance.engine.jit_types import annotation_type, value_mismatch
+    from conformance.engine.values import candidates
 
     typ = annotation_type(Union[int, None, str])  # DeviceMesh.get_group(mesh_dim)
     drawn = {type(eval(v.code)) for v in draw_fixed(value_strategy(typ), 40, "union")}

@@ -1,11 +1,11 @@
-"""Schema-typed value generation (conformance.values)."""
+"""Schema-typed value generation (conformance.engine.values)."""
 
 from __future__ import annotations
 
 import torch
 
-from conformance.discovery import discover
-from conformance.values import TENSOR_GALLERY, Value, argument_sets, candidates
+from conformance.torchbind.discovery import discover
+from conformance.engine.values import TENSOR_GALLERY, Value, argument_sets, candidates
 
 
 def test_tensor_gallery_covers_dtypes_shapes_and_layouts():

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from conformance.versions import TESTED, torch_release, untested_warning
+from conformance.core.versions import TESTED, torch_release, untested_warning
 from conftest import TORCH_SPEC, run_inprocess, needs_torch_testlib
 
 FOO = ("--torchbind-load=" + TORCH_SPEC, "--torchbind-class=_TorchScriptTesting::_Foo")

@@ -1,19 +1,19 @@
 """The check registry: every check is one module in this package, registered with :func:`check`, and listed, in
-run order, in :data:`conformance.names.CHECKS` (the one place that orders them; ``--help`` reads it without
+run order, in :data:`conformance.core.names.CHECKS` (the one place that orders them; ``--help`` reads it without
 importing torch).
 
 A check is a function ``(ctx: ClassContext, target)``. It reports what it found as
-:class:`~conformance.results.Failure` objects — returned in an iterable (empty, or ``None``, means the class
+:class:`~conformance.core.results.Failure` objects — returned in an iterable (empty, or ``None``, means the class
 passes) or raised one at a time — without naming itself or the class: the registry knows the check's name and the
-runner the class and target. It raises :class:`~conformance.results.NotApplicable` to be skipped with a reason.
-A ``"cell"``-scope check (the coverage matrix) returns its :class:`~conformance.results.Cell` instead.
+runner the class and target. It raises :class:`~conformance.core.results.NotApplicable` to be skipped with a reason.
+A ``"cell"``-scope check (the coverage matrix) returns its :class:`~conformance.core.results.Cell` instead.
 
 ``kinds`` says which classes a check is for: ``"torchbind"`` (a C++ TorchBind class and its fake class; ``ctx``
-a :class:`~conformance.context.ClassContext`) and/or ``"custom"`` (a Python custom class; ``ctx`` a
-:class:`~conformance.custom_context.CustomClassContext`).
+a :class:`~conformance.torchbind.context.ClassContext`) and/or ``"custom"`` (a Python custom class; ``ctx`` a
+:class:`~conformance.custom.context.CustomClassContext`).
 
 ``scope`` says what ``target`` is: ``"class"`` (``None``), ``"method"`` (a C++ method name), ``"op"`` (an
-:class:`~conformance.discovery.OpInfo`, or a :class:`~conformance.custom_classes.CustomOpInfo`) or ``"cell"`` (a coverage-matrix cell, listed by the check's own
+:class:`~conformance.torchbind.discovery.OpInfo`, or a :class:`~conformance.custom.discovery.CustomOpInfo`) or ``"cell"`` (a coverage-matrix cell, listed by the check's own
 ``targets``). ``targets(ctx)`` lists the targets a check applies to (so, e.g., the ``tracing_mode`` check
 exists only for classes that define ``tracing_mode``).
 """
@@ -25,20 +25,20 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from ..names import CHECKS
-from ..results import Cell
+from ..core.names import CHECKS
+from ..core.results import Cell
 
 __all__ = ["Check", "check", "all_checks", "get_check"]
 
-CheckFunc = Callable[[Any, Any], "Iterable[Failure] | Cell | None"]  # Failure: conformance.results.Failure
+CheckFunc = Callable[[Any, Any], "Iterable[Failure] | Cell | None"]  # Failure: conformance.core.results.Failure
 
 
 @dataclasses.dataclass(frozen=True)
 class Check:
     """A registered check: ``name`` (used in test ids), ``scope``, the function, and its target lister.
 
-    ``targets(ctx)`` lists the targets of a class (``ctx``: its :class:`~conformance.context.ClassContext`).
-    ``lost(qualname, target, reason)``, when given, returns the :class:`~conformance.results.Cell` of an item
+    ``targets(ctx)`` lists the targets of a class (``ctx``: its :class:`~conformance.torchbind.context.ClassContext`).
+    ``lost(qualname, target, reason)``, when given, returns the :class:`~conformance.core.results.Cell` of an item
     whose worker process crashed or hung, so that reports still show it (as a failed cell). ``kinds``: the kinds of
     class (``ctx.kind``) it applies to.
     """
@@ -95,7 +95,7 @@ def check(name: str, scope: str = "class", targets: Callable[[Any], list[Any]] |
 
 
 def all_checks() -> list[Check]:
-    """Every check, in the order of :data:`conformance.names.CHECKS`, importing the modules it names (each
+    """Every check, in the order of :data:`conformance.core.names.CHECKS`, importing the modules it names (each
     registers its checks with :func:`check`). Raises ``LookupError`` when a listed module did not register the
     check listed with it, or a module of this package registered a check the list leaves out."""
     for _name, module in CHECKS:
@@ -104,7 +104,7 @@ def all_checks() -> list[Check]:
     missing = [name for name in listed if name not in _REGISTRY]
     unlisted = sorted(set(_REGISTRY) - set(listed))
     if missing or unlisted:
-        raise LookupError(f"conformance.names.CHECKS and the registered checks differ: listed but not registered "
+        raise LookupError(f"conformance.core.names.CHECKS and the registered checks differ: listed but not registered "
                           f"{missing}, registered but not listed {unlisted}")
     return [_REGISTRY[name] for name in listed]
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..arguments import Excluded
+from ..engine.arguments import Excluded
 from ..matrix.backend import all_backends
 from ..matrix.cell import new_cell, run_cell
 from ..matrix.custom import custom_rows, run_custom_cell
 from ..matrix.scenarios import row_names
-from ..results import Cell, NotApplicable, Status
+from ..core.results import Cell, NotApplicable, Status
 from . import check
 
 

@@ -27,7 +27,7 @@ class Backend:
     on its own deserialized copy of an attribute object, so only outputs can be compared).
     ``scalars_as_tensors``: the backend returns int/float/bool outputs as 0-dim tensors (AOTInductor's calling
     convention), compared by value. ``dynamo``: ``prepare`` compiles with ``torch.compile`` (dynamo), so with dynamo
-    disabled (``TORCHDYNAMO_DISABLE=1``, :mod:`conformance.dynamo_state`) nothing would be compiled and the cell
+    disabled (``TORCHDYNAMO_DISABLE=1``, :mod:`conformance.engine.dynamo_state`) nothing would be compiled and the cell
     skips saying so.
     """
 

@@ -14,11 +14,11 @@ import traceback
 
 import torch
 
-from ..compare import flat_state_differences
-from ..dynamo_state import skip_reason
-from ..evidence import collecting, replay
-from ..example_objects import read_state
-from ..results import Cell, Failure, Status, exception_line
+from ..engine.compare import flat_state_differences
+from ..engine.dynamo_state import skip_reason
+from ..core.evidence import collecting, replay
+from ..torchbind.examples import read_state
+from ..core.results import Cell, Failure, Status, exception_line
 from .backend import Backend, all_backends, get_backend
 from .explain import cannot_tell, fake_cause, output_differences, state_differences
 from .export_strict import fake_tensors_left
@@ -109,12 +109,12 @@ def new_cell(ctx, row: str, backend: str) -> Cell:
 
 
 def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
-    """Run the cell of ``ctx``'s class (a :class:`~conformance.context.ClassContext`) for ``row`` through
+    """Run the cell of ``ctx``'s class (a :class:`~conformance.torchbind.context.ClassContext`) for ``row`` through
     ``backend`` (by name, or a :class:`Backend` object); never raises for errors in torch or the class (they
     become ``FAILED`` or ``UNSUPPORTED``).
 
     A row whose program plain eager rejects on every example object is ``SKIPPED`` (n/a), saying what eager
-    raised and keeping the program. Raises :class:`~conformance.results.NotApplicable` only when the row has no
+    raised and keeping the program. Raises :class:`~conformance.core.results.NotApplicable` only when the row has no
     program at all (e.g. no method runs in eager for a sequence).
     """
     backend = get_backend(backend) if isinstance(backend, str) else backend

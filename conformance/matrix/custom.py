@@ -23,12 +23,12 @@ from typing import Any
 
 import torch
 
-from ..arguments import draw_fixed
-from ..compare import value_differences
-from ..dynamo_state import skip_reason
-from ..custom_context import CustomClassContext, Recipe, same_value, show, state_of
-from ..results import Cell, NotApplicable, Status, exception_line
-from ..values import ArgumentSet
+from ..engine.arguments import draw_fixed
+from ..engine.compare import value_differences
+from ..engine.dynamo_state import skip_reason
+from ..custom.context import CustomClassContext, Recipe, same_value, show, state_of
+from ..core.results import Cell, NotApplicable, Status, exception_line
+from ..engine.values import ArgumentSet
 from .backend import Backend, all_backends, get_backend
 from .explain import STAYED, cannot_tell
 from .limitations import observation
@@ -100,7 +100,7 @@ def _mutations(ctx: CustomClassContext, first: Recipe, others: list[Recipe],
                changes: Callable[[Any], bool] = lambda obj: False) -> list[tuple[str, Callable[[Any], None]]]:
     """How to change the first object: the first public method call that changes its state (symbolic), or, for a
     constant class, giving it the state the constructor builds with one of its arguments taken from another drawn
-    object (:meth:`~conformance.custom_context.CustomClassContext.variants`: never a field set on its own, a state
+    object (:meth:`~conformance.custom.context.CustomClassContext.variants`: never a field set on its own, a state
     no real object reaches); an ``__eq__`` that ignores that argument then shows as a stale compiled result.
     Variants with which the op's output differs from the first object's (``changes``) come first."""
     if ctx.info.kind == "symbolic":
@@ -150,12 +150,12 @@ def _mutated(first: Recipe, mutate: Callable[[Any], None]) -> Any:
 
 
 def _same_state(a: dict, b: dict) -> bool:
-    """Whether two states (:func:`~conformance.custom_context.state_of`) have the same fields and values."""
+    """Whether two states (:func:`~conformance.custom.context.state_of`) have the same fields and values."""
     return set(a) == set(b) and all(same_value(a[k], b[k]) for k in a)
 
 
 def scenario(ctx: CustomClassContext, row: str) -> CustomScenario:
-    """The scenario of ``row`` (an op's short name). Raises :class:`~conformance.results.NotApplicable` when no
+    """The scenario of ``row`` (an op's short name). Raises :class:`~conformance.core.results.NotApplicable` when no
     argument set of the op runs in eager with the first object."""
     op = next(o for o in ctx.info.ops if o.short_name == row)
     first, others, alike, given = _recipes(ctx)

@@ -6,7 +6,7 @@
   kept the traced object's result (burned in as a constant, or a missing guard), not a wrong computation.
 * :func:`fake_cause`: a failed cell whose program calls a method or op whose fake disagrees with C++ on the traced
   object (the comparison of the ``agreement`` / ``custom_op`` and ``return_type`` checks,
-  :func:`conformance.compare.disagreement` and :func:`conformance.jit_types.value_mismatch`) names that item.
+  :func:`conformance.engine.compare.disagreement` and :func:`conformance.engine.jit_types.value_mismatch`) names that item.
 * :func:`cannot_tell`: the note of a cell whose objects never change the program's output (shared by the
   TorchBind and the Python custom-class matrix): a program that baked the traced object in passes there too.
 """
@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 
-from ..calls import Call, Callee
-from ..compare import describe, disagreement, flat_state_differences, side_text, value_differences
-from ..context import new_fake_mode
-from ..jit_types import return_type, value_mismatch
+from ..torchbind.calls import Call, Callee
+from ..engine.compare import describe, disagreement, flat_state_differences, side_text, value_differences
+from ..torchbind.context import new_fake_mode
+from ..engine.jit_types import return_type, value_mismatch
 
 __all__ = ["show", "output_differences", "state_differences", "fake_cause", "FakeCause", "cannot_tell", "STAYED"]
 
@@ -55,7 +55,7 @@ def _as_expected(expected: Any, got: Any, scalars_as_tensors: bool) -> Any:
 
 def output_differences(scn, run: int, got: Any, side: str, *, scalars_as_tensors: bool = False) -> list[str]:
     """One line per output of run ``run`` of scenario ``scn`` that differs from plain eager
-    (:func:`conformance.compare.value_differences`, tensors through ``torch.testing.assert_close``; positions
+    (:func:`conformance.engine.compare.value_differences`, tensors through ``torch.testing.assert_close``; positions
     whose values eager itself does not reproduce compared by metadata): ``run 1 output[0] (r0 =
     obj.get_default_index(), on another object): eager 3 (int), export 2 (int); eager on an object in the traced
     state gives 2: it stayed at the traced object's value``. ``side`` names the backend's result. Raises nothing
@@ -100,7 +100,7 @@ def _pairs(state: Any) -> list[tuple[str, Any]] | None:
 
 def state_differences(scn, run: int, got: Any, side: str) -> list[str]:
     """The differences of the object's state after run ``run`` (``got``, its ``__obj_flatten__``) from eager's,
-    compared as :func:`conformance.compare.flat_state_differences` compares (tensor values included), one line per
+    compared as :func:`conformance.engine.compare.flat_state_differences` compares (tensor values included), one line per
     flattened key that differs: ``run 1 object state 'default_index': eager left 3 (int), export left 2 (int)``,
     with — on the run with an object in another state — what eager leaves in an object in the traced state.
     Falls back to the comparison's own lines for a state that is not ``(key, value)`` pairs. Raises nothing of
@@ -133,7 +133,7 @@ def fake_cause(ctx, scn, backend=None) -> FakeCause | None:
     object and on its fake (``maybe_to_fake_obj`` under a new ``FakeTensorMode``, as tracing does) — in the traced
     state, then, for a ``backend`` that traces on its first call (torch.compile, which traces again for an object
     its guards reject), in the second run's state — each result compared as ``agreement`` compares it
-    (:func:`conformance.compare.disagreement`) and against the schema's return type as ``return_type`` does. Returns a :class:`FakeCause` naming the first call that
+    (:func:`conformance.engine.compare.disagreement`) and against the schema's return type as ``return_type`` does. Returns a :class:`FakeCause` naming the first call that
     disagrees, what each side did and the items that report it (``torchbind[ns.Cls]::agreement[m]``,
     ``return_type[m]``, or ``custom_op[op]`` for an op), or ``None`` when every call agrees or nothing could be
     compared (no fake class, an object that cannot be fakified, a call C++ rejects)."""

@@ -2,7 +2,7 @@
 runs it in plain eager and through the cell's backend, the way :func:`conformance.matrix.cell.run_cell` does, and
 prints both runs' outputs and the objects' states side by side.
 
-The script judges itself (:mod:`conformance.reproducers`): it prints ``no disagreement reproduced`` when the
+The script judges itself (:mod:`conformance.engine.reproducers`): it prints ``no disagreement reproduced`` when the
 backend gives eager's outputs and leaves the objects as eager does (tensors by ``torch.testing.assert_close``,
 other values by type and ``==``), so the plugin can tell, before printing it, whether it shows the cell's failure
 in a fresh interpreter. A backend that raises makes the script raise at the same step. Dynamic rows are exported
@@ -12,7 +12,7 @@ with the same ``Dim.AUTO`` on every tensor dimension; their torch.compile cells 
 
 from __future__ import annotations
 
-from ..reproducers import NOT_REPRODUCED
+from ..engine.reproducers import NOT_REPRODUCED
 from .scenarios import Scenario
 
 __all__ = ["cell_repro"]

@@ -5,7 +5,7 @@ Rows, after the seed document's Coverage Matrix ("Custom Op with torchbind input
 
 * ``<method>``: ``obj.<method>(...)`` with schema-typed arguments, the object a ``forward`` input; a dunder
   method bound in C++ also gets a row through its Python operator (``operator.len``: ``len(obj)``,
-  ``operator.eq``: ``obj == other``, see :data:`conformance.calls.OPERATORS`);
+  ``operator.eq``: ``obj == other``, see :data:`conformance.torchbind.calls.OPERATORS`);
 * ``<op>``: a custom op that takes the object, the object a ``forward`` input;
 * ``sequence`` / ``sequence.attr``: method calls that mutate then read the state (e.g. push, push, pop, size),
   with the object a ``forward`` input / a module attribute (a constant of the program). Ops have rows of their
@@ -31,14 +31,14 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from ..calls import OPERATORS, Call, Callee
-from ..compare import unstable_paths, value_differences
-from ..context import ClassContext, defined_on_fake
-from ..evidence import collecting
-from ..jit_types import return_type
-from ..example_objects import Example, read_state, state_key
-from ..results import NotApplicable, exception_line
-from ..values import ArgumentSet, Value
+from ..torchbind.calls import OPERATORS, Call, Callee
+from ..engine.compare import unstable_paths, value_differences
+from ..torchbind.context import ClassContext, defined_on_fake
+from ..core.evidence import collecting
+from ..engine.jit_types import return_type
+from ..torchbind.examples import Example, read_state, state_key
+from ..core.results import NotApplicable, exception_line
+from ..engine.values import ArgumentSet, Value
 from .sizes import dynamic_inputs
 
 __all__ = ["ProgramCall", "Scenario", "row_names", "scenario", "Reference", "NoEagerReference"]
@@ -54,7 +54,7 @@ _SKIPPED_METHODS = frozenset({"tracing_mode"})
 
 @dataclasses.dataclass(frozen=True)
 class ProgramCall:
-    """One call in a program: a :class:`~conformance.calls.Call` (``obj.<name>(args)``, or a custom op with the
+    """One call in a program: a :class:`~conformance.torchbind.calls.Call` (``obj.<name>(args)``, or a custom op with the
     object at its schema position) and ``returns``, the schema's return type (``"Tensor"``, ``"int"``,
     ``"NoneType"``...)."""
 

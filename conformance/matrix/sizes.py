@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..values import Value
+from ..engine.values import Value
 
 __all__ = ["dynamic_inputs"]
 

@@ -6,7 +6,7 @@ pointer, a ``__setstate__`` that writes past the end of a container (torch deep-
 The plugin therefore runs every check in a *worker*: a child process forked from the pytest process after
 collection, so it inherits the loaded libraries, the registered fake classes and example factories, and the
 collected items without re-importing anything. The pytest process (the *supervisor*) sends the worker one item
-at a time and waits for its :class:`~conformance.results.Outcome`.
+at a time and waits for its :class:`~conformance.core.results.Outcome`.
 
 * If the worker dies (a signal such as SIGSEGV or SIGABRT, or an exit), the item fails with a message naming the
   class, the check, the signal, and what the worker was doing when it died (the *breadcrumbs* below), with the
@@ -27,14 +27,14 @@ at a time and waits for its :class:`~conformance.results.Outcome`.
 * A fake that exits the process (``os._exit(3)``) while a call of the fake is in progress (breadcrumbs of
   fake-side calls say ``side="fake"``) is reported as the fake exiting, not as a crash of the C++ code. (A fake
   that raises ``SystemExit`` or another ``BaseException`` does not take the worker down: see
-  :mod:`conformance.faults`.)
+  :mod:`conformance.core.faults`.)
 
 * A result is taken only from the worker and for the request sent to it: every request carries an id and every
   reply that id and the pid of its sender (:mod:`.strays`). A process forked inside the worker whose child goes on
   running the check (``os.fork()`` in a fake, without ``os._exit()`` in the child) sends a reply of its own; the
   item fails naming that child, never taking its result (or its verdict for another item).
 
-Breadcrumbs: the engine reports each call into the class to the :class:`~conformance.breadcrumbs.Tracer` it was
+Breadcrumbs: the engine reports each call into the class to the :class:`~conformance.core.breadcrumbs.Tracer` it was
 given (``with ctx.calling(...)``); in a worker the supervisor attaches a :class:`~.page.PageSink` to that tracer,
 which keeps the stack of labels in a shared-memory page the supervisor reads (no system call per breadcrumb, so
 the hundreds of thousands of calls of a differential run stay cheap). Outside a worker the tracer does nothing.
@@ -45,7 +45,7 @@ Shared preparation: every item of a class needs its example objects, and buildin
 the same way. So the plugin first runs the class's preparation under :meth:`Supervisor.run_abandoning` (the one abandon
 policy, which the scaffold uses too): it builds the examples in a worker, and each call that takes a worker down is
 *abandoned* (the outermost timed call in progress) and the preparation retried; later workers inherit the abandoned
-calls, and the tracer raises :class:`~conformance.breadcrumbs.CallAbandoned` instead of making such a call again,
+calls, and the tracer raises :class:`~conformance.core.breadcrumbs.CallAbandoned` instead of making such a call again,
 so the example is rejected and the ``examples`` check reports why. Only preparation
 abandons calls: a crash inside an item fails that item alone, so results never depend on which items shared a
 worker (a serial run and a pytest-xdist run agree).
@@ -53,8 +53,8 @@ worker (a serial run and a pytest-xdist run agree).
 Forking is safe here because the supervisor never runs torch work itself: collection only reads schemas. A
 process that has already used torch's OpenMP thread pool must not fork a worker (GNU OpenMP hangs in the child).
 
-Users of this package: the plugin's check isolation (:mod:`conformance.pytest_run`), the library-load probe
-(:mod:`conformance.loading`) and the scaffold (:mod:`conformance.scaffold.worker`); one worker lifecycle
+Users of this package: the plugin's check isolation (:mod:`conformance.plugin.run`), the library-load probe
+(:mod:`conformance.engine.loading`) and the scaffold (:mod:`conformance.scaffold.worker`); one worker lifecycle
 (:class:`Supervisor`), one abandon policy (:meth:`Supervisor.run_abandoning`), one way to name a signal
 (:func:`describe_exit`).
 """

@@ -8,7 +8,7 @@ import os
 import re
 import signal
 
-from ..results import Failure
+from ..core.results import Failure
 from .memory import format_size
 from .stacks import HangSite
 
@@ -187,7 +187,7 @@ class WorkerLost:
 
 def abandon_cause(lost: WorkerLost) -> str:
     """What an abandoned call did, after its label (``"crashed a worker process (killed by SIGSEGV ...)"``):
-    the text :class:`~conformance.breadcrumbs.CallAbandoned` carries when the call is refused later."""
+    the text :class:`~conformance.core.breadcrumbs.CallAbandoned` carries when the call is refused later."""
     if lost.kind == "crash":
         return f"crashed a worker process ({lost.cause})"
     if lost.kind == "stray":

@@ -1,6 +1,6 @@
 """Breadcrumbs across processes: what a worker is doing, readable by its supervisor at any moment.
 
-The engine reports every call into a class's code to its :class:`~conformance.breadcrumbs.Tracer`; in a worker
+The engine reports every call into a class's code to its :class:`~conformance.core.breadcrumbs.Tracer`; in a worker
 process the supervisor attaches a :class:`PageSink` to it, which keeps the stack of labels in a shared-memory page
 (:class:`CrumbPage`) that the supervisor reads when the worker crashes, hangs or grows too large, so the failure
 names the call in progress. No system call per breadcrumb: the hundreds of thousands of calls of a differential run
@@ -14,7 +14,7 @@ import struct
 import time
 from collections.abc import Mapping
 
-from ..breadcrumbs import SIDES
+from ..core.breadcrumbs import SIDES
 
 __all__ = ["CrumbPage", "PageSink"]
 
@@ -82,7 +82,7 @@ class CrumbPage:
 
 
 class PageSink:
-    """A :class:`~conformance.breadcrumbs.Sink` writing to ``page``; ``abandoned``: call label -> what it did
+    """A :class:`~conformance.core.breadcrumbs.Sink` writing to ``page``; ``abandoned``: call label -> what it did
     (the calls this worker must not make again)."""
 
     __slots__ = ("page", "_abandoned")

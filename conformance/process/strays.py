@@ -17,7 +17,7 @@ import time
 from collections.abc import MutableMapping
 from typing import Any
 
-from ..breadcrumbs import Tracer
+from ..core.breadcrumbs import Tracer
 from .page import CrumbPage, PageSink
 
 __all__ = ["from_worker", "well_formed", "leave_page", "wait_for_copies", "running_copies"]

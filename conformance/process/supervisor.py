@@ -15,8 +15,8 @@ from collections.abc import Callable, MutableMapping
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
-from ..breadcrumbs import Tracer
-from ..faults import ignore_interrupts
+from ..core.breadcrumbs import Tracer
+from ..core.faults import ignore_interrupts
 from .lost import ITEM_LIMIT_FACTOR, TIMEOUT_OPTION, WorkerLost, _current_thread_stack, abandon_cause, describe_exit
 from .memory import format_size, worker_memory
 from .page import CrumbPage, PageSink
@@ -55,7 +55,7 @@ class Supervisor:
     ``run_item(key)`` is called in the worker with a key handed to :meth:`run` and returns a picklable result
     (the plugin's: :func:`conformance.runner.run_target` over the collected items); ``unsendable(result, exc)``
     replaces a result that cannot be sent back (default: the worker fails, reported as a crash). ``tracer``: the
-    :class:`~conformance.breadcrumbs.Tracer` the worker's work reports its calls to; the worker attaches a
+    :class:`~conformance.core.breadcrumbs.Tracer` the worker's work reports its calls to; the worker attaches a
     :class:`~conformance.process.page.PageSink` to it. ``abandoned``: call label -> what it did, shared by every
     supervisor handed the same mapping (default: this supervisor's own). ``timeout``: seconds one timed call may
     take (``0`` disables both limits); one item may take ``ITEM_LIMIT_FACTOR`` times that; ``timeout_option``
@@ -228,7 +228,7 @@ class Supervisor:
         """The abandon policy, the one place it is written: run ``key`` (in ``group``, as for :meth:`run`) until it
         completes without losing the worker; each time the worker is lost inside a timed call (a crash, a hang, the
         memory limit), that call is *abandoned* (kept in :attr:`abandoned`; the next worker's tracer refuses it with
-        :class:`~conformance.breadcrumbs.CallAbandoned`) and the work runs again in a fresh worker. It stops at the
+        :class:`~conformance.core.breadcrumbs.CallAbandoned`) and the work runs again in a fresh worker. It stops at the
         first loss outside any call, or on a call abandoned already, after ``attempts`` runs, or at the
         ``hangs + 1``-th hang (``None``: no limit on hangs). Returns ``(what the last run returned -- a WorkerLost when it was lost --, every
         WorkerLost on the way)``."""

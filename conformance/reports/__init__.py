@@ -1,7 +1,7 @@
 """Coverage-matrix reports: a model built from cell data, and one writer per format (one module each).
 
-The cells are the :class:`~conformance.results.Cell` objects the ``matrix`` check returns; under pytest-xdist they
-travel to the controller as JSON on the test reports (their ``torchbind`` attribute, see :mod:`conformance.recorder`),
+The cells are the :class:`~conformance.core.results.Cell` objects the ``matrix`` check returns; under pytest-xdist they
+travel to the controller as JSON on the test reports (their ``torchbind`` attribute, see :mod:`conformance.plugin.recorder`),
 so the controller builds the same report a serial run does.
 """
 
@@ -11,8 +11,8 @@ import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..files import write_text_atomically
-from ..results import Cell, Status
+from ..core.files import write_text_atomically
+from ..core.results import Cell, Status
 
 __all__ = ["ClassMatrix", "MatrixReport", "build_report", "write_report", "encodable", "FORMATS", "SYMBOLS"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from html import escape
 
-from ..results import Status
-from ..reuse import REUSED
+from ..core.results import Status
+from ..plugin.reuse import REUSED
 from . import SYMBOLS, ClassMatrix, MatrixReport, encodable
 
 __all__ = ["render"]

@@ -8,7 +8,7 @@ from . import MatrixReport, encodable
 
 __all__ = ["render", "SCHEMA"]
 
-#: Version 2: cell and count statuses are :class:`conformance.results.Status` values (``passed``, ``failed``,
+#: Version 2: cell and count statuses are :class:`conformance.core.results.Status` values (``passed``, ``failed``,
 #: ``unsupported``, ``skipped``), the vocabulary items use too (version 1 wrote ``pass`` and ``fail``).
 SCHEMA = "torchbind-matrix/2"
 
@@ -16,7 +16,7 @@ SCHEMA = "torchbind-matrix/2"
 def render(report: MatrixReport) -> str:
     """``{"schema", "torch", "run", "incomplete", "classes": [{"qualname", "rows", "backends", "cells": [...],
     "counts", "verdicts"}], "limitations"}`` (``run``: the run's labels — torch, device, platform, date — that
-    :mod:`conformance.merge` tells runs apart by; ``verdicts``: every item of the class, ``{"item", "check",
+    :mod:`conformance.reports.merge` tells runs apart by; ``verdicts``: every item of the class, ``{"item", "check",
     "target", "status", "summary", "baseline", "notes", "evidence"}``, ``notes`` being what the check found that does
     not change its status, e.g. a fake that returns where C++ raises, ``evidence`` the comparisons the verdict rests
     on by kind, ``{"result": 12}``: a pass has at least one) (``incomplete``: ``null``, or why cells are missing,

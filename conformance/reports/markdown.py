@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ..results import Status
+from ..core.results import Status
 from . import SYMBOLS, ClassMatrix, MatrixReport, encodable
 
 __all__ = ["render", "render_class", "escape_text", "code_span"]

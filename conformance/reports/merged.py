@@ -1,4 +1,4 @@
-"""Writers of a merged report (:class:`conformance.merge.MergedReport`): Markdown, HTML, JSON.
+"""Writers of a merged report (:class:`conformance.reports.merge.MergedReport`): Markdown, HTML, JSON.
 
 Each cell shows every run's status in run order (``✓ ✗``: passed on the first run, failed on the second), and a
 cell whose status changes between torch versions of one device and platform carries the change
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from html import escape
 
-from ..results import Status
+from ..core.results import Status
 from . import SYMBOLS, encodable
 from . import html as single_html
 from .markdown import code_span, escape_text
@@ -107,7 +107,7 @@ def render_json(merged) -> str:
     """``{"schema": "torchbind-matrix-merged/1", "runs": [labels + "incomplete"], "classes": [{"qualname", "rows",
     "backends", "cells": [{"row", "backend", "runs": [{"status", "reason", "limitation"} | null], "change"}],
     "verdicts": [{"item", "runs": [{"status", "summary"} | null]}]}]}``."""
-    from ..merge import MERGED_SCHEMA
+    from .merge import MERGED_SCHEMA
 
     classes = []
     for qualname in merged.classes():

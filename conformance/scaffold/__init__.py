@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..results import ConformanceError
+from ..core.results import ConformanceError
 
 __all__ = ["ScaffoldError", "generate", "generate_verified", "add_parser", "run"]
 
@@ -50,10 +50,10 @@ def generate_verified(qualname: str, load_specs: list[str], output: str, *, time
     Returns the source and what the plugin's checks said about it: ``{"bodies": methods and op fakes written,
     "inferred": bodies kept (each passed agreement, or custom_op for an op fake), "differential": "passed" (the
     kept bodies together), or "nothing to verify"}``."""
-    from ..discovery import SelectorError
+    from ..torchbind.discovery import SelectorError
     from ..process import WorkerLost
     from ..runner import Engine
-    from ..settings import DEFAULT_EXAMPLES
+    from ..core.settings import DEFAULT_EXAMPLES
     from .observe import Choice, ObservedState
     from .render import check_command, decomposes, render_module
     from .worker import DEFAULT_TIMEOUT, Observer, lost_text
@@ -192,10 +192,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..files import write_text_atomically
-    from ..loading import LoadError, apply_load_spec
+    from ..core.files import write_text_atomically
+    from ..engine.loading import LoadError, apply_load_spec
 
-    from ..qualname import split_qualname
+    from ..core.qualname import split_qualname
 
     qualname = args.qualname
     parsed = split_qualname(qualname)
@@ -212,7 +212,7 @@ def _run(args: argparse.Namespace) -> int:
             raise ScaffoldError(" ".join(str(exc).replace("--torchbind-load=", "--load ").split())) from exc
     from torch._library.fake_class_registry import find_fake_class
 
-    from ..discovery import CLASS_PREFIX
+    from ..torchbind.discovery import CLASS_PREFIX
 
     if find_fake_class(f"{CLASS_PREFIX}{ns}.{cls}") is not None:
         if not args.check:

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from ..jit_types import TypeHandler, walk
+from ..engine.jit_types import TypeHandler, walk
 
 __all__ = ["type_annotation", "return_annotation", "value_annotation"]
 
@@ -23,7 +23,7 @@ def type_annotation(t: torch._C.Type) -> str | None:
 
 
 class _Annotation(TypeHandler["str | None"]):
-    """:func:`type_annotation` through :func:`conformance.jit_types.walk`: ``None`` for every kind not named here."""
+    """:func:`type_annotation` through :func:`conformance.engine.jit_types.walk`: ``None`` for every kind not named here."""
 
     def other(self, typ):
         return None

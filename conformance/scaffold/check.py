@@ -40,7 +40,7 @@ class Verdict:
 
 def absolute_spec(spec: str, cwd: Path) -> str:
     """``spec`` with a file path made absolute (against ``cwd``), so it works from another directory."""
-    from ..loading import _parse
+    from ..engine.loading import _parse
 
     kind, target, func = _parse(spec)
     if kind == "module" or Path(target).is_absolute() or not (cwd / target).exists():

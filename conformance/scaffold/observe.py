@@ -4,7 +4,7 @@ A trial is one call on a fresh real object in an example's state, optionally aft
 sequence): the real result (or error) and the object's ``__obj_flatten__`` state before and after. A template is
 accepted when, on every trial, the stand-in — an object holding the flattened state as attributes, with the
 template as its method — returns what the real call returned (compared like the plugin does, with
-:func:`conformance.compare.compare_results`: tensors by metadata, other values by value), raises when the real
+:func:`conformance.engine.compare.compare_results`: tensors by metadata, other values by value), raises when the real
 call raises, and ends in the same state. In a two-call sequence of the same method the stand-in runs both calls
 from the state before the first, so a template that mutates state must compound correctly.
 """
@@ -18,11 +18,11 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from ..calls import Call, Callee
-from ..compare import compare_results, describe
-from ..context import ClassContext
-from ..breadcrumbs import CallAbandoned, Tracer
-from ..discovery import OpInfo
+from ..torchbind.calls import Call, Callee
+from ..engine.compare import compare_results, describe
+from ..torchbind.context import ClassContext
+from ..core.breadcrumbs import CallAbandoned, Tracer
+from ..torchbind.discovery import OpInfo
 from .templates import Template, compile_method, method_templates, static_templates
 
 __all__ = ["Choice", "ObservedState", "attribute_names", "choose_method", "choose_static", "choose_op", "flat_state",
@@ -115,7 +115,7 @@ class _Trial:
 
 def _run(call: Call, obj, tracer: Tracer, label: str = "") -> tuple[list[Any], Any, BaseException | None]:
     """Call ``call`` on ``obj``: (its arguments, result, error). ``label`` names the call and the object's state
-    for the supervisor (reported to ``tracer``, :mod:`conformance.breadcrumbs`); a call abandoned for crashing or
+    for the supervisor (reported to ``tracer``, :mod:`conformance.core.breadcrumbs`); a call abandoned for crashing or
     hanging the worker raises :class:`CallAbandoned`."""
     made = call.args.make()
     with tracer.calling(label or call.code()):

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ..discovery import ClassInfo, OpInfo
+from ..torchbind.discovery import ClassInfo, OpInfo
 from .annotations import return_annotation, type_annotation, value_annotation
 from .observe import Choice
 from .templates import literal

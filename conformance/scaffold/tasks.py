@@ -1,6 +1,6 @@
 """The scaffold's tasks, as the observing worker runs them (see :mod:`conformance.scaffold.worker`).
 
-Each ``task_<name>(ctx, **fields)`` takes the class's :class:`~conformance.context.ClassContext` and the JSON
+Each ``task_<name>(ctx, **fields)`` takes the class's :class:`~conformance.torchbind.context.ClassContext` and the JSON
 fields of its key, and returns something picklable: an :class:`~conformance.scaffold.observe.ObservedState`, a
 :class:`~conformance.scaffold.observe.Choice` without its compiled function, or a verification's verdict.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 from ..checks import get_check
-from ..context import ClassContext
-from ..results import Status
+from ..torchbind.context import ClassContext
+from ..core.results import Status
 from .observe import Choice, ObservedState, choose_method, choose_op, choose_static, observe_state
 from .templates import Template, compile_method
 
@@ -61,9 +61,9 @@ def task_verify(ctx: ClassContext, module: str, check: str, examples: int, targe
     its last step, or the observer that disagreed before any step) with the check's first line, and ``(name,
     why)`` per body the check did not vouch for because it skipped (nothing compared) or could not run (the
     differential's name is ``""``)."""
-    from ..differential.driver import run_differential
+    from ..torchbind.differential.driver import run_differential
     from ..runner import CheckTarget, Engine, run_target
-    from ..settings import Settings
+    from ..core.settings import Settings
     from .worker import load_module_text
 
     # torch logs "already registered" for a fake class registered again, and each fake-tensor error it raises

@@ -87,7 +87,7 @@ def _warm_up() -> None:
     import torch._subclasses.fake_tensor  # noqa: F401
 
     from .. import checks, runner  # noqa: F401
-    from ..differential import driver  # noqa: F401
+    from ..torchbind.differential import driver  # noqa: F401
 
 
 def _what(lost: WorkerLost) -> str:

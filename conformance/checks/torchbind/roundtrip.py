@@ -1,0 +1,162 @@
+"""Check 6a: flatten -> fakify -> ``__obj_unflatten__`` succeeds for every example object.
+
+This is ``torch._library.fake_class_registry.maybe_to_fake_obj``, which dynamo and AOTAutograd run on every
+TorchBind input and attribute before tracing; it must also yield an instance of the registered fake class,
+because torch then dispatches method calls to that object. That instance must keep every ``__obj_flatten__`` key
+as an attribute of the same name: torch.compile reads ``getattr(fake, key)`` for each flattened key
+(``torch/_dynamo/output_graph.py``, ``remove_unused_graphargs``), so a fake that stores its state under other
+names fails every torch.compile and strict-export program with ``AttributeError``. And it must keep each key's
+*value* there (tensors as fake tensors of the same shape and dtype): a fake whose ``__obj_unflatten__`` reads the
+fields by position and swaps two of them passes the key test but traces with the wrong state.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...engine.compare import describe, flattened_pairs, kept_differences
+from ...core.evidence import record
+from ...torchbind.context import new_fake_mode
+from ...core.results import Failure, NotApplicable, exception_line
+from .. import check
+
+#: How roundtrip's lines name the real value: what C++ flattened.
+FLATTENED = "C++ flattened"
+
+
+@check("roundtrip")
+def roundtrip(ctx, _target) -> list[Failure]:
+    """maybe_to_fake_obj (flatten, fakify tensors, __obj_unflatten__) works on every example object."""
+    fake_class = ctx.require_fake()
+    info = ctx.info
+    if not info.has_flatten:
+        return []  # the flatten check reports the missing __obj_flatten__
+    failures = []
+    flatten_errors: list[str] = []
+    for example in ctx.require_examples():
+        code = "\n".join(example.code())
+        repro = ctx.repro(example, ["fake_obj = maybe_to_fake_obj(FakeTensorMode(shape_env=ShapeEnv()), make_obj())",
+                                    "print(fake_obj.wrapped_obj)"])
+        obj = example.build()
+        try:
+            with ctx.calling(f"{info.qualname}.__obj_flatten__() on the example object {example.label}"):
+                flat = obj.__obj_flatten__()
+        except Exception as exc:  # noqa: BLE001 - the flatten check reports it
+            flatten_errors.append(exception_line(exc, limit=300))
+            continue
+        try:
+            # A fresh object: flattening may change the object (the flatten check reports that), so the fake is
+            # made from an object flattened once, like `flat`.
+            fake_obj = ctx.fakify(example.build(), new_fake_mode(), state=example.label)
+        except Exception as exc:  # noqa: BLE001
+            failures.append(Failure(
+                "fakifying the object failed (flatten -> fake tensors -> __obj_unflatten__)", target="__obj_unflatten__",
+                cpp=f"__obj_flatten__() returned {describe(flat)}",
+                fake=f"raised {type(exc).__name__}: {exc}", example=code, repro=repro))
+            continue
+        wrapped = fake_obj.wrapped_obj
+        if not isinstance(wrapped, fake_class):
+            failures.append(Failure(
+                target="__obj_unflatten__", summary=f"__obj_unflatten__ must return an instance of the fake class {fake_class.__qualname__}",
+                cpp=f"__obj_flatten__() returned {describe(flat)}",
+                fake=f"__obj_unflatten__ returned {describe(wrapped)}", example=code, repro=repro))
+            continue
+        missing = [key for key in _keys(flat) if not _has_attribute(wrapped, key)]
+        if missing:
+            failures.append(Failure(
+                f"the fake keeps no attribute for the __obj_flatten__ key(s) {', '.join(map(repr, missing))}; "
+                "torch.compile reads getattr(fake, key) for every flattened key", target="__obj_unflatten__",
+                cpp=f"__obj_flatten__() returned the keys {', '.join(map(repr, _keys(flat)))}",
+                fake=f"{type(wrapped).__qualname__} has attributes "
+                     f"{', '.join(sorted(k for k in vars(wrapped) if not k.startswith('__'))) or '(none)'}",
+                details=("store each flattened value under its key's name, e.g. cls(**dict(flattened)) with an "
+                         "__init__ that sets self.<key> = <value> (torch/_dynamo/output_graph.py, "
+                         "remove_unused_graphargs)",),
+                example=code, repro=repro))
+            continue
+        record("fakified object")  # an instance of the fake class keeping every flattened key
+        pairs = flattened_pairs(flat)
+        held = _held_values(ctx, example, wrapped, pairs)
+        record("flattened value", len(held))
+        wrong = [d for key, value in pairs if key in held for d in kept_differences(value, held[key], key, FLATTENED)]
+        if wrong:
+            swapped = _swaps(pairs, held)
+            failures.append(Failure(
+                (f"the fake's __obj_unflatten__ swaps the values of the __obj_flatten__ keys {swapped[0]}"
+                 if swapped else
+                 "the fake keeps a different value under an __obj_flatten__ key than C++ flattened (an "
+                 "__obj_unflatten__ that reads fields by position?)"), target="__obj_unflatten__",
+                cpp=f"__obj_flatten__() returned {describe(flat)}",
+                fake=f"{type(wrapped).__qualname__} keeps "
+                     + ", ".join(f"{key}={describe(held[key])}" for key, _ in pairs if key in held),
+                details=tuple(swapped) + tuple(wrong) + ("each attribute must hold its key's flattened value (tensors as fake "
+                                        "tensors of the same shape and dtype): torch.compile guards and traces "
+                                        "on them",),
+                example=code, repro=repro))
+    if flatten_errors and len(flatten_errors) == len(ctx.require_examples()):
+        raise NotApplicable(f"{info.qualname}.__obj_flatten__() raised {flatten_errors[0]} on every example object, "
+                            "so torch cannot fakify one (maybe_to_fake_obj calls it first) and there is no fake "
+                            f"object to judge (see {info.test_name}::flatten)")
+    return failures
+
+
+def _held_values(ctx, example, wrapped, pairs) -> dict[str, object]:
+    """What the fake object ``wrapped`` holds for each flattened ``(key, value)``: its attribute of that name, or,
+    where the attribute is a method (a key that is also a method name, e.g. ``size``), what that method returns
+    when called without arguments — only where the C++ method of the same name returns the flattened value
+    itself on a fresh object of ``example`` (so the getter is held to what C++ shows it to be). Keys whose value
+    cannot be judged that way are left out."""
+    held: dict[str, object] = {}
+    real = None
+    for key, value in pairs:
+        kept = getattr(wrapped, key, None)
+        if not callable(kept) or isinstance(kept, torch.Tensor):
+            held[key] = kept
+            continue
+        try:
+            if real is None:
+                real = example.build()
+            with ctx.calling(f"{ctx.info.qualname}.{key}() on the example object {example.label} (the getter "
+                             f"of the flattened key {key!r}?)", side="C++"):
+                from_cpp = getattr(real, key)()
+            if kept_differences(value, from_cpp, key, FLATTENED):
+                continue  # C++'s method of that name is not a getter of the flattened value: not judged
+            with ctx.calling(f"{type(wrapped).__qualname__}.{key}() on the fakified object {example.label}",
+                             side="fake"):
+                held[key] = kept()
+        except Exception:  # noqa: BLE001 - takes arguments, or raises: not a getter, not judged here
+            continue
+    return held
+
+
+def _swaps(pairs, held) -> list[str]:
+    """``'a' and 'b' (...)`` for each two keys whose values the fake keeps the other way round: what ``a`` holds
+    matches ``b``'s flattened value and the reverse, while neither matches its own."""
+    flat = dict(pairs)
+    keys = [k for k in flat if k in held and kept_differences(flat[k], held[k], k, FLATTENED)]
+    found = []
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            if not kept_differences(flat[b], held[a], a, FLATTENED) and \
+                    not kept_differences(flat[a], held[b], b, FLATTENED):
+                found.append(f"{a!r} and {b!r} ({a} holds {describe(held[a])}, C++ flattened {describe(flat[a])} "
+                             f"for it and {describe(flat[b])} for {b})")
+    return found
+
+
+def _keys(flat) -> list[str]:
+    """The keys of an ``__obj_flatten__`` result; none when it is malformed (the flatten check reports that)."""
+    try:
+        return [key for key, _ in flat if isinstance(key, str)]
+    except (TypeError, ValueError):
+        return []
+
+
+def _has_attribute(obj, name: str) -> bool:
+    try:
+        getattr(obj, name)
+    except AttributeError:
+        return False
+    except Exception:  # noqa: BLE001 - a property that raises something else still exists
+        return True
+    return True

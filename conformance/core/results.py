@@ -1,0 +1,248 @@
+"""The one result model: what a check found, one status vocabulary, and the matrix cell.
+
+A check (see :mod:`conformance.checks`) reports findings as :class:`Failure` objects — returned in an iterable or
+raised, one at a time — without naming itself or its class: the runner knows which check ran on which target and
+builds the :class:`Outcome`. :class:`NotApplicable` skips the item. A coverage-matrix check returns its
+:class:`Cell`. Every item and every cell has one :class:`Status`.
+
+Path of a result: check -> :class:`Outcome` (``conformance.runner``) -> the pytest item (``torchbind_status`` in
+``user_properties``; summary, notes and, for cells, the cell as JSON on the call report's ``torchbind``
+attribute, which pytest-xdist carries to the controller) -> the controller's recorder
+(:mod:`conformance.plugin.recorder`: terminal summary, report files, baseline).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import textwrap
+from typing import Any
+
+__all__ = ["Status", "Failure", "Note", "Outcome", "NotApplicable", "Cell", "ConformanceError", "Evidence",
+           "exception_line"]
+
+
+class Status(str, enum.Enum):
+    """The status of an item or a matrix cell. ``UNSUPPORTED``: a matrix cell that failed the way a listed torch
+    limitation fails (:mod:`conformance.matrix.limitations`); its item is skipped."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    UNSUPPORTED = "unsupported"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def exception_line(exc: BaseException, limit: int | None = None) -> str:
+    """``Type: first line`` of an exception for one-line messages; when the first line only introduces the cause
+    (``backend='inductor' raised:``), the next non-empty line is added. Cut to ``limit`` characters (with
+    ``...``) when given."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    text = lines[0] if lines else ""
+    if text.endswith(":") and len(lines) > 1:
+        text = f"{text} {lines[1]}"
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"{type(exc).__name__}: {text}"
+
+
+class ConformanceError(Exception):
+    """The base of the errors a user sees about their own input — a class selector (``SelectorError``), a load
+    spec (``LoadError``), a baseline file (``BaselineError``), reports to merge (``MergeError``), a scaffold request
+    (``ScaffoldError``): the message says what is wrong and what to do, and the plugin turns it into a usage error
+    (exit status 4) or the command line into exit status 2. Findings about the class under test are
+    :class:`Failure` objects, not errors."""
+
+
+class NotApplicable(Exception):
+    """Raised by a check that cannot run for this target; the message says why (the item is skipped)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Note:
+    """Something a check found that does not fail its item but that the reports show (the item's captured
+    output's "torchbind notes" section, the JSON report's verdicts): e.g. a fake that returns
+    where C++ rejects the arguments (torch raises at run time then, so no compiled program goes wrong). A check
+    returns notes among its failures."""
+
+    text: str
+
+
+@dataclasses.dataclass(eq=False)
+class Failure(Exception):
+    """One disagreement between a TorchBind class and its fake (or a broken protocol method). A check returns
+    failures or raises one.
+
+    ``summary`` says which rule is broken; ``target`` the method or op it concerns when that is not the item's own
+    target (``None``: the item's); ``cpp`` and ``fake`` what each side did; ``details`` further lines (e.g.
+    per-field differences); ``example`` the code that builds the example object; ``call`` the call made;
+    ``program`` a matrix scenario's program and objects; ``repro`` a standalone Python script that shows the
+    disagreement.
+    """
+
+    summary: str
+    target: str | None = None
+    cpp: str | None = None
+    fake: str | None = None
+    details: tuple[str, ...] = ()
+    example: str | None = None
+    call: str | None = None
+    repro: str | None = None
+    program: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(self.summary)
+        self.details = tuple(self.details)
+
+    def __reduce__(self):  # pickled to and from the isolation worker: rebuild from the fields, not Exception.args
+        return (_rebuild_failure, (type(self), dataclasses.asdict(self)))
+
+    def __str__(self) -> str:
+        return self.summary
+
+    def render(self, qualname: str, target: str | None = None) -> str:
+        """Multi-line text for the failure of an item of ``qualname`` (``ns::Cls``) whose target is ``target``:
+        headline, example, call, what C++ and the fake did, differences, reproducer."""
+        where = self.target or target
+        lines = [f"{qualname}.{where}: {self.summary}" if where else f"{qualname}: {self.summary}"]
+        if self.example:
+            lines.append("  example object:")
+            lines += ["    " + ln for ln in self.example.splitlines()]
+        if self.program:
+            lines.append("  program:")
+            lines += ["    " + ln for ln in self.program.splitlines()]
+        if self.call:
+            lines.append(f"  call:  {self.call}")
+        if self.cpp is not None:
+            lines.append(f"  C++:   {self.cpp}")
+        if self.fake is not None:
+            lines.append(f"  fake:  {self.fake}")
+        for d in self.details:
+            lines.append(f"  - {d}")
+        if self.repro:
+            lines.append("  reproduce with this script:")
+            lines.append(textwrap.indent(self.repro.rstrip(), "    | ", lambda _: True))
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields as a JSON-serialisable dict."""
+        return {**dataclasses.asdict(self), "details": list(self.details)}
+
+
+def _rebuild_failure(cls: type, fields: dict) -> Failure:
+    return cls(**fields)
+
+
+@dataclasses.dataclass
+class Cell:
+    """One coverage-matrix cell: a scenario (``row``) of class ``qualname`` through a ``backend``, compared with
+    plain eager. ``row_index`` / ``backend_index`` fix its place in the report whatever order cells arrive in.
+    ``reason``: one line for the report's footnote; ``details``: further lines (mismatches, traceback tail);
+    ``program``: the scenario's source and objects; ``limitation``: the key of the matching
+    :data:`~conformance.matrix.limitations.LIMITATIONS` entry of an ``UNSUPPORTED`` cell; ``repro``: a failed
+    cell's standalone script (:mod:`conformance.matrix.repro`), or empty."""
+
+    qualname: str
+    row: str
+    backend: str
+    row_index: int
+    backend_index: int
+    status: Status = Status.PASSED
+    reason: str = ""
+    details: list[str] = dataclasses.field(default_factory=list)
+    program: str = ""
+    limitation: str | None = None
+    repro: str = ""
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+
+    def to_json(self) -> dict[str, Any]:
+        """The cell as a JSON-serialisable dict (``status`` as its string value)."""
+        return {**dataclasses.asdict(self), "status": self.status.value, "details": list(self.details)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Cell:
+        """The inverse of :meth:`to_json`. Raises ``TypeError`` / ``ValueError`` for a malformed dict."""
+        return cls(**data)
+
+
+@dataclasses.dataclass
+class Evidence:
+    """What a verdict rests on: how many comparisons of each kind its check made (``counts``: ``{"result": 12,
+    "state": 3}`` — results of calls C++ returned from compared with the fake's, flattened states compared, eager
+    outputs compared with a compiled program's, signatures compared with C++ schemas). Collected by the engine
+    (:mod:`conformance.core.evidence`); a pass needs at least one comparison."""
+
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def add(self, what: str, count: int = 1) -> None:
+        """Count ``count`` more comparisons of ``what``."""
+        self.counts[what] = self.counts.get(what, 0) + count
+
+    @property
+    def total(self) -> int:
+        """Every comparison counted."""
+        return sum(self.counts.values())
+
+    def describe(self) -> str:
+        """One line, e.g. ``12 results, 3 states compared``; ``nothing compared`` when empty."""
+        if not self.counts:
+            return "nothing compared"
+        return ", ".join(f"{n} {what}{'' if n == 1 else 's'}" for what, n in sorted(self.counts.items())) + \
+            " compared"
+
+
+@dataclasses.dataclass
+class Outcome:
+    """The result of running one check on one target of one class (one pytest item).
+
+    ``check`` is the check's name, ``qualname`` the class (``ns::Cls``), ``target`` the method, op or cell name
+    in the item's id (``None`` for class-level checks). ``status`` is ``PASSED``, ``FAILED`` (``failures`` says
+    why) or ``SKIPPED`` (``reason`` says why); ``cell`` is the matrix cell for matrix items; ``notes`` what the
+    check found that does not change the status (:class:`Note` texts); ``lost``: a crash or hang decided the
+    outcome (the check's process crashed or hung, its result could not be sent back, or an example object of
+    the class was left out because building it did), so it says nothing a rerun would say again
+    (``--torchbind-reuse`` never keeps it); ``evidence``: the comparisons the check made (a ``PASSED`` outcome has
+    at least one: :func:`conformance.runner.run_target` enforces it).
+    """
+
+    check: str
+    qualname: str
+    target: str | None
+    status: Status = Status.PASSED
+    failures: list[Failure] = dataclasses.field(default_factory=list)
+    reason: str | None = None
+    cell: Cell | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
+    lost: bool = False
+    evidence: Evidence = dataclasses.field(default_factory=Evidence)
+
+    @classmethod
+    def of_failures(cls, check: str, qualname: str, target: str | None, failures: list[Failure | Note],
+                    cell: Cell | None = None) -> Outcome:
+        """``FAILED`` with the :class:`Failure` objects among ``failures``, or ``PASSED`` when there are none;
+        the :class:`Note` objects among them become :attr:`notes`."""
+        notes = [f.text for f in failures if isinstance(f, Note)]
+        failures = [f for f in failures if not isinstance(f, Note)]
+        return cls(check, qualname, target, Status.FAILED if failures else Status.PASSED, failures,
+                   cell=cell, notes=notes)
+
+    @classmethod
+    def skip(cls, check: str, qualname: str, target: str | None, reason: str, cell: Cell | None = None
+                ) -> Outcome:
+        return cls(check, qualname, target, Status.SKIPPED, reason=reason, cell=cell)
+
+    def render(self) -> str:
+        """Every failure, rendered for this item (see :meth:`Failure.render`), separated by blank lines."""
+        return "\n\n".join(f.render(self.qualname, self.target) for f in self.failures)
+
+    @property
+    def summary(self) -> str:
+        """One line: the headline of the first failure (``ns::Cls.method: summary``), the skip reason, or the
+        status."""
+        if self.failures:
+            return self.failures[0].render(self.qualname, self.target).splitlines()[0]
+        return self.reason or self.status.value

@@ -1,0 +1,1 @@
+"""The kind-neutral engine pieces: arguments and values drawn from schemas and annotations, TorchScript types, comparison and rendering of values, reproducers, loading of user code. Knows neither kind of class."""

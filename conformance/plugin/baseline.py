@@ -1,0 +1,305 @@
+"""The expected-failure baseline: a reviewed JSON file of known failures, keyed by stable test id.
+
+Format (``"schema": "torchbind-baseline/1"``)::
+
+    {
+      "schema": "torchbind-baseline/1",
+      "known_failures": {
+        "torchbind[samples.TensorQueue]::coverage[top]": "the fake lacks top",
+        "torchbind[samples.TensorQueue]::matrix[sequence-inductor]": {
+          "reason": "inductor indexes Tensor[] results ...", "torch": "<2.14"},
+        "torchbind[samples.TensorQueue]::agreement[pop]": {
+          "reason": "the fake returns ...", "observed": ["2.13", "2.14"]},
+        ...
+      }
+    }
+
+An entry is a reason (it applies to every torch), ``{"reason": ..., "torch": SPECIFIER}`` (a PEP 440 specifier set,
+``packaging.specifiers``, of the torch releases it applies to, matched against the running torch's release:
+``2.14.1+cu130`` counts as ``2.14.1``; written by hand, e.g. ``"<2.14"`` for a torch bug fixed in 2.14), or
+``{"reason": ..., "observed": ["2.13", "2.14"]}``: the torch series on which the failure was observed, which is
+what ``--torchbind-accept`` writes; it applies to those series only. An entry that does not apply to the running
+torch leaves its test an ordinary test (neither an expected failure nor an XPASS), so one file serves every torch
+version a library tests against.
+
+Listed tests run as ``xfail(strict=True)`` with the listed reason: a listed test that now passes fails the run
+(so the file stays true), a failure that is not listed fails it as usual. ``--torchbind-accept`` rewrites the
+file from the run (modelled on expecttest's accept mode and ``torch/testing/_internal/optests``'
+``failures_dict.json``), changing only what the run saw:
+
+* a test whose check ran and failed is listed, keeping an existing (reviewed) reason, else with its summary and
+  ``"observed": [this series]``; this torch's series is added to an existing entry's ``observed``; a
+  hand-written ``torch`` specifier that excludes this torch is widened to include it (the specifiers that
+  exclude it are dropped);
+* a test whose check ran and passed where its entry applied: this torch's series leaves the entry's
+  ``observed``, and an entry with no series left is dropped; a reason-only or ``torch``-specifier entry is
+  dropped (its failure is not observed here; a run on a torch where it still fails lists it again, observed
+  there). No entry ever expects a failure on a torch where none was observed;
+* entries of tests that did not reach a verdict are kept as they are: skipped, deselected (``-k``, ``-m``), not
+  collected, interrupted, or errored outside the check (a setup or teardown error);
+* a **stale** entry names a test of a class selected in this run that the class's plan no longer has (a method,
+  op or scenario that was removed or renamed; the plan ignores ``--torchbind-checks`` and
+  ``--torchbind-backends``, so narrowing a run makes nothing stale). Stale entries are never kept or dropped
+  silently: every run lists them in the terminal summary (section "torchbind baseline"); an accepting run
+  removes them and says so there. Entries of classes the run did not select are neither stale nor touched.
+
+The file is written atomically (a temporary file, then ``os.replace``), so a failed or interrupted write leaves
+the previous file in place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Collection, Iterable
+from pathlib import Path
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from ..core.files import write_text_atomically
+from ..reports import encodable
+from ..core.results import ConformanceError
+from ..core.versions import torch_release
+
+__all__ = ["SCHEMA", "BaselineError", "Entry", "load_baseline", "save_baseline", "merge_accepted", "stale_entries",
+           "applying", "accept_changes", "accept_warning", "own_failure", "TORCH_SIDE_CHECKS", "series"]
+
+SCHEMA = "torchbind-baseline/1"
+
+
+class BaselineError(ConformanceError, ValueError):
+    """The baseline file cannot be read or does not have the documented structure."""
+
+
+def series(torch_version: str) -> str:
+    """The torch series (``"2.14"``) of ``torch_version`` (``torch.__version__``, ``"2.14.1+cu130"``)."""
+    release = torch_release(torch_version)
+    return f"{release.major}.{release.minor}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One known failure: its ``reason`` and where it applies: ``observed`` (the torch series it was observed on,
+    sorted, as ``--torchbind-accept`` records them) or ``torch`` (a hand-written PEP 440 specifier set such as
+    ``"<2.14"``); neither: every release."""
+
+    reason: str
+    torch: str | None = None
+    observed: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "observed", _sorted_series(self.observed))  # one spelling: sorted, no repeats
+
+    def applies_to(self, torch_version: str) -> bool:
+        """Whether the entry applies to ``torch_version`` (``torch.__version__``; its local label is ignored)."""
+        if self.observed:
+            return series(torch_version) in self.observed
+        return self.torch is None or SpecifierSet(self.torch).contains(torch_release(torch_version),
+                                                                        prereleases=True)
+
+    def where(self) -> str:
+        """Where it applies, for messages: ``torch 2.13, 2.14``, ``torch <2.14`` or ``every torch``."""
+        if self.observed:
+            return "torch " + ", ".join(self.observed)
+        return f"torch {self.torch}" if self.torch else "every torch"
+
+    def to_json(self) -> str | dict:
+        if self.observed:
+            return {"reason": self.reason, "observed": list(self.observed)}
+        return self.reason if self.torch is None else {"reason": self.reason, "torch": self.torch}
+
+
+def _entry(test_id: str, value, path: Path) -> Entry:
+    if isinstance(value, str):
+        return Entry(value)
+    if isinstance(value, dict) and isinstance(value.get("reason"), str) and "observed" in value:
+        seen = value["observed"]
+        if set(value) != {"reason", "observed"} or not isinstance(seen, list) or not seen or not all(
+                isinstance(x, str) and x.count(".") == 1 and all(p.isdigit() for p in x.split(".")) for x in seen):
+            raise BaselineError(f"{path}: {test_id}: \"observed\" must be a non-empty list of torch series such as "
+                                f"[\"2.13\", \"2.14\"] (and no \"torch\" beside it), got {seen!r}")
+        return Entry(value["reason"], observed=_sorted_series(seen))
+    if isinstance(value, dict) and isinstance(value.get("reason"), str) and set(value) <= {"reason", "torch"}:
+        spec = value.get("torch")
+        if spec is not None:
+            try:
+                SpecifierSet(spec)
+            except (InvalidSpecifier, TypeError):
+                raise BaselineError(f"{path}: {test_id}: \"torch\" must be a PEP 440 specifier such as \"<2.14\" "
+                                    f"or \"!=2.14.*\", got {spec!r}") from None
+        return Entry(value["reason"], spec)
+    raise BaselineError(f"{path}: {test_id}: an entry is a reason string, {{\"reason\": ..., \"torch\": "
+                        "SPECIFIER} or {\"reason\": ..., \"observed\": [SERIES, ...]}")
+
+
+def _unique(pairs: list[tuple[str, object]], path: Path) -> dict:
+    """A JSON object from its ``(key, value)`` pairs (``json``'s ``object_pairs_hook``). Raises
+    :class:`BaselineError` naming a key given twice: JSON lets the last one win silently, which would drop a
+    reviewed reason, or the entry a merge conflict left above it."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise BaselineError(f"{path}: {key!r} is given twice in one JSON object; keep one of them")
+        out[key] = value
+    return out
+
+
+def load_baseline(path: Path, missing_ok: bool = False) -> dict[str, Entry]:
+    """``{test id: Entry}`` from ``path``. Raises :class:`BaselineError` for a missing (unless ``missing_ok``),
+    unreadable or malformed file (a bad entry or ``torch`` specifier named), or a key given twice in one object
+    (named)."""
+    if not path.exists():
+        if missing_ok:
+            return {}
+        raise BaselineError(f"{path}: no such baseline file (create it with --torchbind-accept)")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=lambda pairs: _unique(pairs, path))
+    except BaselineError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise BaselineError(f"{path}: cannot read the baseline: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise BaselineError(f"{path}: expected a JSON object with \"schema\": \"{SCHEMA}\"")
+    failures = doc.get("known_failures")
+    if not isinstance(failures, dict) or not all(isinstance(k, str) for k in failures):
+        raise BaselineError(f"{path}: \"known_failures\" must map test ids to reasons")
+    return {k: _entry(k, v, path) for k, v in failures.items()}
+
+
+def applying(entries: dict[str, Entry], torch_version: str) -> dict[str, str]:
+    """``{test id: reason}`` of the entries that apply to ``torch_version``."""
+    return {k: e.reason for k, e in entries.items() if e.applies_to(torch_version)}
+
+
+def _sorted_series(values) -> tuple[str, ...]:
+    return tuple(sorted(set(values), key=lambda v: tuple(int(p) for p in v.split("."))))
+
+
+def _as_entry(value) -> Entry:
+    if isinstance(value, Entry):
+        return value
+    if isinstance(value, dict):
+        return Entry(value["reason"], value.get("torch"), _sorted_series(value.get("observed", ())))
+    return Entry(value)
+
+
+def save_baseline(path: Path, failures: dict[str, Entry | str | dict]) -> None:
+    """Write ``failures`` (entries, reasons, or ``{"reason", "torch"}`` dicts) to ``path``, sorted by test id so
+    reviews see small diffs, atomically. Raises ``OSError`` naming ``path`` (not the temporary file the write goes
+    through) when it cannot be written; the previous file is then unchanged."""
+    entries = {k: _as_entry(v).to_json() for k, v in sorted(failures.items())}
+    doc = {"schema": SCHEMA, "known_failures": entries}
+    # encodable: a summary holding an unpaired surrogate is written as its JSON escape, never a UnicodeEncodeError
+    try:
+        write_text_atomically(path, encodable(json.dumps(doc, indent=2, ensure_ascii=False) + "\n"))
+    except OSError as exc:
+        if exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
+
+
+def _widened(entry: Entry, torch_version: str) -> Entry:
+    """``entry`` made to apply to ``torch_version`` too: the specifiers that exclude it are dropped."""
+    release = torch_release(torch_version)
+    kept = [s for s in SpecifierSet(entry.torch or "") if s.contains(release, prereleases=True)]
+    return Entry(entry.reason, ",".join(sorted(str(s) for s in kept)) or None)
+
+
+def merge_accepted(old: dict[str, Entry | str], results: dict[str, tuple[bool, str]],
+                   stale: Collection[str] = (), torch_version: str | None = None) -> dict[str, Entry]:
+    """The baseline after an accepting run on ``torch_version`` (default: the running torch). ``results`` maps
+    each test id whose check ran to a verdict to ``(failed, summary)``: a failing test is listed (a new entry with
+    its summary, observed on this series; an existing one keeps its reason and records this series, or is widened
+    to this torch when a hand-written specifier excluded it); a passing test whose entry applied loses this
+    series (the entry is dropped when no series is left, and a reason-only or specifier entry is dropped: see the
+    module docstring). Entries for tests not in ``results`` (skipped, deselected, not collected, errored outside
+    the check) are kept unchanged, except the ``stale`` ids (see :func:`stale_entries`), which are removed.
+    Returns the new ``{test id: Entry}``."""
+    if torch_version is None:
+        import torch
+
+        torch_version = torch.__version__
+    here = series(torch_version)
+    entries = {k: _as_entry(v) for k, v in old.items()}
+    merged = {k: v for k, v in entries.items() if k not in results and k not in stale}
+    for test_id, (failed, summary) in results.items():
+        entry = entries.get(test_id)
+        if failed:
+            if entry is None:
+                merged[test_id] = Entry(summary, observed=(here,))
+            elif entry.observed:
+                merged[test_id] = dataclasses.replace(entry, observed=_sorted_series((*entry.observed, here)))
+            else:
+                merged[test_id] = entry if entry.applies_to(torch_version) else _widened(entry, torch_version)
+        elif entry is not None and entry.applies_to(torch_version):
+            left = tuple(x for x in entry.observed if x != here)
+            if left:
+                merged[test_id] = dataclasses.replace(entry, observed=left)
+        elif entry is not None:
+            merged[test_id] = entry  # passed where it does not apply: nothing learnt about where it does
+    return merged
+
+
+#: Checks whose failure is a compiled program that differs from plain eager: a torch bug (or what a fake's
+#: disagreement makes of the program). Every other check holds the fake (or a Python custom class) to the C++
+#: class or to torch's protocol: its failure is a bug in the library's own code, never a torch limitation.
+TORCH_SIDE_CHECKS = frozenset({"matrix"})
+
+
+def own_failure(test_id: str) -> bool:
+    """Whether ``test_id`` (``torchbind[ns.Cls]::agreement[pop]``) is a check of the library's own code (the fake
+    against the C++ class, a custom class against its contract) rather than of the compile stack (``matrix``).
+    ``False`` for an id that names no check."""
+    item = test_id.partition("]::")[2]
+    check = item.partition("[")[0]
+    return bool(check) and check not in TORCH_SIDE_CHECKS
+
+
+def accept_changes(old: dict[str, Entry | str], new: dict[str, Entry]) -> list[str]:
+    """What an accepting run changed, one line per test id: ``added ID (torch 2.14)``, ``dropped ID``,
+    ``changed ID: torch 2.13 -> torch 2.13, 2.14``. A new entry says what kind of failure it accepts:
+    ``[a compiled program differs from eager]`` (``matrix``: a torch bug, unless a fake's disagreement explains
+    it) or ``[the fake's own disagreement, not a torch limitation: SUMMARY]`` (:func:`own_failure`: the check
+    compares the library's own code, so accepting it baselines a bug a newcomer should fix). Sorted by test id,
+    the new failures of the library's own code last, apart."""
+    before = {k: _as_entry(v) for k, v in old.items()}
+    lines = []
+    for test_id in sorted(set(before) | set(new), key=lambda k: (k in new and k not in before and own_failure(k), k)):
+        a, b = before.get(test_id), new.get(test_id)
+        if a is None:
+            kind = ""
+            if own_failure(test_id):
+                whose = "class's own failure" if test_id.startswith("torchbind[py:") else "fake's own disagreement"
+                kind = f" [the {whose}, not a torch limitation: {b.reason}]"
+            elif test_id.partition("]::")[2]:
+                kind = " [a compiled program differs from eager]"
+            lines.append(f"added {test_id} ({b.where()}){kind}")
+        elif b is None:
+            lines.append(f"dropped {test_id}")
+        elif a != b:
+            lines.append(f"changed {test_id}: {a.where()} -> {b.where()}")
+    return lines
+
+
+def accept_warning(old: dict[str, Entry | str], new: dict[str, Entry]) -> str | None:
+    """One line for an accepting run that listed failures of the library's own code (:func:`own_failure`) that
+    the baseline did not have: how many, which checks, and that they are bugs to fix, not torch limitations to
+    accept; ``None`` when it listed none. (A newcomer's first ``--torchbind-accept`` baselined a real fake bug
+    without a word.)"""
+    added = sorted(k for k in new if k not in old and own_failure(k))
+    if not added:
+        return None
+    checks = sorted({k.partition("]::")[2].partition("[")[0] for k in added})
+    n = len(added)
+    return (f"--torchbind-accept listed {n} failure{'s' if n != 1 else ''} of the fake's own as known "
+            f"({', '.join(checks)}: the fake disagrees with the C++ class or torch's protocol): "
+            f"{'these are bugs' if n != 1 else 'this is a bug'} in the fake, not torch limitations; fix "
+            f"{'them' if n != 1 else 'it'}, or keep {'them' if n != 1 else 'it'} only with a reviewed reason "
+            "(pytest without --torchbind-accept shows each failure)")
+
+
+def stale_entries(known: Iterable[str], prefix: str, planned: Collection[str]) -> list[str]:
+    """The ids in ``known`` that belong to one class (they start with ``prefix``, its ``torchbind[ns.Cls]::``)
+    but are not among ``planned``, every item id the class's plan has: entries naming tests that no longer
+    exist. Sorted."""
+    return sorted(k for k in known if k.startswith(prefix) and k not in planned)

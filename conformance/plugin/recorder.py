@@ -1,0 +1,264 @@
+"""The controller's recorder: what the test reports bring back, and the files and summaries made from it.
+
+A :class:`Recorder` exists only on the controller of a pytest-xdist run or in a serial run (never on an xdist
+worker) and is registered as a plugin there, for the two hooks without a ``config`` argument:
+``pytest_runtest_logreport`` (every item's verdict, matrix cell and notes, read from the report's ``torchbind``
+attribute that :mod:`conformance.plugin.items` puts on it; pytest-xdist carries report attributes from the workers, as it
+does for hypothesis's statistics) and, where pytest-xdist is installed, ``pytest_handlecrashitem`` (an item whose
+worker died before it reported: :class:`CrashHook`). Nothing here reads pytest's report text.
+
+Faults around the run (see docs/reference/what-happens-when.md): files are written only when a torchbind item ran,
+atomically; an ``OSError`` writing one becomes a one-line warning in the terminal summary and the other files are
+still written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import pytest
+
+from .baseline import accept_changes, accept_warning, merge_accepted, save_baseline, stale_entries
+from ..core.files import describe_os_error
+from ..core.names import REPORT_ATTR
+from .options import RunOptions
+from ..core.qualname import qualname_of_id
+from ..reports import build_report, write_report
+from ..reports.markdown import render as render_markdown
+from ..reports.terminal import render_lines
+from ..core.results import Cell, Status
+from .reuse import REUSED
+from ..runner import Engine, lost_cell, plan
+
+__all__ = ["Recorder", "CrashHook", "lost_reason"]
+
+
+
+def lost_reason(report: pytest.TestReport) -> str:
+    """Why a torchbind item reported no result: its pytest-xdist worker died running it (a crash when checks run
+    without process isolation). The worker is named from the report's ``node`` (xdist's worker handle)."""
+    worker = getattr(getattr(report, "node", None), "workerinput", {}).get("workerid")
+    who = f"worker {worker!r}" if worker else "the process running it"
+    return f"{who} crashed (or was killed) while running it, before it reported a result"
+
+
+def reuse_line(verdicts, reading: bool) -> str | None:
+    """One line for the terminal summary saying how many of ``verdicts`` (the recorder's verdict dicts) were read
+    back from an earlier run by ``--torchbind-reuse`` and what they were; with reuse on (``reading``) also when
+    none was (a first run, changed inputs, or a cache CI did not restore look alike otherwise). ``None`` with
+    reuse off, or without verdicts."""
+    verdicts = list(verdicts)
+    reused = [v for v in verdicts if any(n.startswith(REUSED) for n in v.get("notes", ()))]
+    if not verdicts or not (reused or reading):
+        return None
+    if not reused:
+        return (f"torchbind: 0 of {len(verdicts)} verdicts reused: none was kept under the same key in pytest's "
+                "cache (a first run, changed inputs, or a .pytest_cache that was not restored)")
+    kinds = {"passed": 0, "skipped": 0, "known failure": 0}
+    for v in reused:
+        kinds["known failure" if v["status"] == Status.FAILED.value else v["status"]] += 1
+    what = ", ".join(f"{n} {kind}{'s' if kind == 'known failure' and n != 1 else ''}" for kind, n in kinds.items()
+                     if n)
+    return (f"torchbind: {len(reused)} of {len(verdicts)} verdicts reused from earlier runs ({what}; "
+            "--torchbind-reuse=off runs them again)")
+
+
+class Recorder:
+    """Collects the torchbind reports of one run (controller or serial run) and writes what they make.
+
+    ``options``: the run's options (report path, baseline, accept); ``engine`` and ``classes``: the engine and the
+    selected ``ns::Cls`` names, to plan (without building objects) the cells of items that reported nothing and the
+    full plan the baseline is compared with; ``labels``: a function giving the report's run labels."""
+
+    def __init__(self, options: RunOptions, engine: Engine, classes: list[str], labels: Callable[[], dict]):
+        self.options, self.engine, self.classes, self.labels = options, engine, classes, labels
+        self.cells: list[Cell] = []
+        self.accepted: dict[str, tuple[bool, str]] = {}  # test id -> (check failed, summary): verdicts only
+        self.verdicts: dict[str, dict] = {}  # node id -> the item's verdict, in the order items reported
+        self.crashed: set[str] = set()  # node ids whose xdist worker died running them (CrashHook)
+        self.ran = False  # a torchbind item ran (reports are written only then)
+        self.incomplete: str | None = None  # why the report misses cells (set at the end of an interrupted run)
+        self.stale: list[str] = []  # baseline entries naming tests the plan no longer has (found at the end)
+        self.stale_removed = False  # ... and removed by --torchbind-accept
+        self.accepted_changes: list[str] | None = None  # what --torchbind-accept changed in the file (when written)
+        self.reports_written: list = []  # the report files written (--torchbind-report, each)
+        self.warnings: list[str] = []  # end-of-run failures, one line each in the terminal summary
+
+    # ----- hooks (this object is registered as a plugin on the controller) -------------------------------------
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Take a torchbind item's report: that an item ran, its verdict (for the report and for
+        ``--torchbind-accept``) and its matrix cell. An item that failed without data never reported a result (its
+        xdist worker was lost, or an error outside the check): its cell is recorded as failed all the same, so
+        reports keep it."""
+        if not report.nodeid.startswith("torchbind["):
+            return
+        self.ran = True
+        data = getattr(report, REPORT_ATTR, None) or {}  # on the call report of an item whose check ran
+        props = dict(report.user_properties)  # class, check and target: on every report of the item
+        crashed = report.nodeid in self.crashed
+        status = data.get("status")
+        first = report.nodeid not in self.verdicts
+        cell = None
+        if "cell" in data:
+            cell = Cell.from_json(data["cell"])
+        elif status is None and report.failed and (report.when == "call" or crashed or first):
+            cell = lost_cell(self.engine, self.classes, report.nodeid, lost_reason(report))
+        if cell is not None:
+            self.cells.append(cell)
+        summary = data.get("summary") or lost_reason(report)
+        if report.when == "call" or crashed or (report.failed and first):
+            # Every item's verdict, for the report (the HTML page lists them per class).
+            self.verdicts[report.nodeid] = {
+                "item": report.nodeid.partition("::")[2], "check": data.get("check", props.get("torchbind_check")),
+                "target": data.get("target", props.get("torchbind_target")),
+                "status": status or Status.FAILED.value, "summary": summary, "baseline": hasattr(report, "wasxfail"),
+                "qualname": data.get("qualname") or props.get("torchbind_class") or qualname_of_id(report.nodeid),
+                "notes": data.get("notes", []), "evidence": data.get("evidence", {})}
+        # Verdicts for --torchbind-accept: only a check that failed, or passed, changes the baseline.
+        if crashed or (report.when == "call" and status == Status.FAILED.value):
+            self.accepted[report.nodeid] = (True, summary)
+        elif report.when == "call" and status == Status.PASSED.value:
+            # its check passed (a strict xfail that passed reports failed, XPASS(strict): it is no longer failing)
+            self.accepted[report.nodeid] = (False, data.get("summary") or "")
+        elif report.when != "call" and report.failed:
+            # a setup or teardown error: outside the check, no verdict; its entry stays as it is
+            self.accepted.pop(report.nodeid, None)
+        # (a skipped check, or a call that failed without a status -- an error outside the check: no verdict)
+
+    # ----- what the reports make ----------------------------------------------------------------------------
+    @property
+    def report(self):
+        """The :class:`~conformance.reports.MatrixReport` of the cells recorded so far (marked incomplete when
+        the run was interrupted)."""
+        verdicts: dict[str, list[dict]] = {}
+        for verdict in self.verdicts.values():
+            verdicts.setdefault(verdict["qualname"], []).append({k: v for k, v in verdict.items() if k != "qualname"})
+        return build_report(self.cells, incomplete=self.incomplete, verdicts=verdicts, labels=self.labels())
+
+    def terminal_summary(self, terminalreporter) -> None:
+        """Print the compact matrix, the stale baseline entries, and the end-of-run warnings :meth:`finish`
+        collected (it runs first, in ``pytest_sessionfinish``)."""
+        if self.cells:
+            terminalreporter.section("torchbind coverage matrix")
+            for line in render_lines(self.report):
+                terminalreporter.write_line(line)
+            for path in self.reports_written:
+                terminalreporter.write_line(f"report: {path}")
+        reused = reuse_line(self.verdicts.values(), self.options.reuse)
+        if reused:
+            terminalreporter.write_line(reused)
+        if self.accepted_changes is not None or self.stale:
+            terminalreporter.section("torchbind baseline")
+        if self.accepted_changes is not None:
+            changes = [c for c in self.accepted_changes if c.partition(" ")[2] not in self.stale]
+            if changes:
+                n = len(changes)
+                terminalreporter.write_line(f"--torchbind-accept wrote {self.options.baseline}: {n} "
+                                            f"change{'s' if n != 1 else ''}:")
+                for line in changes:
+                    terminalreporter.write_line(f"  {line}")
+            else:
+                terminalreporter.write_line(f"--torchbind-accept: {self.options.baseline} already said what this run "
+                                            "found (unchanged)")
+        if self.stale:
+            n = len(self.stale)
+            if self.stale_removed:
+                terminalreporter.write_line(f"--torchbind-accept removed {n} stale entr{'y' if n == 1 else 'ies'} "
+                                            f"from {self.options.baseline} (tests that no longer exist):")
+            else:
+                terminalreporter.write_line(f"{n} entr{'y' if n == 1 else 'ies'} of {self.options.baseline} "
+                                            f"name{'s' if n == 1 else ''} tests that no longer exist:", yellow=True)
+            for test_id in self.stale:
+                terminalreporter.write_line(f"  {test_id}")
+            if not self.stale_removed:
+                terminalreporter.write_line("remove them from the file, or run once with --torchbind-accept (a run "
+                                            "that selects their class removes them)")
+        for warning in self.warnings:
+            terminalreporter.write_line(f"torchbind: {warning}", yellow=True, bold=True)
+
+    def finish(self, session: pytest.Session, exitstatus: int) -> None:
+        """At the end of the run: mark the report incomplete when the run was interrupted, find stale baseline
+        entries, then write the report file and the GitHub step summary (only when a torchbind item ran, so a run
+        that ran none leaves existing files alone) and the accepted baseline. An ``OSError`` writing one of them
+        becomes a line in :attr:`warnings` (printed by :meth:`terminal_summary`); the others are still written.
+        Raises nothing for such faults."""
+        self.incomplete = self._incomplete(session, exitstatus)
+        self.stale = self._stale_entries()
+        report = self.report
+        for path in self.options.reports if self.ran else ():
+            try:
+                write_report(report, path)
+                self.reports_written.append(path)
+            except OSError as exc:
+                self.warnings.append(f"could not write the report {path}: {describe_os_error(exc)}")
+        if self.options.accept and self.options.baseline is not None:
+            try:
+                merged = merge_accepted(self.options.known, self.accepted, self.stale)
+                save_baseline(self.options.baseline, merged)
+                self.stale_removed = True
+                self.accepted_changes = accept_changes(self.options.known, merged)
+                warning = accept_warning(self.options.known, merged)  # the fake's own bugs, baselined: say so
+                if warning:
+                    self.warnings.append(warning)
+            except OSError as exc:
+                self.warnings.append(f"could not write the baseline {self.options.baseline}: "
+                                     f"{describe_os_error(exc)}")
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary and self.ran and self.cells:
+            try:
+                with open(summary, "a", encoding="utf-8") as fh:
+                    fh.write(render_markdown(report) + "\n")
+            except OSError as exc:
+                self.warnings.append(f"could not write the GitHub step summary {summary} (GITHUB_STEP_SUMMARY): "
+                                     f"{describe_os_error(exc)}")
+
+    def _incomplete(self, session: pytest.Session, exitstatus: int) -> str | None:
+        """Why the report misses cells, e.g. ``"interrupted: 47 of 91 cells ran"`` (the planned cells: the
+        ``matrix`` units of the selected classes, with this run's backends), or ``None`` for a run that was
+        neither interrupted (Ctrl-C, SIGTERM) nor stopped early (``-x``, ``--maxfail``)."""
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            why = "interrupted"
+        elif session.shouldfail or session.shouldstop:  # -x / --maxfail, --stepwise
+            why = f"stopped early ({session.shouldfail or session.shouldstop})"
+        else:
+            return None
+        settings = self.engine.settings
+        only = ("matrix",) if settings.checks is None or "matrix" in settings.checks else ()
+        try:
+            planned = sum(1 for q in self.classes for u in plan(q, self.engine, only=only, backends=settings.backends))
+        except Exception as exc:  # noqa: BLE001 - the note still says that the run stopped
+            self.warnings.append(f"could not count the planned matrix cells: {type(exc).__name__}: {exc}")
+            return f"{why}: {len(self.cells)} cells ran"
+        return f"{why}: {len(self.cells)} of {planned} cells ran"
+
+    def _stale_entries(self) -> list[str]:
+        """The baseline entries of the selected classes that their plan no longer has, sorted (see
+        :mod:`conformance.plugin.baseline`). The plan is the full one (no ``--torchbind-checks`` or
+        ``--torchbind-backends`` filter), so a narrowed run makes nothing stale. Builds no objects."""
+        known = self.options.known
+        if not known:
+            return []
+        stale: list[str] = []
+        try:
+            for qualname in self.classes:
+                prefix = self.engine.context(qualname).info.test_name + "::"
+                planned = {prefix + unit.name for unit in plan(qualname, self.engine)}
+                stale += stale_entries(known, prefix, planned)
+        except Exception as exc:  # noqa: BLE001 - a warning: the gate's own result stands
+            self.warnings.append(f"could not check the baseline for stale entries: {type(exc).__name__}: {exc}")
+            return []
+        return sorted(stale)
+
+
+class CrashHook:
+    """pytest-xdist's ``pytest_handlecrashitem`` (registered only where xdist is installed, on the controller):
+    an item whose worker process died before it reported. The recorder then records the report xdist makes for it
+    as a failed verdict (and, for a matrix item, a failed cell)."""
+
+    def __init__(self, recorder: Recorder):
+        self.recorder = recorder
+
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched) -> None:
+        if crashitem.startswith("torchbind["):
+            self.recorder.crashed.add(crashitem)

@@ -1,0 +1,309 @@
+"""The setup role of the plugin: what one pytest run (controller, serial run or xdist worker) is given and how it
+runs an item.
+
+``conformance.plugin.hooks``'s hooks are one-line calls into a :class:`PluginRun` kept in ``config.stash``. It reads
+the options, loads the libraries and fakes, expands the class selectors, builds the run's
+:class:`~conformance.runner.Engine` (frozen settings, the process's registry, a tracer), sets up process isolation
+(:mod:`conformance.process`), and holds the two other roles: the :class:`~conformance.plugin.items.Collection` (the
+items and their table) and, on the controller or in a serial run only, the
+:class:`~conformance.plugin.recorder.Recorder` of what the reports bring back (registered as a plugin there, with
+xdist's ``pytest_handlecrashitem`` where xdist is installed).
+
+SIGTERM on the controller or a serial run is handled like Ctrl-C (pytest stops, the partial report is written and
+marked incomplete, exit status 2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import sys
+import signal
+import threading
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from ..checks import all_checks
+from ..torchbind.context import import_lazily_imported_modules
+from ..torchbind.discovery import SelectorError, expand_selector, registered_classes
+from ..core.faults import watch_interrupts
+from .items import Collection
+from ..engine.loading import LoadError, apply_load_spec, repro_lines, selecting
+from ..matrix.backend import all_backends
+from .options import RunOptions, read_options, replaced_ini_lists
+from ..process import Supervisor, WorkerLost
+from .recorder import CrashHook, Recorder
+from ..core.results import Outcome
+from .reuse import KeyMaker, ReuseStore
+from ..runner import CheckTarget, Engine, lost_outcome, prepare_class, run_target, unsendable_outcome
+from . import torch_globals
+from ..core.versions import untested_warning
+
+__all__ = ["PluginRun", "run_labels"]
+
+
+@contextlib.contextmanager
+def _untraced():
+    """Keep torch's structured-trace records (``torch.__trace``: always DEBUG, thousands per compile, empty messages)
+    out of pytest's log capture while a check runs in the pytest process. torch never lets them propagate, but
+    pytest attaches its capture handlers to non-propagating loggers too (the handlers of ``_pytest.logging``
+    found on ``torch.__trace``), so those are taken off for the check and put back after; torch's own handler
+    (``TORCH_TRACE``) stays."""
+    trace = logging.getLogger("torch.__trace")
+    propagate, trace.propagate = trace.propagate, False
+    pytests = [h for h in trace.handlers if type(h).__module__ == "_pytest.logging"]
+    for handler in pytests:
+        trace.removeHandler(handler)
+    try:
+        yield
+    finally:
+        trace.propagate = propagate
+        for handler in pytests:
+            if handler not in trace.handlers:
+                trace.addHandler(handler)
+
+
+def run_labels(settings) -> dict[str, str]:
+    """What tells this run apart from other runs in a merged report (:mod:`conformance.reports.merge`): the torch version,
+    the device the checks ran on, the platform, and the date (UTC, to the second; not part of a run's identity)."""
+    import datetime
+    import platform
+
+    return {"torch": torch.__version__, "device": getattr(settings, "device", "cpu"),
+            "platform": f"{sys.platform}-{platform.machine()}",
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def _initialized_world() -> str | None:
+    """The backend of torch.distributed's default process group when one is initialized with a backend that
+    communicates (not torch's ``fake`` backend), else ``None``. Imports nothing that is not imported yet."""
+    import sys
+
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            return None
+        backend = str(dist.get_backend())
+    except Exception:  # noqa: BLE001 - a half-built world: nothing to warn about here
+        return None
+    return None if backend == "fake" else backend
+
+
+def _sigterm_as_interrupt(signum, frame) -> None:
+    """SIGTERM handler of the controller or serial run: stop the way Ctrl-C does, so that pytest runs
+    ``pytest_sessionfinish`` (the partial report, JUnit XML) and exits with status 2 (interrupted)."""
+    raise KeyboardInterrupt("terminated by SIGTERM")
+
+
+class PluginRun:
+    """One pytest run of the plugin. Built in ``pytest_configure`` by :meth:`configure`."""
+
+    def __init__(self, config: pytest.Config, options: RunOptions, engine: Engine):
+        self.config = config
+        self.options = options
+        self.engine = engine
+        self.classes: list[str] = []  # the ns::Cls names selected
+        self.supervisor: Supervisor | None = None
+        self.controller = not hasattr(config, "workerinput")
+        reuse = None
+        if getattr(config, "cache", None) is not None:
+            # Verdicts kept in pytest's cache: read back with --torchbind-reuse=on; with off, only those an
+            # earlier run kept are refreshed (options checked that reuse=on has a cache).
+            reuse = ReuseStore(config.cache, KeyMaker(engine.context, engine.registry, engine.settings,
+                                                      options=(options.timeout,), config=config),
+                               reading=options.reuse)
+        self.collection = Collection(engine, self.classes, options.known, torch.__version__, self.run_item,
+                                     self._registered, options.baseline, reuse)
+        #: The controller's (or a serial run's) recorder; ``None`` on a pytest-xdist worker.
+        self.recorder = Recorder(options, engine, self.classes, self.labels) if self.controller else None
+        self._sigterm_installed = False
+        self._unwatch_sigint = lambda: None  # puts back the SIGINT handler watch_interrupts replaced
+        self._threads: int | None = None  # torch's intra-op threads for the plugin's items (set under xdist)
+
+    # ----- configure --------------------------------------------------------------------------------------------
+    @classmethod
+    def configure(cls, config: pytest.Config, named: list[str] = ()) -> PluginRun:
+        """Validate the options, load the libraries and fakes, expand the class selectors, and set up isolation
+        and, on the controller, the recorder. The engine reads the process's registry (decorators that already
+        ran, and those the loaded modules run). ``named``: the gate arguments of the command line
+        (:func:`~conformance.plugin.options.claim_gate_arguments`), which limit the items collected. Raises
+        ``pytest.UsageError`` for bad input."""
+        options = read_options(config, [c.name for c in all_checks()], [b.name for b in all_backends()])
+        rootdir = Path(str(config.rootpath))
+        load_code = [line for spec in options.load for line in repro_lines(spec, rootdir)]
+        device = options.settings.device
+        if device != "cpu":
+            # Every tensor the plugin makes (example objects, arguments, program inputs) and every reproducer's;
+            # set only while the plugin loads and runs its items (PluginRun.torch_defaults).
+            load_code.append(f"torch.set_default_device({device!r})")
+        engine = Engine(dataclasses.replace(options.settings, load_code=tuple(load_code)))
+        for warning in [untested_warning(torch.__version__), *replaced_ini_lists(config)]:
+            if warning:
+                config.issue_config_time_warning(pytest.PytestWarning(warning), stacklevel=2)
+        run = cls(config, options, engine)
+        run.collection.named = list(named)
+        config.add_cleanup(run.unconfigure)
+        if run.recorder is not None:
+            config.pluginmanager.register(run.recorder, "torchbind-recorder")
+            if config.pluginmanager.hasplugin("xdist"):
+                config.pluginmanager.register(CrashHook(run.recorder), "torchbind-crash-hook")
+        unselected = bool(options.load) and not options.selectors  # a usage error below, naming what loaded
+        before = set(registered_classes()) if unselected else set()
+        with run.torch_defaults(), selecting(options.selectors):  # load modules may ask what the run selects
+            for spec in options.load:
+                try:
+                    apply_load_spec(spec, rootdir)
+                except LoadError as exc:
+                    raise pytest.UsageError(str(exc)) from None
+        if unselected:
+            loaded = sorted(set(registered_classes()) - before) or registered_classes()
+            raise pytest.UsageError(
+                "--torchbind-load loaded libraries and fakes but no class is selected, so nothing would be checked: "
+                "add --torchbind-class=NS::CLS (or NS::*), or torchbind_classes in the ini. Classes registered: "
+                + (", ".join(loaded) or "(none)"))
+        for selector in options.selectors:
+            try:
+                for qualname in expand_selector(selector):
+                    if qualname not in run.classes:
+                        run.classes.append(qualname)
+            except SelectorError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        if run.collection.reuse is not None:
+            run.collection.reuse.keys.snapshot()  # the extension modules the run's loading imported
+        run._configure_isolation()
+        run._handle_sigterm()
+        if run.classes:
+            # Tells a real Ctrl-C from a KeyboardInterrupt raised by a fake (conformance.core.faults), until unconfigure.
+            run._unwatch_sigint = watch_interrupts()
+        workers = getattr(config, "workerinput", {}).get("workercount")
+        if run.classes and workers:
+            # Under xdist, N workers each running torch's intra-op thread pool oversubscribe the cores and make
+            # compile-bound matrix runs slower than serial ones (applied around the plugin's items only).
+            run._threads = max(1, (os.cpu_count() or 1) // int(workers))
+        return run
+
+    @contextlib.contextmanager
+    def torch_defaults(self):
+        """torch's default device (``--torchbind-device``) and, under xdist, its intra-op thread count, as the
+        plugin's loading and items need them, put back as they were afterwards: the user's own tests in the same
+        run see torch as they left it. An isolation worker forked meanwhile keeps them."""
+        device, threads = self.engine.settings.device, self._threads
+        old_device, old_threads = torch.get_default_device(), torch.get_num_threads()
+        if device != "cpu":
+            torch.set_default_device(device)
+        if threads:
+            torch.set_num_threads(threads)
+        try:
+            yield
+        finally:
+            if threads:
+                torch.set_num_threads(old_threads)
+            if device != "cpu":
+                torch.set_default_device(None if old_device == torch.device("cpu") else old_device)
+
+    def _configure_isolation(self) -> None:
+        if self.options.isolation != "process" or not self.classes:
+            return
+        backend = _initialized_world()
+        if backend is not None:  # collectives in the forked worker would hang, each item until its timeout
+            self.config.issue_config_time_warning(pytest.PytestConfigWarning(
+                f"torch.distributed's default process group (backend {backend}) was initialized before the "
+                "isolation worker is forked: a collective run in a forked process hangs (the backend's threads "
+                "and connections stay in the parent), so every item whose op communicates would fail as a hang; "
+                "run with --torchbind-isolation=none (docs: Gate distributed classes)"), stacklevel=2)
+        self.supervisor = Supervisor(self._run_in_worker, self.options.timeout,
+                                     before_fork=import_lazily_imported_modules, tracer=self.engine.tracer,
+                                     memory_limit=self.options.memory_limit, unsendable=unsendable_outcome)
+        for qualname in self.classes:
+            self.supervisor.register(qualname)  # the key of the class's preparation
+
+    def _handle_sigterm(self) -> None:
+        """On the controller or a serial run that checks classes, from the main thread, where SIGTERM still has
+        its default action: make SIGTERM (CI cancellation, ``timeout``) stop the run like Ctrl-C."""
+        if not self.controller or not self.classes or threading.current_thread() is not threading.main_thread():
+            return
+        with contextlib.suppress(ValueError, OSError, AttributeError):
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+                self._sigterm_installed = True
+
+    def unconfigure(self) -> None:
+        """Stop the worker, give SIGTERM back its default action (when :meth:`_handle_sigterm` changed it), and put
+        back the SIGINT handler :func:`~conformance.core.faults.watch_interrupts` replaced."""
+        if self.supervisor is not None:
+            self.supervisor.close()
+        if self._sigterm_installed and signal.getsignal(signal.SIGTERM) is _sigterm_as_interrupt:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        self._sigterm_installed = False
+        self._unwatch_sigint()
+        self._unwatch_sigint = lambda: None
+
+    # ----- running -------------------------------------------------------------------------------------------------
+    def labels(self) -> dict[str, str]:
+        """This run's labels in the report (:func:`run_labels`)."""
+        return run_labels(self.engine.settings)
+
+    def _registered(self, nodeid: str) -> None:
+        """A collected item: a worker forked before it was collected cannot run it."""
+        if self.supervisor is not None:
+            self.supervisor.register(nodeid)
+
+    def run_item(self, nodeid: str, unit: CheckTarget) -> Outcome:
+        """Run one item: in the isolation worker (a crash or hang becomes a failed outcome), or here; with the
+        plugin's torch defaults (:meth:`torch_defaults`) either way."""
+        if self.supervisor is None:
+            return self._run_here(nodeid, unit)
+        with self.torch_defaults():
+            # One worker per class (group): a leak or a crash of one class never shows in another class's items.
+            self.supervisor.prepare_once(unit.qualname, group=unit.qualname)
+            # A matrix cell (one program compiled or exported, then run) gets --torchbind-timeout as a whole: a
+            # hang in torch's compiler costs one timeout; other items get ITEM_LIMIT_FACTOR times it.
+            factor = 1 if unit.check.scope == "cell" else None
+            result = self.supervisor.run(nodeid, group=unit.qualname, factor=factor)
+            if isinstance(result, WorkerLost):
+                return lost_outcome(unit, result.failure(self.supervisor.timeout))
+            return result
+
+    def _run_here(self, nodeid: str, unit: CheckTarget) -> Outcome:
+        """Run one item in the pytest process (``--torchbind-isolation=none``). torch's process-wide defaults
+        (:mod:`conformance.plugin.torch_globals`) are put back afterwards, with a warning naming the item and what it
+        changed, so the user's own tests after it see torch as they left it; a child process forked during the item
+        that comes back here ends (it must not run the rest of the session a second time)."""
+        saved, pid = torch_globals.snapshot(), os.getpid()
+        try:
+            with self.torch_defaults(), _untraced():
+                return run_target(unit, self.engine, known_failure=nodeid in self.collection.expected)
+        finally:
+            if os.getpid() != pid:
+                os._exit(0)
+            changed = torch_globals.put_back(saved)
+            if changed:
+                warnings.warn(pytest.PytestWarning(
+                    f"{nodeid} changed torch's process-wide defaults, which every test after it in this process "
+                    f"would have seen (--torchbind-isolation=none runs the plugin's items in the pytest process); "
+                    f"put back after the item: {torch_globals.describe(changed)}. A fake, the class's code or an "
+                    "example factory that changes them should put them back itself (a context manager such as "
+                    "torch.no_grad(), or try/finally)"))
+
+    def _run_in_worker(self, key: str) -> Outcome:
+        """What the isolation worker runs for a key: a collected item (by node id) or a class's preparation."""
+        unit = self.collection.items.get(key)
+        if unit is None:
+            return prepare_class(key, self.engine)
+        return run_target(unit, self.engine, known_failure=key in self.collection.expected)
+
+    def report_header(self) -> list[str]:
+        """Lines for pytest's header: what the run checks and, without process isolation, the promises it
+        cannot keep."""
+        if not self.classes:
+            return []
+        lines = [f"torchbind: {len(self.classes)} class(es), isolation={self.options.isolation}"]
+        if self.options.isolation == "none":
+            lines.append("torchbind: --torchbind-isolation=none: checks run in the pytest process: a crash in C++ "
+                         "ends the run, and calls are not timed (--torchbind-timeout is not enforced)")
+        return lines
