@@ -9,7 +9,7 @@ dimensions", pointing back to ``agreement[lookup]``. (``with BROKEN["vocab_const
 A correct fake does not keep a program's results fresh: torch.export burns an int result (``vocab["unknown"]``,
 ``get_default_index()``) into the program as a constant, so the exported program returns the traced vocabulary's
 default for every other vocabulary; torch.compile guards on the flattened state and recompiles. The coverage
-matrix shows both numbers (tests/test_matrix_stale.py).
+matrix shows both numbers (tests/unit/matrix/test_matrix_stale.py).
 
 Not imported by ``sample_classes``; load it explicitly::
 

@@ -1,5 +1,5 @@
 """Python custom classes whose custom ops' fake kernels (``register_fake``) are compared with the real ops, for the
-plugin's own tests (``tests/test_op_fakes.py``).
+plugin's own tests (``tests/unit/custom/test_fake_kernels.py``).
 
 * :class:`Crop`, a constant (value) class: ``samples_opfake::crop(x, c)`` is ``x[c.start:c.start + c.length]``
   (a copy), and its fake gives that shape, reading the object (a constant object reaches a fake kernel as the real

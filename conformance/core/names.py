@@ -4,7 +4,7 @@ coverage-matrix backends, in column order.
 :data:`CHECKS` is the one ordered list of checks: ``(name, module)`` pairs, the module under
 ``conformance.checks`` that registers the check. :func:`conformance.checks.all_checks` imports those modules and
 returns the checks in this order (``tracing_mode`` first: it decides whether torch uses a fake at all), so the run
-order is written here, not made by imports. ``tests/test_docs.py`` keeps :data:`BACKEND_NAMES` equal to
+order is written here, not made by imports. ``tests/integration/test_docs.py`` keeps :data:`BACKEND_NAMES` equal to
 :func:`conformance.matrix.backend.all_backends`, which imports torch."""
 
 from __future__ import annotations

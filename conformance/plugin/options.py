@@ -101,7 +101,7 @@ def add_options(parser: pytest.Parser, check_names: list[str], backend_names: li
                   "limit)", default="")
 
 
-#: Every ini key :func:`add_options` registers (``tests/test_docs.py`` keeps the two in step).
+#: Every ini key :func:`add_options` registers (``tests/integration/test_docs.py`` keeps the two in step).
 INI_KEYS = ("torchbind_classes", "torchbind_load", "torchbind_backends", "torchbind_report", "torchbind_baseline",
             "torchbind_examples", "torchbind_timeout", "torchbind_isolation", "torchbind_memory_limit",
             "torchbind_device", "torchbind_reuse", "torchbind_check_repro")

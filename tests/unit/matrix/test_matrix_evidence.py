@@ -34,7 +34,7 @@ from conformance.matrix.scenarios import scenario
 from conformance.process import Supervisor
 from conformance.process.stacks import Frame, hang_site, parse_dump
 from conformance.core.results import Outcome
-from conftest import engine_of
+from conftest import REPO, engine_of
 
 VOCAB, STASH, COUNTER, QUEUE = ("samples_limits::Vocab", "samples_limits::Stash", "samples::Counter",
                                 "samples::TensorQueue")
@@ -354,7 +354,7 @@ def test_plain_torch_dynamo_loops_forever_on_token_in_vocab(samples, tmp_path):
     script = tmp_path / "contains.py"
     script.write_text(textwrap.dedent(f"""
         import faulthandler, signal, sys, torch
-        sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r})
+        sys.path.insert(0, {str(REPO)!r})
         import sample_classes
         faulthandler.register(signal.SIGUSR1, all_threads=False)
         vocab = torch.classes.samples_limits.Vocab(["a", "bc"])

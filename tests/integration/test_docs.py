@@ -21,7 +21,7 @@ import pytest
 from conformance.plugin import hooks as plugin
 from conftest import TORCH_SPEC, TORCH_TESTLIB, run_inprocess
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 OPTIONS_PAGE = DOCS / "reference" / "options.md"

@@ -23,7 +23,7 @@ from conformance.runner import plan, run_target
 from conformance.core.settings import Settings
 from conftest import engine_of, run_inprocess
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LOAD = ("import sys", f"sys.path.insert(0, {str(ROOT)!r})", "import sample_classes",
         "import sample_classes.fakes_evidence")
 TICKETER = "samples_evidence::Ticketer"

@@ -11,7 +11,7 @@ from conformance.core.settings import DEFAULT_EXAMPLES, Settings
 
 #: The differential test's budget in these sweeps over every check: its explicit two-call sequences plus a few
 #: random ones. Its own rule (``check == "differential"``) gets the default budget, and
-#: tests/test_differential.py runs the correct fakes over the default budget repeatedly.
+#: tests/unit/torchbind/test_differential.py runs the correct fakes over the default budget repeatedly.
 SWEEP = Settings(examples=10)
 
 
@@ -53,7 +53,7 @@ def test_every_check_has_a_broken_fake():
 @pytest.mark.parametrize("broken", _broken(), ids=lambda b: b.name)
 def test_broken_fake_is_caught_by_its_check(samples, broken):
     # A differential bug gets the default budget; any other bug is looked for by every other check (the
-    # differential check's own runs on broken fakes are tests/test_differential.py's).
+    # differential check's own runs on broken fakes are tests/unit/torchbind/test_differential.py's).
     if broken.check == "differential":
         settings, skip = Settings(examples=DEFAULT_EXAMPLES), {"matrix"}
     else:

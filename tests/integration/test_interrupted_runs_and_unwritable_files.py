@@ -1,5 +1,5 @@
 """The gate under faults around it: runs that execute no check, interrupted runs (Ctrl-C, SIGTERM), and files that
-cannot be written at the end of a run. (Baseline accept under partial runs: tests/test_baseline.py.)"""
+cannot be written at the end of a run. (Baseline accept under partial runs: tests/integration/test_baseline.py.)"""
 
 from __future__ import annotations
 

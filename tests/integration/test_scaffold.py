@@ -23,7 +23,7 @@ from conformance.scaffold.templates import literal
 
 from conftest import needs_torch_testlib
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIBRARY_ONLY = f"{ROOT / 'sample_classes' / '_build.py'}:load_library"
 TORCH_LIBRARY_ONLY = "torch.testing._internal.torchbind_impls:load_torchbind_test_lib"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "conformance"
+PACKAGE = Path(__file__).resolve().parents[2] / "conformance"
 #: The engine: what runs checks without pytest and without processes.
 ENGINE = ["core", "engine", "torchbind", "custom", "checks", "matrix", "runner.py"]
 #: What the engine must not import: the process layer and the pytest layer.

@@ -2,7 +2,7 @@
 a field or class name holding HTML or Markdown link syntax is escaped, never passed to the page that renders the
 report (issue 29: ``<img src=x onerror=...>`` in a field name ran in the reader's browser; the HTML report of the
 same data was already inert). The rendered page is checked with the ``markdown`` package (Python-Markdown, which
-MkDocs uses; installed with the docs extra) where it is installed; tests/test_html_browser.py opens it in
+MkDocs uses; installed with the docs extra) where it is installed; tests/integration/test_html_browser.py opens it in
 Chromium."""
 
 from __future__ import annotations
