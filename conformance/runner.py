@@ -19,9 +19,9 @@ from typing import Any
 from .core.breadcrumbs import Tracer
 from .checks import Check, all_checks
 from .torchbind.context import ClassContext
-from .torchbind.discovery import discover
 from .core.evidence import collecting
 from .core.faults import UserFault, fault_failure, real_interrupt
+from .kinds import context_for
 from .matrix.cell import cell_failure, cell_skip_reason
 from .core.registry import REGISTRY, Registry
 from .engine.reproducers import MAX_CHECKED, check_reproducer
@@ -49,15 +49,9 @@ class Engine:
         :class:`~conformance.custom.context.CustomClassContext` for a Python custom class ``module.QualName``),
         discovered on first use and cached. Raises ``KeyError`` (from discovery) for a class torch does not know."""
         ctx = self._contexts.get(qualname)
-        if ctx is None and "::" not in qualname:  # module.QualName: a Python custom class
-            from .custom.discovery import discover_custom
-            from .custom.context import CustomClassContext
-
-            ctx = self._contexts[qualname] = CustomClassContext(discover_custom(qualname), self.settings,
-                                                                self.registry, self.tracer)
-        elif ctx is None:
-            ctx = self._contexts[qualname] = ClassContext(discover(qualname), self.settings, self.registry,
-                                                          self.tracer, self.context)
+        if ctx is None:
+            ctx = self._contexts[qualname] = context_for(qualname, self.settings, self.registry, self.tracer,
+                                                         self.context)
         return ctx
 
     def lost_examples(self) -> bool:

@@ -56,6 +56,11 @@ class ConformanceError(Exception):
     :class:`Failure` objects, not errors."""
 
 
+class SelectorError(ConformanceError, ValueError):
+    """A ``--torchbind-class`` selector (``ns::Cls``, ``module.QualName`` or an fnmatch pattern on either) that is
+    malformed or names no loaded class of either kind; the message lists what does exist."""
+
+
 class NotApplicable(Exception):
     """Raised by a check that cannot run for this target; the message says why (the item is skipped)."""
 
@@ -79,7 +84,8 @@ class Failure(Exception):
     target (``None``: the item's); ``cpp`` and ``fake`` what each side did; ``details`` further lines (e.g.
     per-field differences); ``example`` the code that builds the example object; ``call`` the call made;
     ``program`` a matrix scenario's program and objects; ``repro`` a standalone Python script that shows the
-    disagreement.
+    disagreement; ``rule`` the stable id of the rule broken (``check.rule``, e.g. ``signature.arg-type``; listed in
+    docs/reference/checks.md), which tests and tools match on instead of the prose of ``summary``.
     """
 
     summary: str
@@ -91,6 +97,7 @@ class Failure(Exception):
     call: str | None = None
     repro: str | None = None
     program: str | None = None
+    rule: str = ""
 
     def __post_init__(self) -> None:
         super().__init__(self.summary)

@@ -25,6 +25,8 @@ from typing import Any
 import torch
 from torch._library import opaque_object as _opaque
 
+from ..core.results import SelectorError
+
 __all__ = ["CustomClassInfo", "CustomOpInfo", "registered_custom_classes", "expand_custom_selector",
            "discover_custom", "is_custom_class", "kind_of", "api_names"]
 
@@ -88,14 +90,10 @@ def _import_class(name: str) -> type | None:
     return None
 
 
-class CustomSelectorError(LookupError):
-    """A ``--torchbind-class`` value naming no registered Python custom class (the message lists those that are)."""
-
-
 def expand_custom_selector(selector: str) -> list[str]:
     """The registered custom classes ``selector`` names: a class name ``module.QualName`` (imported when not yet
     registered, which registers it when its module does) or an ``fnmatch`` pattern on those names. Raises
-    :class:`CustomSelectorError` when nothing matches, listing the registered classes."""
+    :class:`SelectorError` when nothing matches, listing the registered classes."""
     if not any(ch in selector for ch in "*?["):
         cls = _registered().get(selector) or _import_class(selector)
         if cls is not None and is_custom_class(cls) and _opaque.get_opaque_type_name(cls) == selector:
@@ -103,7 +101,7 @@ def expand_custom_selector(selector: str) -> list[str]:
     matches = [n for n in registered_custom_classes() if fnmatch.fnmatchcase(n, selector)]
     if matches:
         return matches
-    raise CustomSelectorError(
+    raise SelectorError(
         f"--torchbind-class={selector!r}: no Python custom class {selector} is registered (with "
         f"torch._library.opaque_object.{api_names()['register']}; the name is module.QualName). Registered: "
         f"{', '.join(registered_custom_classes()) or '(none)'}")
@@ -192,7 +190,7 @@ def discover_custom(name: str) -> CustomClassInfo:
     try:
         [name] = expand_custom_selector(name)
         cls = _registered().get(name) or _import_class(name)
-    except (CustomSelectorError, ValueError):
+    except (SelectorError, ValueError):
         raise KeyError(name) from None
     info = _opaque.get_opaque_obj_info(cls)
     members = {m: getattr(t, "value", str(t)) for m, t in (info.members or {}).items()}

@@ -110,9 +110,9 @@ class Collection:
 
     def nothing_to_check(self, qualname: str) -> None:
         """Warn (``PytestCollectionWarning``, in pytest's warnings summary) that a selected class has no item with
-        the run's filters, and why (:func:`conformance.torchbind.discovery.why_nothing_to_check`)."""
+        the run's filters, and why (:func:`conformance.kinds.why_nothing_to_check`)."""
         from ..checks import all_checks
-        from ..torchbind.discovery import why_nothing_to_check
+        from ..kinds import why_nothing_to_check
 
         settings = self.engine.settings
         why = why_nothing_to_check(qualname, self.engine.context(qualname).kind, all_checks(), settings.checks,

@@ -30,7 +30,9 @@ import torch
 
 from ..checks import all_checks
 from ..torchbind.context import import_lazily_imported_modules
-from ..torchbind.discovery import SelectorError, expand_selector, registered_classes
+from ..core.results import SelectorError
+from ..kinds import expand_selector
+from ..torchbind.discovery import registered_classes
 from ..core.faults import watch_interrupts
 from .items import Collection
 from ..engine.loading import LoadError, apply_load_spec, repro_lines, selecting

@@ -50,7 +50,7 @@ def generate_verified(qualname: str, load_specs: list[str], output: str, *, time
     Returns the source and what the plugin's checks said about it: ``{"bodies": methods and op fakes written,
     "inferred": bodies kept (each passed agreement, or custom_op for an op fake), "differential": "passed" (the
     kept bodies together), or "nothing to verify"}``."""
-    from ..torchbind.discovery import SelectorError
+    from ..core.results import SelectorError
     from ..process import WorkerLost
     from ..runner import Engine
     from ..core.settings import DEFAULT_EXAMPLES

@@ -44,7 +44,8 @@ def scaffold_all(qualnames: list[str], load_specs: list[str], out_dir: Path, *, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..torchbind.discovery import SelectorError, expand_selector
+    from ..core.results import SelectorError
+    from ..kinds import expand_selector
     from ..engine.loading import LoadError, apply_load_spec
 
     p = argparse.ArgumentParser(prog="python -m conformance.scaffold.batch", description=__doc__.splitlines()[0])

@@ -20,8 +20,8 @@ import torch
 import torch._library.simple_registry as simple_registry
 from torch._library import fake_class_registry
 
-from ..core.qualname import is_custom_class_name, node_id, split_qualname
-from ..core.results import ConformanceError
+from ..core.qualname import node_id, split_qualname
+from ..core.results import SelectorError
 
 __all__ = [
     "CLASS_PREFIX",
@@ -31,12 +31,10 @@ __all__ = [
     "ProtocolMethods",
     "class_schemas",
     "registered_classes",
-    "expand_selector",
+    "expand_torchbind_selector",
     "discover",
     "has_python_fake",
     "runs_on_fakes",
-    "SelectorError",
-    "why_nothing_to_check",
 ]
 
 CLASS_PREFIX = "__torch__.torch.classes."
@@ -50,10 +48,6 @@ def qualname_of(script_qualname: str) -> str:
 # ``torch/_library/fake_class_registry.py::maybe_to_fake_obj`` (plus ``__init__``, which fakes replace with
 # ``__obj_unflatten__``).
 ProtocolMethods = frozenset({"__init__", "__obj_flatten__", "__getstate__", "__setstate__"})
-
-
-class SelectorError(ConformanceError, ValueError):
-    """A ``--torchbind-class`` selector names no loaded class; the message lists what does exist."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,23 +160,16 @@ def registered_classes(namespace: str | None = None) -> list[str]:
     return sorted(names)
 
 
-def expand_selector(selector: str) -> list[str]:
-    """Expand a ``--torchbind-class`` value: ``ns::Cls``, or an ``fnmatch`` pattern on either part (``ns::*``,
-    ``*::*``, ``*::Cls``, ``quantized::[LE]*``; :func:`fnmatch.fnmatchcase`, so case matters); for a Python custom
-    class, ``module.QualName`` or an ``fnmatch`` pattern on such names
-    (:func:`conformance.custom.discovery.expand_custom_selector`). Returns the matching ``ns::Cls`` names, sorted.
+def expand_torchbind_selector(selector: str) -> list[str]:
+    """Expand a ``--torchbind-class`` value naming TorchBind classes: ``ns::Cls``, or an ``fnmatch`` pattern on
+    either part (``ns::*``, ``*::*``, ``*::Cls``, ``quantized::[LE]*``; :func:`fnmatch.fnmatchcase`, so case
+    matters). Returns the matching ``ns::Cls`` names, sorted (both kinds: :func:`conformance.kinds.expand_selector`).
 
-    Raises :class:`SelectorError` when the selector is malformed or matches no loaded class; the message lists
-    the classes that do exist in the namespaces it names (or the namespaces that exist, when it names none).
+    Raises :class:`~conformance.core.results.SelectorError` when the selector is malformed or matches no loaded
+    class; the message lists the classes that do exist in the namespaces it names (or the namespaces that exist,
+    when it names none).
     """
     parsed = split_qualname(selector)
-    if parsed is None and is_custom_class_name(selector):
-        from ..custom.discovery import CustomSelectorError, expand_custom_selector
-
-        try:
-            return expand_custom_selector(selector)
-        except CustomSelectorError as exc:
-            raise SelectorError(str(exc)) from None
     if parsed is None:
         raise SelectorError(f"--torchbind-class={selector!r}: expected NAMESPACE::CLASS or NAMESPACE::* "
                             "(a TorchBind class; any fnmatch pattern on either part: *::*, *::CLASS), or module.QualName or a pattern on such "
@@ -248,7 +235,7 @@ def discover(qualname: str) -> ClassInfo:
     ns, name = split_qualname(qualname) or ("", qualname)
     schemas = class_schemas().get(f"{ns}.{name}") if ns else None
     if schemas is None:
-        expand_selector(qualname)  # raises with the listing
+        expand_torchbind_selector(qualname)  # raises with the listing
         raise SelectorError(f"no TorchBind class {qualname} is registered")
     methods = {m: overloads[0] for m, overloads in schemas.items()}
     script_class = getattr(getattr(torch.classes, ns), name)
@@ -313,31 +300,3 @@ def _static_methods(script_class, instance_methods: list[str] = ()) -> dict[str,
         if isinstance(found, torch.ScriptClassFunction):
             out[schema.name] = schema
     return out
-
-
-def why_nothing_to_check(qualname: str, kind: str, checks, only: tuple[str, ...] | None,
-                         backends: tuple[str, ...] | None) -> str:
-    """Why a selected class has no item to collect: one clause per check the run selected (``only``, the
-    ``--torchbind-checks`` names, or every check of ``checks``, the registered :class:`conformance.checks.Check`
-    objects), saying why it has no target in the class of ``kind`` (``"torchbind"`` or ``"custom"``): a check for
-    the other kind of class, no op taking the class, no method besides the protocol ones, no matrix cell (with
-    ``backends``, the ``--torchbind-backends`` names), or a check that does not apply to it. Raises nothing."""
-    selected = [c for c in checks if only is None or c.name in only]
-    clauses = []
-    for chk in selected:
-        if kind not in chk.kinds:
-            other = "TorchBind classes" if kind == "custom" else "Python custom classes"
-            clauses.append(f"{chk.name} is for {other}")
-        elif chk.scope == "op":
-            clauses.append(f"{chk.name}: no custom op takes a {qualname} argument")
-        elif chk.scope == "method":
-            clauses.append(f"{chk.name}: the class has no method besides its constructor and the pickling and "
-                           "flatten protocol")
-        elif chk.scope == "cell":
-            clauses.append(f"{chk.name}: no coverage-matrix cell" +
-                           (f" with --torchbind-backends={','.join(backends)}" if backends else ""))
-        else:
-            clauses.append(f"{chk.name} does not apply to it")
-    chosen = f"the checks selected (--torchbind-checks={','.join(only)})" if only else "no check"
-    return (f"{node_id(qualname, '').removesuffix('::')}: nothing to check in {qualname}: {chosen} "
-            f"{'have' if only else 'has'} no item for it ({'; '.join(clauses) or 'no check is registered'})")

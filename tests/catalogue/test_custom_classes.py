@@ -18,7 +18,8 @@ from torch._dynamo.testing import CompileCounter
 
 import conformance
 from conformance.custom.discovery import api_names, discover_custom, registered_custom_classes
-from conformance.torchbind.discovery import SelectorError, expand_selector
+from conformance.core.results import SelectorError
+from conformance.kinds import expand_selector
 from conformance.core.qualname import node_id, qualname_of_id
 from conformance.core.registry import REGISTRY
 from conformance.runner import Engine, run_class

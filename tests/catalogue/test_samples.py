@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.torchbind.discovery import expand_selector
+from conformance.kinds import expand_selector
 from conformance.runner import Engine, run_class
 from conformance.core.settings import DEFAULT_EXAMPLES, Settings
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.torchbind.discovery import SelectorError, discover, expand_selector
+from conformance.core.results import SelectorError
+from conformance.kinds import expand_selector
+from conformance.torchbind.discovery import discover
 
 
 def test_expand_namespace_wildcard(torch_test_classes):

@@ -6,7 +6,7 @@ docs/explanation/findings.md lists the same findings with their explanation.
 
 from __future__ import annotations
 
-from conformance.torchbind.discovery import expand_selector
+from conformance.kinds import expand_selector
 from conformance.runner import Engine, run_class
 from conformance.core.settings import Settings
 from conftest import needs_torch_testlib
