@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import enum
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +30,7 @@ from ..engine.loading import repro_lines
 from ..core.registry import Registry
 from ..core.results import NotApplicable
 from ..core.settings import Settings
+from ..engine.render import render
 from ..engine.values import ArgumentSet, UnsupportedType, Value
 
 __all__ = ["Recipe", "CustomClassContext", "state_of", "same_value", "show"]  # state: custom_state
@@ -309,17 +311,9 @@ def _positional_names(init: Callable) -> list[str]:
     return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
-def show(value: Any, limit: int = 12) -> str:
-    """A result as numbers for a message: a tensor with up to ``limit`` elements as its values (``tensor([3.,
-    7.])``), a larger one as its metadata and first values; anything else as ``repr``."""
-    if isinstance(value, torch.Tensor):
-        flat = value.detach().flatten()
-        head = flat[:limit].tolist()
-        more = f", ... ({flat.numel()} elements)" if flat.numel() > limit else ""
-        return f"tensor({head if value.dim() else head[0]}{more}, shape={list(value.shape)}, dtype={value.dtype})"
-    if isinstance(value, (list, tuple)):
-        return type(value)(show(v, limit) for v in value).__repr__().replace("'", "")
-    return repr(value)
+#: A result as numbers for a message (:func:`conformance.engine.render.render`, style ``numbers``): a tensor's
+#: first 12 values with its shape and dtype, anything else as ``repr``; never cut.
+show = functools.partial(render, limit=None, style="numbers")
 
 
 class _Found(Exception):

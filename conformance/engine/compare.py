@@ -1,4 +1,5 @@
-"""Compare what the C++ object produced with what the fake produced, and describe values for messages.
+"""Compare what the C++ object produced with what the fake produced (values are rendered for the messages by
+:mod:`conformance.engine.render`).
 
 The rules mirror how torch uses a fake's results while tracing: tensors stand for their metadata only (shape,
 dtype, device, strides, requires_grad — what ``FakeTensor`` carries), while every non-tensor result is burned into
@@ -11,56 +12,36 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-from torch._library.fake_class_registry import FakeScriptObject, global_fake_class_registry
 from torch._prims_common import check_significant_strides
 
 from ..core.evidence import counted
-from ..core.results import NotApplicable, Note
+from ..core.results import NotApplicable, Note, exception_line
+from .render import render, script_class_name, tensor_meta
 
-if TYPE_CHECKING:
-    from ..torchbind.context import CallResult
+__all__ = ["CallResult", "tensor_meta", "compare_results", "describe", "disagreement", "flat_state_differences",
+           "flattened_pairs", "kept_differences", "script_class_name", "side_text", "value_differences",
+           "unstable_paths", "Tally"]
 
-__all__ = ["tensor_meta", "compare_results", "describe", "disagreement", "flat_state_differences", "flattened_pairs",
-           "kept_differences",
-           "script_class_name", "side_text", "value_differences", "unstable_paths", "Tally"]
-
-
-def tensor_meta(t: torch.Tensor) -> dict[str, Any]:
-    """The metadata a FakeTensor carries: ``shape``, ``dtype``, ``device``, ``stride``, ``requires_grad``."""
-    return {
-        "shape": tuple(t.shape),
-        "dtype": t.dtype,
-        "device": t.device,
-        "stride": tuple(t.stride()),
-        "requires_grad": t.requires_grad,
-    }
+#: :func:`conformance.engine.render.render` under the name the checks import (its default style, ``metadata``).
+describe = render
 
 
-def describe(value: Any, limit: int = 200) -> str:
-    """A short, readable rendering of a value; tensors by metadata (fake tensors have no data)."""
-    if isinstance(value, torch.Tensor):
-        m = tensor_meta(value)
-        extra = ", requires_grad=True" if m["requires_grad"] else ""
-        return (
-            f"Tensor(shape={list(m['shape'])}, dtype={str(m['dtype']).replace('torch.', '')}, "
-            f"device={m['device']}, stride={list(m['stride'])}{extra})"
-        )
-    if isinstance(value, list):
-        text = "[" + ", ".join(describe(v, limit) for v in value) + "]"
-    elif isinstance(value, tuple):
-        text = "(" + ", ".join(describe(v, limit) for v in value) + ("," if len(value) == 1 else "") + ")"
-    elif isinstance(value, dict):
-        text = "{" + ", ".join(f"{describe(k)}: {describe(v, limit)}" for k, v in value.items()) + "}"
-    elif isinstance(value, torch.ScriptObject):
-        text = f"<ScriptObject {value._type().qualified_name().replace('__torch__.torch.classes.', '')}>"
-    elif isinstance(value, FakeScriptObject):
-        text = f"<FakeScriptObject {object.__getattribute__(value, 'script_class_name')}>"
-    else:
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+@dataclasses.dataclass
+class CallResult:
+    """What one side of a call did: ``value`` or ``error`` (an exception), with a one-line ``text`` for messages."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+    @property
+    def raised(self) -> bool:
+        return self.error is not None
+
+    def error_text(self) -> str:
+        return f"raised {exception_line(self.error, limit=300)}"
 
 
 def _same_scalar(a: Any, b: Any) -> bool:
@@ -103,7 +84,7 @@ def compare_results(real: Any, fake: Any, where: str = "result", sides: tuple[st
     diffs: list[str] = []
     if isinstance(real, torch.Tensor) or isinstance(fake, torch.Tensor):
         if not (isinstance(real, torch.Tensor) and isinstance(fake, torch.Tensor)):
-            return [f"{where}: {a} gave {describe(real)}, {b} gave {describe(fake)}"]
+            return [f"{where}: {a} gave {render(real)}, {b} gave {render(fake)}"]
         rm, fm = tensor_meta(real), tensor_meta(fake)
         for key in rm:
             if _meta_equal(key, rm[key], fm[key]):
@@ -115,18 +96,18 @@ def compare_results(real: Any, fake: Any, where: str = "result", sides: tuple[st
         return diffs
     if isinstance(real, (list, tuple)) or isinstance(fake, (list, tuple)):
         if type(real) is not type(fake):
-            return [f"{where}: {a} gave a {type(real).__name__} {describe(real)}, {b} gave a "
-                    f"{type(fake).__name__} {describe(fake)}"]
+            return [f"{where}: {a} gave a {type(real).__name__} {render(real)}, {b} gave a "
+                    f"{type(fake).__name__} {render(fake)}"]
         if len(real) != len(fake):
-            return [f"{where}: {a} gave {len(real)} elements {describe(real)}, {b} gave {len(fake)} "
-                    f"{describe(fake)}"]
+            return [f"{where}: {a} gave {len(real)} elements {render(real)}, {b} gave {len(fake)} "
+                    f"{render(fake)}"]
         for i, (r, f) in enumerate(zip(real, fake)):
             diffs.extend(compare_results(r, f, f"{where}[{i}]", sides,
                                          significant_strides_only=significant_strides_only))
         return diffs
     if isinstance(real, dict) or isinstance(fake, dict):
         if not (isinstance(real, dict) and isinstance(fake, dict)) or set(real) != set(fake):
-            return [f"{where}: {a} gave {describe(real)}, {b} gave {describe(fake)}"]
+            return [f"{where}: {a} gave {render(real)}, {b} gave {render(fake)}"]
         for k in real:
             diffs.extend(compare_results(real[k], fake[k], f"{where}[{k!r}]", sides,
                                          significant_strides_only=significant_strides_only))
@@ -135,17 +116,17 @@ def compare_results(real: Any, fake: Any, where: str = "result", sides: tuple[st
         fake_name = script_class_name(fake)
         real_name = real._type().qualified_name()
         if fake_name != real_name:
-            return [f"{where}: {a} gave {describe(real)}, {b} gave {describe(fake)}"]
+            return [f"{where}: {a} gave {render(real)}, {b} gave {render(fake)}"]
         return []
     if not _same_scalar(real, fake):
-        return [f"{where}: {a} gave {describe(real)} ({type(real).__name__}), "
-                f"{b} gave {describe(fake)} ({type(fake).__name__})"]
+        return [f"{where}: {a} gave {render(real)} ({type(real).__name__}), "
+                f"{b} gave {render(fake)} ({type(fake).__name__})"]
     return []
 
 
 def disagreement(real: CallResult, fake: CallResult, where: str = "result", *,
                  significant_strides_only: bool = False) -> tuple[str, list[str]] | None:
-    """Whether a real and a fake :class:`~conformance.torchbind.context.CallResult` of the same call disagree, under the
+    """Whether a real and a fake :class:`CallResult` of the same call disagree, under the
     validity rule: only a call the C++ side accepted (returned from) is a comparison.
 
     ``None`` when C++ raised (not a comparison: the arguments are not ones the class accepts, whatever the fake
@@ -187,7 +168,7 @@ class Tally:
             if self.first_rejection is None:
                 self.first_rejection = f"{call} -> C++ {real.error_text()}"
             if not fake.raised:
-                self.fake_accepted.append(f"{call}: C++ {real.error_text()}; the fake returned {describe(fake.value)}")
+                self.fake_accepted.append(f"{call}: C++ {real.error_text()}; the fake returned {render(fake.value)}")
             return None
         self.compared += 1
         found = disagreement(real, fake, **kwargs)
@@ -236,21 +217,8 @@ class Tally:
 
 def side_text(result: CallResult) -> str:
     """What one side of a call did, for a failure's ``cpp`` / ``fake`` line: the error it raised
-    (``CallResult.error_text()``), else ``returned <value>`` (:func:`describe`)."""
-    return result.error_text() if result.raised else f"returned {describe(result.value)}"
-
-
-def script_class_name(obj: Any) -> str | None:
-    """The TorchScript class name (``__torch__.torch.classes.ns.Cls``) of a real object, a FakeScriptObject or
-    an instance of a registered fake class; ``None`` for anything else."""
-    if isinstance(obj, torch.ScriptObject):
-        return obj._type().qualified_name()
-    if isinstance(obj, FakeScriptObject):
-        return object.__getattribute__(obj, "script_class_name")
-    for name, klass in global_fake_class_registry._registered_class.items():
-        if isinstance(klass, type) and isinstance(obj, klass):
-            return name
-    return None
+    (``CallResult.error_text()``), else ``returned <value>`` (:func:`~conformance.engine.render.render`)."""
+    return result.error_text() if result.raised else f"returned {render(result.value)}"
 
 
 def flattened_pairs(flat: Any) -> list[tuple[str, Any]]:
@@ -271,7 +239,7 @@ def kept_differences(real: Any, kept: Any, where: str, real_side: str = "C++") -
     judged). One line per difference, named by position under ``where``; raises nothing of its own. Shared by the
     ``roundtrip`` check (right after fakification) and ``custom_op`` (each object after an op)."""
     def differ() -> list[str]:
-        return [f"{where}: {real_side} {describe(real)}, the fake keeps {describe(kept)}"]
+        return [f"{where}: {real_side} {render(real)}, the fake keeps {render(kept)}"]
 
     if isinstance(real, torch.Tensor) or isinstance(kept, torch.Tensor):
         if not (isinstance(real, torch.Tensor) and isinstance(kept, torch.Tensor)):
@@ -381,8 +349,8 @@ def value_differences(expected: Any, actual: Any, where: str = "output", scalars
             torch.testing.assert_close(actual, expected, equal_nan=True)
         except AssertionError as exc:
             first = str(exc).strip().splitlines()
-            return [f"{where}: {first[0] if first else 'tensors differ'} (expected {describe(expected)}, got "
-                    f"{describe(actual)})"]
+            return [f"{where}: {first[0] if first else 'tensors differ'} (expected {render(expected)}, got "
+                    f"{render(actual)})"]
         return []
     if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)) and \
             type(expected) is type(actual) and len(expected) == len(actual):
@@ -397,8 +365,8 @@ def value_differences(expected: Any, actual: Any, where: str = "output", scalars
         return out
     if isinstance(expected, torch.ScriptObject) or isinstance(actual, torch.ScriptObject):
         return [] if script_class_name(expected) == script_class_name(actual) else [
-            f"{where}: expected {describe(expected)}, got {describe(actual)}"]
+            f"{where}: expected {render(expected)}, got {render(actual)}"]
     if type(expected) is not type(actual) or not _same_scalar(expected, actual):
-        return [f"{where}: expected {describe(expected)} ({type(expected).__name__}), got {describe(actual)} "
+        return [f"{where}: expected {render(expected)} ({type(expected).__name__}), got {render(actual)} "
                 f"({type(actual).__name__})"]
     return []

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 import torch
 from torch.jit.annotations import ann_to_type
 
-from .compare import describe, script_class_name
+from .render import render, script_class_name
 
 __all__ = ["annotation_type", "annotation_accepts", "return_type", "value_mismatch", "walk", "TypeHandler",
            "LEAF_KINDS", "CONTAINER_KINDS"]
@@ -221,7 +221,7 @@ class _Mismatch(TypeHandler["str | None"]):
 
     def __init__(self, value: Any, where: str):
         self.value, self.where = value, where
-        self.got = f"{type(value).__name__} {describe(value, limit=80)}"
+        self.got = f"{type(value).__name__} {render(value, limit=80)}"
 
     def _scalar(self, typ, ok: tuple[type, ...], bad: tuple[type, ...] = ()) -> str | None:
         if isinstance(self.value, ok) and not isinstance(self.value, bad):

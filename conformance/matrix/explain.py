@@ -14,14 +14,16 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import torch
 
 from ..torchbind.calls import Call, Callee
-from ..engine.compare import describe, disagreement, flat_state_differences, side_text, value_differences
+from ..engine.compare import disagreement, flat_state_differences, side_text, value_differences
 from ..torchbind.context import new_fake_mode
 from ..engine.jit_types import return_type, value_mismatch
+from ..engine.render import render
 
 __all__ = ["show", "output_differences", "state_differences", "fake_cause", "FakeCause", "cannot_tell", "STAYED"]
 
@@ -29,19 +31,9 @@ __all__ = ["show", "output_differences", "state_differences", "fake_cause", "Fak
 STAYED = "it stayed at the traced object's value"
 
 
-def show(value: Any, limit: int = 160) -> str:
-    """A value for a cell's message: scalars with their type (``3 (int)``), tensors by metadata and, when small,
-    their values (``Tensor(shape=[2], ...) = [0.0, 3.0]``)."""
-    if isinstance(value, torch.Tensor):
-        text = describe(value)
-        if value.numel() <= 12 and not value.is_meta and not isinstance(value, torch._subclasses.FakeTensor):
-            text += f" = {value.tolist()}"
-        return text
-    if isinstance(value, (list, tuple)):
-        text = describe(value, limit)
-    else:
-        text = f"{describe(value, limit)} ({type(value).__name__})"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+#: A value for a cell's message (:func:`conformance.engine.render.render`, style ``cell``): scalars with their type
+#: (``3 (int)``), tensors by metadata and, when small, their values (``Tensor(shape=[2], ...) = [0.0, 3.0]``).
+show = functools.partial(render, limit=160, style="cell")
 
 
 def _as_expected(expected: Any, got: Any, scalars_as_tensors: bool) -> Any:

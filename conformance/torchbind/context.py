@@ -14,12 +14,13 @@ from torch._library.fake_class_registry import maybe_to_fake_obj
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..engine.arguments import ArgumentSource
+from ..engine.compare import CallResult
 from .calls import Call, Callee
 from .discovery import ClassInfo, qualname_of
 from .examples import Example, ExampleSet, build_examples, read_state, script_name
 from ..core.faults import raise_fault
 from ..engine.reproducers import self_judging_tail
-from ..core.results import NotApplicable, exception_line
+from ..core.results import NotApplicable
 from ..core.breadcrumbs import Tracer
 from ..core.registry import Registry
 from ..core.settings import Settings
@@ -73,21 +74,6 @@ def quiet_torch_logs():
         yield
     finally:
         logger.setLevel(old)
-
-
-@dataclasses.dataclass
-class CallResult:
-    """What one side did: ``value`` or ``error`` (an exception), with a one-line ``text`` for messages."""
-
-    value: Any = None
-    error: BaseException | None = None
-
-    @property
-    def raised(self) -> bool:
-        return self.error is not None
-
-    def error_text(self) -> str:
-        return f"raised {exception_line(self.error, limit=300)}"
 
 
 #: A fake's value under a flattened key that could not be read (no such attribute, or its getter raised).
