@@ -1,54 +1,82 @@
-"""The check registry: every check is one module in this package, registered with :func:`check`, and listed, in
-run order, in :data:`conformance.core.names.CHECKS` (the one place that orders them; ``--help`` reads it without
-importing torch).
+"""The check registry: every check is a function in one module of this package, declared, in run order, by one row
+of :data:`conformance.core.names.CHECKS` (name, module, scope; ``--help`` reads the table without importing
+torch). That table is the registry's only declaration: :func:`all_checks` builds each :class:`Check` from its row
+and the module's function of the check's name, and nothing else lists, orders or scopes the checks.
 
-A check is a function ``(ctx: ClassContext, target)``. It reports what it found as
-:class:`~conformance.core.results.Failure` objects — returned in an iterable (empty, or ``None``, means the class
-passes) or raised one at a time — without naming itself or the class: the registry knows the check's name and the
-runner the class and target. It raises :class:`~conformance.core.results.NotApplicable` to be skipped with a reason.
-A ``"cell"``-scope check (the coverage matrix) returns its :class:`~conformance.core.results.Cell` instead.
+The folder says which classes a check is for (:attr:`conformance.core.names.CheckRow.kinds`), and with it the type
+of its context ``ctx``: a module under ``torchbind/`` checks a C++ TorchBind class and its fake class (``ctx`` a
+:class:`~conformance.torchbind.context.ClassContext`: :data:`TorchBindCheckFunc`), one under ``custom/`` a Python
+custom class (``ctx`` a :class:`~conformance.custom.context.CustomClassContext`: :data:`CustomCheckFunc`), and the
+one at the top (``matrix``) both (:data:`CellCheckFunc`).
 
-``kinds`` says which classes a check is for: ``"torchbind"`` (a C++ TorchBind class and its fake class; ``ctx``
-a :class:`~conformance.torchbind.context.ClassContext`) and/or ``"custom"`` (a Python custom class; ``ctx`` a
-:class:`~conformance.custom.context.CustomClassContext`).
+A check is a function ``(ctx, target)``. It reports what it found as :class:`~conformance.core.results.Failure`
+objects, each with its stable ``rule`` id (``<check>.<rule>``, listed in docs/reference/checks.md) — returned in an
+iterable (empty, or ``None``, means the class passes; :class:`~conformance.core.results.Note` objects may ride
+along) or raised one at a time — without naming itself or the class: the registry knows the check's name and the
+runner the class and target. It raises :class:`~conformance.core.results.NotApplicable` to be skipped with a
+reason. A ``"cell"``-scope check (the coverage matrix) returns its :class:`~conformance.core.results.Cell`
+instead.
 
-``scope`` says what ``target`` is: ``"class"`` (``None``), ``"method"`` (a C++ method name), ``"op"`` (an
-:class:`~conformance.torchbind.discovery.OpInfo`, or a :class:`~conformance.custom.discovery.CustomOpInfo`) or ``"cell"`` (a coverage-matrix cell, listed by the check's own
-``targets``). ``targets(ctx)`` lists the targets a check applies to (so, e.g., the ``tracing_mode`` check
-exists only for classes that define ``tracing_mode``).
+``scope`` says what ``target`` is: ``"class"`` (``None``), ``"method"`` (a method name, ``str``), ``"op"`` (an
+:class:`~conformance.torchbind.discovery.OpInfo`, or a :class:`~conformance.custom.discovery.CustomOpInfo`) or
+``"cell"`` (a :class:`~conformance.checks.matrix.CellTarget`). The targets of a class are listed by the scope's
+default (:data:`DEFAULT_TARGETS`) or by the lister the module gives with :func:`with_targets` (so, e.g., the
+``tracing_mode`` check exists only for classes that define ``tracing_mode``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
-from ..core.names import CHECKS
-from ..core.results import Cell
+from ..core.names import CHECKS, SCOPES, CheckRow
+from ..core.results import Cell, Failure, Note
 
-__all__ = ["Check", "check", "all_checks", "get_check"]
+if TYPE_CHECKING:
+    from ..custom.context import CustomClassContext
+    from ..torchbind.context import ClassContext
 
-CheckFunc = Callable[[Any, Any], "Iterable[Failure] | Cell | None"]  # Failure: conformance.core.results.Failure
+__all__ = ["Check", "CheckFunc", "TorchBindCheckFunc", "CustomCheckFunc", "CellCheckFunc", "Findings",
+           "DEFAULT_TARGETS", "with_targets", "all_checks", "get_check"]
+
+#: What a check returns: its failures (and notes), or ``None`` for none.
+Findings = Union[Iterable[Union[Failure, Note]], None]
+#: A check under ``checks/torchbind/``: ``(ClassContext, target) -> Findings``; the target is ``None``, a method
+#: name (``str``) or an :class:`~conformance.torchbind.discovery.OpInfo`, by scope.
+TorchBindCheckFunc = Callable[["ClassContext", Any], Findings]
+#: A check under ``checks/custom/``: ``(CustomClassContext, target) -> Findings``; the target is ``None``, a member
+#: name (``str``) or a :class:`~conformance.custom.discovery.CustomOpInfo`, by scope.
+CustomCheckFunc = Callable[["CustomClassContext", Any], Findings]
+#: The ``matrix`` check, for both kinds: ``(context, CellTarget) -> Cell``.
+CellCheckFunc = Callable[[Union["ClassContext", "CustomClassContext"], Any], Cell]
+CheckFunc = Union[TorchBindCheckFunc, CustomCheckFunc, CellCheckFunc]
+#: Lists a check's targets in a class: ``(ctx) -> [target, ...]``.
+TargetLister = Callable[[Any], list]
+#: The cell of an item whose worker process crashed or hung: ``(qualname, target, reason) -> Cell``.
+LostCell = Callable[[str, Any, str], Cell]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclasses.dataclass(frozen=True)
 class Check:
     """A registered check: ``name`` (used in test ids), ``scope``, the function, and its target lister.
 
-    ``targets(ctx)`` lists the targets of a class (``ctx``: its :class:`~conformance.torchbind.context.ClassContext`).
-    ``lost(qualname, target, reason)``, when given, returns the :class:`~conformance.core.results.Cell` of an item
-    whose worker process crashed or hung, so that reports still show it (as a failed cell). ``kinds``: the kinds of
-    class (``ctx.kind``) it applies to.
+    ``targets(ctx)`` lists the targets of a class (``ctx``: its class context). ``lost(qualname, target,
+    reason)``, when given, returns the :class:`~conformance.core.results.Cell` of an item whose worker process
+    crashed or hung, so that reports still show it (as a failed cell). ``kinds``: the kinds of class (``ctx.kind``)
+    it applies to, from its module's folder.
     """
 
     name: str
     scope: str
     func: CheckFunc
-    targets: Callable[[Any], list[Any]]
+    targets: TargetLister
     description: str
-    lost: Callable[[str, Any, str], Cell] | None = None
+    lost: LostCell | None = None
     kinds: tuple[str, ...] = ("torchbind",)
 
     def target_id(self, target: Any) -> str | None:
@@ -56,9 +84,6 @@ class Check:
         if target is None:
             return None
         return getattr(target, "short_name", target)
-
-
-_REGISTRY: dict[str, Check] = {}
 
 
 def _class_targets(ctx) -> list[Any]:
@@ -73,43 +98,57 @@ def _op_targets(ctx) -> list[Any]:
     return list(ctx.info.ops)
 
 
-_DEFAULT_TARGETS = {"class": _class_targets, "method": _method_targets, "op": _op_targets, "cell": lambda ctx: []}
+#: The targets of a check that gives no lister of its own, by scope (a ``"cell"`` check must give one).
+DEFAULT_TARGETS: dict[str, TargetLister] = {"class": _class_targets, "method": _method_targets, "op": _op_targets,
+                                            "cell": lambda ctx: []}
 
 
-def check(name: str, scope: str = "class", targets: Callable[[Any], list[Any]] | None = None,
-          lost: Callable[[str, Any, str], Cell] | None = None, kinds: tuple[str, ...] = ("torchbind",)):
-    """Register the decorated function as the check ``name`` (``lost``, ``kinds``: see :class:`Check`). Raises
-    ``ValueError`` on a duplicate name."""
-    if scope not in _DEFAULT_TARGETS:
-        raise ValueError(f"unknown scope {scope!r}")
+@dataclasses.dataclass(frozen=True)
+class _Listing:
+    targets: TargetLister
+    lost: LostCell | None
 
-    def register(func: CheckFunc) -> CheckFunc:
-        if name in _REGISTRY:
-            raise ValueError(f"check {name!r} registered twice")
-        doc = (func.__doc__ or "").strip().splitlines()
-        _REGISTRY[name] = Check(name, scope, func, targets or _DEFAULT_TARGETS[scope], doc[0] if doc else name,
-                                lost, tuple(kinds))
+
+def with_targets(targets: TargetLister, lost: LostCell | None = None) -> Callable[[F], F]:
+    """Give the decorated check function its own target lister (instead of its scope's default) and, for a cell
+    check, its ``lost`` cell maker (see :class:`Check`). Returns the function itself; registers nothing (the row of
+    :data:`conformance.core.names.CHECKS` does)."""
+
+    def give(func: F) -> F:
+        func.__check_listing__ = _Listing(targets, lost)  # type: ignore[attr-defined]
         return func
 
-    return register
+    return give
+
+
+def _build(row: CheckRow) -> Check:
+    """The :class:`Check` of one row, importing its module. Raises ``LookupError`` when the module defines no
+    function of the check's name or the row's scope is unknown."""
+    if row.scope not in SCOPES:
+        raise LookupError(f"conformance.core.names.CHECKS: check {row.name!r} has the unknown scope {row.scope!r}")
+    module = importlib.import_module(f"{__name__}.{row.module}")
+    func = getattr(module, row.name, None)
+    if not callable(func):
+        raise LookupError(f"conformance.core.names.CHECKS lists the check {row.name!r} in {module.__name__}, which "
+                          f"defines no function {row.name}")
+    listing: _Listing | None = getattr(func, "__check_listing__", None)
+    doc = (func.__doc__ or "").strip().splitlines()
+    return Check(row.name, row.scope, func, listing.targets if listing else DEFAULT_TARGETS[row.scope],
+                 doc[0] if doc else row.name, listing.lost if listing else None, row.kinds)
+
+
+@functools.cache
+def _checks() -> tuple[Check, ...]:
+    return tuple(_build(row) for row in CHECKS)
 
 
 def all_checks() -> list[Check]:
-    """Every check, in the order of :data:`conformance.core.names.CHECKS`, importing the modules it names (each
-    registers its checks with :func:`check`). Raises ``LookupError`` when a listed module did not register the
-    check listed with it, or a module of this package registered a check the list leaves out."""
-    for _name, module in CHECKS:
-        importlib.import_module(f"{__name__}.{module}")
-    listed = [name for name, _module in CHECKS]
-    missing = [name for name in listed if name not in _REGISTRY]
-    unlisted = sorted(set(_REGISTRY) - set(listed))
-    if missing or unlisted:
-        raise LookupError(f"conformance.core.names.CHECKS and the registered checks differ: listed but not registered "
-                          f"{missing}, registered but not listed {unlisted}")
-    return [_REGISTRY[name] for name in listed]
+    """Every check, in the order of :data:`conformance.core.names.CHECKS`, importing the modules it names. Raises
+    ``LookupError`` when a row names a module without the check's function, or an unknown scope."""
+    return list(_checks())
 
 
 def get_check(name: str) -> Check:
-    """The check registered as ``name``; ``KeyError`` if there is none (imports the checks first)."""
-    all_checks()
-    return _REGISTRY[name]
+    """The check named ``name``; ``KeyError`` if there is none (imports the checks first)."""
+    found = {chk.name: chk for chk in _checks()}
+    return found[name]

@@ -13,7 +13,9 @@ from ..matrix.cell import new_cell, run_cell
 from ..matrix.custom import custom_rows, run_custom_cell
 from ..matrix.scenarios import row_names
 from ..core.results import Cell, NotApplicable, Status
-from . import check
+from ..torchbind.context import ClassContext
+from ..custom.context import CustomClassContext
+from . import with_targets
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +43,8 @@ def _lost(qualname: str, target: CellTarget, reason: str) -> Cell:
     return Cell(qualname, target.row, target.backend, target.row_index, target.backend_index, Status.FAILED, reason)
 
 
-@check("matrix", scope="cell", targets=_targets, lost=_lost, kinds=("torchbind", "custom"))
-def matrix(ctx, target: CellTarget) -> Cell:
+@with_targets(_targets, lost=_lost)
+def matrix(ctx: ClassContext | CustomClassContext, target: CellTarget) -> Cell:
     """The scenario runs through the backend and matches plain eager: outputs, final object state, and an
     untouched traced object."""
     if ctx.kind == "custom":  # a Python custom class: an op called with a sequence of objects

@@ -22,7 +22,9 @@ from ...engine.arguments import draw_fixed
 from ...engine.compare import value_differences
 from ...custom.context import show
 from ...core.results import Failure, NotApplicable
-from .. import check
+from ...custom.context import CustomClassContext
+from ...custom.discovery import CustomOpInfo
+from .. import with_targets
 
 
 def _targets(ctx):
@@ -45,8 +47,8 @@ def _baked_objects(program, cls) -> list[str]:
             if spec.kind == InputKind.CUSTOM_OBJ and isinstance(program.constants.get(spec.target), cls)]
 
 
-@check("baked", scope="op", targets=_targets, kinds=("custom",))
-def baked(ctx, op) -> list[Failure]:
+@with_targets(_targets)
+def baked(ctx: CustomClassContext, op: CustomOpInfo) -> list[Failure]:
     """An exported program that creates a symbolic object and passes it to an op returns eager's results on every
     call (an object baked in as a constant must not carry one call's changes into the next)."""
     drawn = ctx.arguments.fixed(op.qualname, op.schema, op.positions[0], limit=1)

@@ -22,7 +22,8 @@ from ...core.evidence import record
 from ...custom.context import state_of
 from ...custom.state import twin_differences
 from ...core.results import Failure
-from .. import check
+from ...custom.context import CustomClassContext
+from .. import with_targets
 
 
 def _targets(ctx):
@@ -61,8 +62,8 @@ def _violation(ctx, a_recipe, b_recipe) -> Failure | None:
     return None
 
 
-@check("eq_hash", targets=_targets, kinds=("custom",))
-def eq_hash(ctx, _target) -> list[Failure]:
+@with_targets(_targets)
+def eq_hash(ctx: CustomClassContext, _target: None) -> list[Failure]:
     """A constant custom class: __eq__ reflexive, symmetric, true for equal state; equal objects hash equal."""
     objects = ctx.objects()
     failure = ctx.search(st.tuples(objects, objects), lambda pair: _violation(ctx, *pair), ctx.settings.examples)

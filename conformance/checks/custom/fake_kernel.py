@@ -29,7 +29,9 @@ import torch
 from ...custom.context import show
 from ...core.evidence import record
 from ...core.results import Failure, NotApplicable
-from .. import check
+from ...custom.context import CustomClassContext
+from ...custom.discovery import CustomOpInfo
+from .. import with_targets
 
 _MEMBER = re.compile(r"attr '([^']+)' on a FakeScriptObject")
 
@@ -121,8 +123,8 @@ def _targets(ctx):
     return list(ctx.info.ops)
 
 
-@check("fake_kernel", scope="op", targets=_targets, kinds=("custom",))
-def fake_kernel(ctx, op) -> list[Failure]:
+@with_targets(_targets)
+def fake_kernel(ctx: CustomClassContext, op: CustomOpInfo) -> list[Failure]:
     """A custom op taking a Python custom class: its fake kernel gives the real op's output metadata (shape, dtype,
     device, strides, aliasing) and reads only registered members of a symbolic object."""
     args_sets = ctx.arguments.fixed(op.qualname, op.schema, op.positions[0], limit=3)

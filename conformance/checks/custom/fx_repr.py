@@ -20,7 +20,8 @@ from ...core.evidence import record
 from ...engine.compare import value_differences
 from ...custom.context import same_value, show, state_of
 from ...core.results import Failure
-from .. import check
+from ...custom.context import CustomClassContext
+from .. import with_targets
 
 
 def _targets(ctx):
@@ -127,8 +128,8 @@ def _codegen_globals(names: dict) -> dict:
     return {"torch": torch, **names}
 
 
-@check("fx_repr", targets=_targets, kinds=("custom",))
-def fx_repr(ctx, _target) -> list[Failure]:
+@with_targets(_targets)
+def fx_repr(ctx: CustomClassContext, _target: None) -> list[Failure]:
     """A constant custom class: evaluating __fx_repr__'s string rebuilds an object of the same type and state."""
     finding = ctx.search(ctx.objects(), lambda recipe: _violation(ctx, recipe), ctx.settings.examples)
     if finding is None:

@@ -49,7 +49,9 @@ from ...engine.dynamo_state import require_dynamo
 from ...core.evidence import evidence_so_far
 from ...core.results import NotApplicable
 from ...core.results import Failure
-from .. import check
+from ...custom.context import CustomClassContext
+from ...custom.discovery import CustomOpInfo
+from .. import with_targets
 
 
 def _targets(ctx):
@@ -376,8 +378,8 @@ def _symbolic_violation(ctx, target, draw, untwinned, reader) -> Failure | None:
         torch._dynamo.reset()
 
 
-@check("guards", scope="op", targets=_targets, kinds=("custom",))
-def guards(ctx, target) -> list[Failure]:
+@with_targets(_targets)
+def guards(ctx: CustomClassContext, target: CustomOpInfo | str) -> list[Failure]:
     """A compiled program on a custom class's objects returns what eager returns (its guards are sound).
 
     Constant types: equal objects are interchangeable for each op; hoisted constant types: the object reaches each

@@ -21,7 +21,8 @@ from ...custom.context import same_value, show, state_of
 from ...custom.state import twin_differences
 from ...engine.dynamo_state import require_dynamo
 from ...core.results import Failure, NotApplicable
-from .. import check
+from ...custom.context import CustomClassContext
+from .. import with_targets
 
 _UNREGISTERED = re.compile(r"Member '([^']+)' is not registered")
 
@@ -41,8 +42,8 @@ def _calls(ctx, member: str) -> list[str]:
     return [f"o.{member}({args})" for args in draw_fixed(strat, 3, f"{ctx.info.name}:inlined:{member}")]
 
 
-@check("inlined", scope="method", targets=_targets, kinds=("custom",))
-def inlined(ctx, member: str) -> list[Failure]:
+@with_targets(_targets)
+def inlined(ctx: CustomClassContext, member: str) -> list[Failure]:
     """An INLINED member of a custom class traces, and a compiled program using it matches eager (result, object)."""
     require_dynamo(f"inlined[{member}]")
     compared, untwinned = 0, []

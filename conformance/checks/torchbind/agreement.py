@@ -15,11 +15,10 @@ from __future__ import annotations
 from ...torchbind.calls import Callee
 from ...engine.compare import Tally, side_text
 from ...core.results import Failure
-from .. import check
+from ...torchbind.context import ClassContext
 
 
-@check("agreement", scope="method")
-def agreement(ctx, method: str) -> list[Failure]:
+def agreement(ctx: ClassContext, method: str) -> list[Failure]:
     """On fresh objects in every example state, the fake method agrees with the C++ method where C++ returns."""
     ctx.require_fake_method(method)
     tally = Tally()

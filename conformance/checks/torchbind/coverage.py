@@ -14,11 +14,10 @@ import inspect
 from ...core.evidence import record
 from ...torchbind.context import defined_on_fake
 from ...core.results import Failure
-from .. import check
+from ...torchbind.context import ClassContext
 
 
-@check("coverage", scope="method")
-def coverage(ctx, method: str) -> list[Failure]:
+def coverage(ctx: ClassContext, method: str) -> list[Failure]:
     """The fake class defines this C++ method."""
     fake = ctx.require_fake()
     if defined_on_fake(fake, method):
@@ -45,8 +44,7 @@ def _public_fake_methods(fake: type) -> list[str]:
     return names
 
 
-@check("extra_methods")
-def extra_methods(ctx, _target) -> list[Failure]:
+def extra_methods(ctx: ClassContext, _target: None) -> list[Failure]:
     """The fake class has no public methods that the C++ class lacks."""
     fake = ctx.require_fake()
     known = {**ctx.info.methods, **ctx.info.static_methods}  # def_static methods are part of the class too

@@ -28,11 +28,11 @@ from ...torchbind.context import UNREADABLE
 from ...torchbind.discovery import runs_on_fakes
 from ...core.evidence import record
 from ...core.results import Failure, NotApplicable, Note
-from .. import check
+from ...torchbind.context import ClassContext
+from ...torchbind.discovery import OpInfo
 
 
-@check("custom_op", scope="op")
-def custom_op(ctx, op) -> list[Failure]:
+def custom_op(ctx: ClassContext, op: OpInfo) -> list[Failure]:
     """The op has a Python fake; on every call C++ accepts, its output metadata and every object it received agree.
 
     Objects go to every class-typed argument (:meth:`~conformance.torchbind.calls.Callee.layouts`); each one is observed

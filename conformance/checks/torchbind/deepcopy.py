@@ -14,15 +14,16 @@ import copy
 from ...engine.compare import flat_state_differences
 from ...torchbind.examples import comparable_state
 from ...core.results import Failure
-from .. import check
+from ...torchbind.context import ClassContext
+from .. import with_targets
 
 
 def _targets(ctx):
     return [None] if ctx.info.pickles else []
 
 
-@check("deepcopy", targets=_targets)
-def deepcopy(ctx, _target) -> list[Failure]:
+@with_targets(_targets)
+def deepcopy(ctx: ClassContext, _target: None) -> list[Failure]:
     """copy.deepcopy(obj), which torch does when it fakifies obj, preserves the state."""
     for example in ctx.require_examples():
         obj = example.build()

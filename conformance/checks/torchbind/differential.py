@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ...torchbind import differential as engine
 from ...core.results import Failure, Note, NotApplicable
-from .. import check
+from ...torchbind.context import ClassContext
 
 
 def observer_lines(plan) -> list[str]:
@@ -29,8 +29,7 @@ def observer_lines(plan) -> list[str]:
     return lines
 
 
-@check("differential")
-def differential(ctx, _target) -> list[Failure]:
+def differential(ctx: ClassContext, _target: None) -> list[Failure]:
     """Call sequences drawn by hypothesis keep the fake in step with the C++ object (results, aliasing, state)."""
     run = engine.run_differential(ctx)
     notes = [f"not driven: {n}" for n in run.plan.notes]

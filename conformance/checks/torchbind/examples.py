@@ -11,11 +11,10 @@ from __future__ import annotations
 from ...engine.compare import flat_state_differences
 from ...torchbind.examples import comparable_state
 from ...core.results import Failure, Note, NotApplicable
-from .. import check
+from ...torchbind.context import ClassContext
 
 
-@check("examples")
-def examples(ctx, _target) -> list[Failure]:
+def examples(ctx: ClassContext, _target: None) -> list[Failure | Note]:
     """At least one example object can be built, and rebuilding gives the same state."""
     info = ctx.info
     exset = ctx.example_set

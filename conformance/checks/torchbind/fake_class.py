@@ -11,11 +11,10 @@ import inspect
 
 from ...core.evidence import record
 from ...core.results import Failure
-from .. import check
+from ...torchbind.context import ClassContext
 
 
-@check("fake_class")
-def fake_class(ctx, _target) -> list[Failure]:
+def fake_class(ctx: ClassContext, _target: None) -> list[Failure]:
     """A fake class is registered and its __obj_unflatten__ is a classmethod."""
     info = ctx.info
     fake = info.fake_class

@@ -27,13 +27,12 @@ from ...torchbind.calls import Callee
 from ...engine.compare import describe, flat_state_differences
 from ...torchbind.examples import named_arguments
 from ...core.results import Failure, NotApplicable
-from .. import check
+from ...torchbind.context import ClassContext
 
 SUPPORTED_LEAVES = (torch.Tensor, int, float, bool, str, type(None), torch.dtype, torch.device)
 
 
-@check("flatten")
-def flatten(ctx, _target) -> list[Failure]:
+def flatten(ctx: ClassContext, _target: None) -> list[Failure]:
     """__obj_flatten__ returns unique (str, value) pairs of supported types, deterministically, without
     changing the object, and with no aliasing tensors."""
     info = ctx.info

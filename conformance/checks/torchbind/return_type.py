@@ -21,11 +21,10 @@ from ...engine.compare import Tally, describe
 from ...engine.jit_types import return_type as schema_return_type
 from ...engine.jit_types import value_mismatch
 from ...core.results import Failure, NotApplicable
-from .. import check
+from ...torchbind.context import ClassContext
 
 
-@check("return_type", scope="method")
-def return_type(ctx, method: str) -> list[Failure]:
+def return_type(ctx: ClassContext, method: str) -> list[Failure]:
     """Under FakeTensorMode the fake method returns a value of the C++ schema's return type."""
     ctx.require_fake_method(method)
     schema = ctx.info.methods[method]

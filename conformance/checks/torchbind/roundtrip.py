@@ -18,14 +18,13 @@ from ...engine.compare import describe, flattened_pairs, kept_differences
 from ...core.evidence import record
 from ...torchbind.context import new_fake_mode
 from ...core.results import Failure, NotApplicable, exception_line
-from .. import check
+from ...torchbind.context import ClassContext
 
 #: How roundtrip's lines name the real value: what C++ flattened.
 FLATTENED = "C++ flattened"
 
 
-@check("roundtrip")
-def roundtrip(ctx, _target) -> list[Failure]:
+def roundtrip(ctx: ClassContext, _target: None) -> list[Failure]:
     """maybe_to_fake_obj (flatten, fakify tensors, __obj_unflatten__) works on every example object."""
     fake_class = ctx.require_fake()
     info = ctx.info

@@ -28,7 +28,8 @@ from ...core.evidence import record
 from ...torchbind.context import defined_on_fake
 from ...engine.jit_types import annotation_accepts, annotation_type, return_type
 from ...core.results import Failure
-from .. import check
+from ...torchbind.context import ClassContext
+from .. import with_targets
 
 _UNNAMED = re.compile(r"_\d+$")
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -59,8 +60,8 @@ def _any(t) -> bool:
     return t.kind() == "AnyType"
 
 
-@check("signature", scope="method", targets=_targets)
-def signature(ctx, method: str) -> list[Failure]:
+@with_targets(_targets)
+def signature(ctx: ClassContext, method: str) -> list[Failure]:
     """The fake method's parameters match the C++ schema: arity, defaults, keyword names, annotations."""
     fake = ctx.require_fake()
     ctx.require_fake_method(method)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ...core.evidence import record
 from ...core.results import Failure
-from .. import check
+from ...torchbind.context import ClassContext
+from .. import with_targets
 
 ALLOWED = ("real", "fake")
 
@@ -17,8 +18,8 @@ def _targets(ctx):
     return [None] if "tracing_mode" in ctx.info.methods else []
 
 
-@check("tracing_mode", targets=_targets)
-def tracing_mode(ctx, _target) -> list[Failure]:
+@with_targets(_targets)
+def tracing_mode(ctx: ClassContext, _target: None) -> list[Failure]:
     """tracing_mode() returns "real" or "fake"."""
     failures = []
     for example in ctx.require_examples():
