@@ -358,7 +358,7 @@ _FILE_SUFFIXES = (".so", ".dylib", ".dll", ".py")
 def ini_load_specs(config: pytest.Config) -> list[str]:
     """The ini's ``torchbind_load`` specs, a file among them (``lib/libfoo.so``, ``fakes.py``,
     ``fakes.py:install``) made absolute against the ini file's directory when it is there, as pytest resolves the
-    paths of its own ini keys; a module spec, or a file not found there, as written (:mod:`conformance.engine.loading`
+    paths of its own ini keys; a module spec, or a file not found there, as written (:mod:`conformance.process.loading`
     then tries the invocation directory and the rootdir). Raises nothing."""
     base, out = _ini_dir(config), []
     for spec in config.getini("torchbind_load"):

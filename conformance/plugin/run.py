@@ -35,7 +35,8 @@ from ..kinds import expand_selector
 from ..torchbind.discovery import registered_classes
 from ..core.faults import watch_interrupts
 from .items import Collection
-from ..engine.loading import LoadError, apply_load_spec, repro_lines, selecting
+from ..engine.loading import repro_lines, selecting
+from ..process.loading import LoadError, apply_load_spec
 from ..matrix.backend import all_backends
 from .options import RunOptions, read_options, replaced_ini_lists
 from ..process import Supervisor, WorkerLost

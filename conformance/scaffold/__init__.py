@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from ..core.files import write_text_atomically
-    from ..engine.loading import LoadError, apply_load_spec
+    from ..process.loading import LoadError, apply_load_spec
 
     from ..core.qualname import split_qualname
 

@@ -46,7 +46,7 @@ def scaffold_all(qualnames: list[str], load_specs: list[str], out_dir: Path, *, 
 def main(argv: list[str] | None = None) -> int:
     from ..core.results import SelectorError
     from ..kinds import expand_selector
-    from ..engine.loading import LoadError, apply_load_spec
+    from ..process.loading import LoadError, apply_load_spec
 
     p = argparse.ArgumentParser(prog="python -m conformance.scaffold.batch", description=__doc__.splitlines()[0])
     p.add_argument("--load", action="append", default=[], metavar="SPEC")

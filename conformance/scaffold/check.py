@@ -40,9 +40,9 @@ class Verdict:
 
 def absolute_spec(spec: str, cwd: Path) -> str:
     """``spec`` with a file path made absolute (against ``cwd``), so it works from another directory."""
-    from ..engine.loading import _parse
+    from ..engine.loading import parse_spec
 
-    kind, target, func = _parse(spec)
+    kind, target, func = parse_spec(spec)
     if kind == "module" or Path(target).is_absolute() or not (cwd / target).exists():
         return spec
     path = str((cwd / target).resolve())

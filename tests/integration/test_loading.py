@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.engine.loading import LoadError, _parse, apply_load_spec, repro_lines
+from conformance.engine.loading import parse_spec, repro_lines
+from conformance.process.loading import LoadError, apply_load_spec
 from conftest import TORCH_SPEC
 
 PREFIX = "tbl_"  # every module these tests create is named so, and is removed from sys.modules afterwards
@@ -67,7 +68,7 @@ def write_fakes(directory: Path, name: str) -> Path:
     ("mylib.fakes:setup", ("module", "mylib.fakes", "setup")),
 ])
 def test_parse(spec, parsed):
-    assert _parse(spec) == parsed
+    assert parse_spec(spec) == parsed
 
 
 # ----- modules beside the invocation directory or the rootdir ----------------------------------------------------

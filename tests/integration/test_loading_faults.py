@@ -4,7 +4,6 @@ whose static initializers crash (or exit) the process, and a directory where a l
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.engine.loading import LoadError, apply_load_spec
+from conformance.process.loading import LoadError, apply_load_spec
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build a small shared library")
 needs_fork = pytest.mark.skipif(not (hasattr(os, "fork") and sys.platform.startswith("linux")),
