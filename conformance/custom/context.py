@@ -31,6 +31,7 @@ from ..core.registry import Registry
 from ..core.results import NotApplicable
 from ..core.settings import Settings
 from ..engine.render import render
+from ..engine.search import Found, hypothesis_settings
 from ..engine.values import ArgumentSet, UnsupportedType, Value
 
 __all__ = ["Recipe", "CustomClassContext", "state_of", "same_value", "show"]  # state: custom_state
@@ -218,15 +219,13 @@ class CustomClassContext:
         """Search ``strategy`` with hypothesis for a value on which ``test`` returns something (a finding: a
         :class:`~conformance.core.results.Failure`, or what the caller turns into one; ``None``: the value is fine),
         over ``examples`` examples with the differential test's hypothesis settings
-        (:func:`conformance.torchbind.differential.driver.hypothesis_settings`: the user's profile, derandomized on CI).
+        (:func:`conformance.engine.search.hypothesis_settings`: the user's profile, derandomized on CI).
         Returns the finding of the shrunk (simplest) value, or ``None``. Keep ``test`` cheap (no compiling):
         shrinking calls it many times; confirm the finding afterwards. ``shrink=False`` returns the first finding
         as found. Raises :class:`~conformance.core.results.NotApplicable` when the constructor accepted none of the
         generated arguments (nothing was compared)."""
         from hypothesis import Phase, given, settings
         from hypothesis.errors import Unsatisfiable
-
-        from ..torchbind.differential.driver import hypothesis_settings
 
         base = hypothesis_settings(examples)
         phases = base.phases if shrink else tuple(p for p in base.phases if p is not Phase.shrink)
@@ -236,12 +235,12 @@ class CustomClassContext:
         def run(value):
             finding = test(value)
             if finding is not None:
-                raise _Found(finding)
+                raise Found(finding)
 
         try:
             run()
-        except _Found as found:
-            return found.failure
+        except Found as found:
+            return found.finding
         except Unsatisfiable:
             raise NotApplicable(
                 f"{self.info.name}'s constructor rejected every generated argument set (last: {self.rejected}), so "
@@ -314,14 +313,6 @@ def _positional_names(init: Callable) -> list[str]:
 #: A result as numbers for a message (:func:`conformance.engine.render.render`, style ``numbers``): a tensor's
 #: first 12 values with its shape and dtype, anything else as ``repr``; never cut.
 show = functools.partial(render, limit=None, style="numbers")
-
-
-class _Found(Exception):
-    """Carries a check's failure out of a hypothesis example (hypothesis shrinks towards the simplest one)."""
-
-    def __init__(self, failure):
-        super().__init__(str(failure))
-        self.failure = failure
 
 
 def _eval_globals() -> dict[str, Any]:

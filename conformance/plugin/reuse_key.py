@@ -100,12 +100,12 @@ def _settings_values(settings: Any) -> list[tuple[str, str]]:
 def hypothesis_part(examples: int | None) -> list[Any]:
     """hypothesis's version, the name of the profile loaded (``--hypothesis-profile``), the seed
     (``--hypothesis-seed``, ``hypothesis.core.global_force_seed``), and the settings of that profile and of the
-    differential test run with ``examples`` (:func:`conformance.torchbind.differential.driver.hypothesis_settings`, which
+    differential test run with ``examples`` (:func:`conformance.engine.search.hypothesis_settings`, which
     also reads ``CI``), every setting but :data:`HYPOTHESIS_NOT_IN_KEY`."""
     import hypothesis
     import hypothesis.core
 
-    from ..torchbind.differential.driver import hypothesis_settings
+    from ..engine.search import hypothesis_settings
 
     return [hypothesis.__version__, hypothesis.settings.get_current_profile_name(),
             repr(hypothesis.core.global_force_seed), _settings_values(hypothesis.settings.default),

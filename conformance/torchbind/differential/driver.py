@@ -1,4 +1,4 @@
-"""Running the differential test: the hypothesis profiles and settings, the drawn call sequences (:func:`_program`,
+"""Running the differential test: the drawn call sequences (:func:`_program`,
 :func:`_explicit_programs`), and :func:`run_differential`, which runs them through the machine and returns a
 :class:`Run`.
 """
@@ -8,13 +8,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
 import sys
 import time
 
 import hypothesis
 import hypothesis.core
-from hypothesis import HealthCheck, Phase, given, settings as Settings, strategies as st
+from hypothesis import given, settings as Settings, strategies as st
 from hypothesis.errors import Unsatisfiable
 
 if sys.version_info < (3, 11):  # pragma: no cover - the builtin is 3.11+; hypothesis depends on the backport there
@@ -23,58 +22,13 @@ from hypothesis.reporting import with_reporter
 from hypothesis.strategies import SearchStrategy
 
 from ..context import ClassContext, quiet_torch_logs
-from ...core.settings import DEFAULT_EXAMPLES
+from ...engine.search import CI_PROFILE, DEFAULT_EXAMPLES, DEV_PROFILE, STEP_COUNT, Found, hypothesis_settings
 from ...engine.values import ArgumentSet
-from .machine import Drift, _Found, _Machine
+from .machine import Drift, _Machine
 from .plan import Plan, plan_for
 
 __all__ = ["DEFAULT_EXAMPLES", "CI_PROFILE", "DEV_PROFILE", "STEP_COUNT", "MAX_EXPLICIT", "hypothesis_settings",
            "Run", "run_differential"]
-
-
-#: Hypothesis profile for CI: derandomized (the same sequences on every run), no example database.
-CI_PROFILE = "torchbind-ci"
-#: Hypothesis profile for local runs: random, with hypothesis's example database (failures are replayed first).
-DEV_PROFILE = "torchbind-dev"
-#: At most this many steps (method / op calls) per sequence in both profiles (their ``stateful_step_count``; a
-#: profile of the user's sets its own). Drifts show within a few calls, and the examples already hold non-empty
-#: states, so short sequences buy more distinct sequences per second.
-STEP_COUNT = 15
-
-_OUR_PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
-# Both derive from hypothesis's own "default" profile: a profile registered without a parent inherits the profile
-# current at import time, which on a CI machine is hypothesis's "ci" (derandomized, no database).
-_DEFAULT = Settings.get_profile("default")
-Settings.register_profile(CI_PROFILE, parent=_DEFAULT, derandomize=True, database=None, deadline=None, print_blob=False,
-                          stateful_step_count=STEP_COUNT, phases=_OUR_PHASES,
-                          suppress_health_check=[HealthCheck.too_slow])
-Settings.register_profile(DEV_PROFILE, parent=_DEFAULT, deadline=None, stateful_step_count=STEP_COUNT, phases=_OUR_PHASES,
-                          suppress_health_check=[HealthCheck.too_slow])
-
-
-def hypothesis_settings(examples: int | None = None, base: Settings | None = None) -> Settings:
-    """The hypothesis ``settings`` for a differential run.
-
-    ``base`` defaults to the profile the user loaded (``--hypothesis-profile``); when none was chosen (hypothesis's
-    ``default``, or the ``ci`` profile hypothesis loads by itself on CI) it is :data:`CI_PROFILE` if the environment
-    variable ``CI`` is set or hypothesis detected a CI, else :data:`DEV_PROFILE`. On top of it: ``max_examples`` =
-    ``examples`` (default :data:`DEFAULT_EXAMPLES`, the default of ``--torchbind-examples``), ``deadline=None``,
-    and the
-    ``too_slow`` health check suppressed. Raises ``hypothesis.errors.InvalidArgument`` for ``examples < 1``.
-    """
-    if base is None:
-        current = Settings.get_current_profile_name()
-        if current in ("default", "ci"):
-            ci = current == "ci" or bool(os.environ.get("CI"))
-            base = Settings.get_profile(CI_PROFILE if ci else DEV_PROFILE)
-        else:
-            base = Settings.default
-    n = DEFAULT_EXAMPLES if examples is None else examples
-    # filter_too_much: sequences in which C++ rejected every step are rejected (the validity rule), which a class
-    # with preconditions and generated arguments does often; the item then says how much was compared.
-    suppressed = tuple(dict.fromkeys((*base.suppress_health_check, HealthCheck.too_slow,
-                                      HealthCheck.filter_too_much)))
-    return Settings(base, max_examples=n, deadline=None, suppress_health_check=suppressed)
 
 
 @contextlib.contextmanager
@@ -129,7 +83,7 @@ def _explicit_programs(plan: Plan) -> list[tuple[int, list[tuple[int, ArgumentSe
 
 
 def _execute(plan: Plan, stats: dict, program, data=None) -> None:
-    """Run one program; raises :class:`_Found` at the first disagreement. ``data`` (hypothesis's ``st.data()``)
+    """Run one program; raises :class:`Found` at the first disagreement. ``data`` (hypothesis's ``st.data()``)
     draws the arguments of a rule whose strategy depends on the object, from the C++ object as it is before the
     step; without it (the explicit sequences) such steps are left out, as is a step whose strategy draws nothing
     for the object's state. Under hypothesis (``data`` given) a sequence in which C++ rejected every step is
@@ -223,31 +177,32 @@ def _run(ctx: ClassContext, examples: int | None, seed: int | None, settings: Se
     for program in _explicit_programs(plan):
         try:
             _execute(plan, stats, program)
-        except _Found as exc:
-            drifts.append(exc.drift)
+        except Found as exc:
+            drifts.append(exc.finding)
     try:
         if drifts:
-            raise _Found(min(drifts, key=lambda d: len(d.steps)))
+            best = min(drifts, key=lambda d: len(d.steps))
+            raise Found(best, best.summary)
         with with_reporter(lambda _msg: None):
             test()
-    except _Found as exc:
-        drift = exc.drift
+    except Found as exc:
+        drift = exc.finding
     except Unsatisfiable:
         pass  # every sequence hypothesis drew was rejected: C++ accepted no step (the check skips, saying so)
     except BaseExceptionGroup as group:  # FlakyFailure, or several distinct failures
-        match, _rest = group.split(_Found)
+        match, _rest = group.split(Found)
         if match is None:
             raise
-        drift = _first_found(match).drift
+        drift = _first_found(match).finding
         flaky = "Flaky" in type(group).__name__
     return Run(plan, drift, stats["sequences"], stats["steps"], time.perf_counter() - start, used, flaky,
                stats["compared"], stats["rejected"], plan_seconds, stats["fresh_reused"])
 
 
-def _first_found(group: BaseExceptionGroup) -> _Found:
+def _first_found(group: BaseExceptionGroup) -> Found:
     for exc in group.exceptions:
-        if isinstance(exc, _Found):
+        if isinstance(exc, Found):
             return exc
         if isinstance(exc, BaseExceptionGroup):
             return _first_found(exc)
-    raise AssertionError("no _Found in the group")  # pragma: no cover - split() guarantees one
+    raise AssertionError("no Found in the group")  # pragma: no cover - split() guarantees one

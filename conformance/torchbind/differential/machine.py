@@ -13,11 +13,12 @@ import torch
 import torch.utils._pytree as pytree
 from torch._higher_order_ops.torchbind import call_torchbind_fake
 
-from ...engine.compare import disagreement, side_text
-from ..context import CallResult, ClassContext, new_fake_mode, to_fake
+from ...engine.compare import CallResult, disagreement, side_text
+from ..context import ClassContext, new_fake_mode, to_fake
 from ..examples import Example, state_key
 from ...core.faults import raise_fault
 from ...engine.arguments import EMPTY as _EMPTY
+from ...engine.search import Found
 from ...engine.values import ArgumentSet
 from .plan import Plan, Rule
 
@@ -46,15 +47,6 @@ class Drift:
     details: list[str]
     observer: str | None = None
     rejected: list[bool] = dataclasses.field(default_factory=list)
-
-
-class _Found(Exception):
-    """Raised inside the machine on a disagreement; hypothesis shrinks it. Always raised from one place
-    (:meth:`_Machine._fail`) so hypothesis sees a single bug while it shrinks."""
-
-    def __init__(self, drift: Drift):
-        super().__init__(drift.summary)
-        self.drift = drift
 
 
 def _disagree(real: CallResult, fake: CallResult, where: str = "result") -> tuple[str, list[str]] | None:
@@ -188,7 +180,8 @@ class _Machine:
     """One call sequence: the real object and its fake, built from one example and then driven step by step.
 
     :meth:`start` builds the pair, :meth:`step` runs one :class:`Rule` on both sides and compares; both raise
-    :class:`_Found` on a disagreement (always through :meth:`_fail`).
+    :class:`~conformance.engine.search.Found` carrying the :class:`Drift` on a disagreement (always through
+    :meth:`_fail`).
 
     The validity rule: a step runs on the C++ object first; when C++ rejects it (raises), it is not applied to
     the fake and is not a comparison (``stats["rejected"]``); :attr:`compared` counts the steps C++ accepted.
@@ -315,8 +308,9 @@ class _Machine:
 
     def _fail(self, phase: str, summary: str, cpp: str, fake: str, details: list[str],
               observer: str | None = None) -> None:
-        raise _Found(Drift(self.example, list(self.steps), list(self.plan.observers), list(self.mutating), phase,
-                           summary, cpp, fake, list(details), observer, list(self.rejected)))
+        drift = Drift(self.example, list(self.steps), list(self.plan.observers), list(self.mutating), phase, summary,
+                      cpp, fake, list(details), observer, list(self.rejected))
+        raise Found(drift, drift.summary)
 
 
 #: At most this many fresh fakes' results are kept per run (:meth:`_Machine._fresh_results`).
