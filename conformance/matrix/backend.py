@@ -1,6 +1,8 @@
 """Backends (the matrix columns): how a scenario's program is compiled or exported and then run.
 
-Each backend is one module in this package defining ``BACKEND``; ``BACKEND_MODULES`` fixes the column order. A backend's ``prepare(scenario, module, example_args)`` returns a callable that runs the program on
+Each backend is one module in this package defining ``BACKEND``; :data:`conformance.core.names.BACKEND_NAMES` (the
+torch-free list ``--help`` offers) fixes the column order, and :data:`BACKEND_MODULES` follows from it. A backend's
+``prepare(scenario, module, example_args)`` returns a callable that runs the program on
 ``forward``'s arguments; for ``torch.compile`` backends tracing happens on the first call, for export and
 AOTInductor inside ``prepare`` (``ahead_of_time``), which lets the cell check that tracing left the object alone.
 """
@@ -13,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from ..core.names import BACKEND_NAMES
 
 __all__ = ["Backend", "all_backends", "get_backend", "torch_compile", "export_program", "BACKEND_MODULES"]
 
@@ -47,14 +51,15 @@ class Backend:
         return "torch.compile eager" if self.name == "eager" else self.name
 
 
-# Column order of the report (the seed's Coverage Matrix: torch.compile, AOTInductor, export); each names the
-# module of this package that defines ``BACKEND``.
-BACKEND_MODULES = ("eager", "aot_eager", "inductor", "aoti", "export_nonstrict", "export_strict",
-                   "export_saveload")
+#: The module of this package that defines a backend's ``BACKEND``, where it is not the backend's name.
+_MODULE_OF = {"export": "export_nonstrict"}
+#: The modules defining the backends, in the report's column order (:data:`conformance.core.names.BACKEND_NAMES`:
+#: the seed's Coverage Matrix, torch.compile, AOTInductor, export).
+BACKEND_MODULES = tuple(_MODULE_OF.get(name, name) for name in BACKEND_NAMES)
 
 
 def all_backends() -> list[Backend]:
-    """Every backend, in column order."""
+    """Every backend, in column order (one per name of :data:`~conformance.core.names.BACKEND_NAMES`)."""
     return [importlib.import_module(f"{__package__}.{m}").BACKEND for m in BACKEND_MODULES]
 
 
