@@ -189,7 +189,8 @@ def cell_failure(cell: Cell) -> Failure:
     the program."""
     backend = get_backend(cell.backend)
     return Failure(f"{backend.group} {backend.title} does not reproduce plain eager for {cell.row}: {cell.reason}",
-                   details=tuple(cell.details), program=cell.program or None, repro=cell.repro or None)
+                   details=tuple(cell.details), program=cell.program or None, repro=cell.repro or None,
+                   rule="matrix.differs-from-eager")
 
 
 def cell_skip_reason(cell: Cell) -> str:

@@ -93,7 +93,8 @@ def baked(ctx: CustomClassContext, op: CustomOpInfo) -> list[Failure]:
                         f"        obj = {recipe.code}", f"        return {call}", "",
                         "program = torch.export.export(CreatesObject(), (), strict=False).module()",
                         "print('exported:', program(), program())",
-                        "print('eager:   ', CreatesObject()(), CreatesObject()())"]))]
+                        "print('eager:   ', CreatesObject()(), CreatesObject()())"]),
+                    rule="baked.shared-object")]
     if not exported and export_error is not None:
         raise NotApplicable(f"non-strict export of a program that makes the object and calls {op.qualname} fails "
                             f"({export_error}), so nothing is baked in; the matrix's export cells show export's "

@@ -40,24 +40,27 @@ def _violation(ctx, a_recipe, b_recipe) -> Failure | None:
                            "print('a == b:', a == b, '| b == a:', b == a, '| hash(a), hash(b):', hash(a), hash(b))"])
         if not a == a:  # noqa: PLR0124 - reflexivity is the rule
             return Failure("__eq__ is not reflexive: a == a is False, so no guard on this object ever holds (every "
-                           "call recompiles)", target="__eq__", example=example, repro=repro)
+                           "call recompiles)", target="__eq__", example=example, repro=repro,
+                           rule="eq_hash.not-reflexive")
         if not twin_differences(a, a2) and not a == a2:
             return Failure("two objects built the same way (equal state) compare unequal: torch.compile guards a "
                            "constant object with __eq__, so every new object recompiles the program",
                            target="__eq__", example=f"a = {a_recipe.code}\na2 = {a_recipe.code}",
-                           details=(f"state: {state_of(a)!r}",), repro=repro)
+                           details=(f"state: {state_of(a)!r}",), repro=repro, rule="eq_hash.equal-state-unequal")
         if a == a2 and hash(a) != hash(a2):
             return Failure("objects that compare equal hash differently (hash(a) != hash(a2) for two objects built "
                            "the same way); FakeTensor's cache and every dict keyed by the object rely on it",
                            target="__hash__", example=f"a = {a_recipe.code}\na2 = {a_recipe.code}",
-                           details=(f"hash(a) = {hash(a)}, hash(a2) = {hash(a2)}",), repro=repro)
+                           details=(f"hash(a) = {hash(a)}, hash(a2) = {hash(a2)}",), repro=repro,
+                           rule="eq_hash.hash-differs")
         ab, ba = a == b, b == a
         if bool(ab) != bool(ba):
             return Failure(f"__eq__ is not symmetric: a == b is {ab}, b == a is {ba}", target="__eq__",
-                           example=example, repro=repro)
+                           example=example, repro=repro, rule="eq_hash.not-symmetric")
         if ab and hash(a) != hash(b):
             return Failure("objects that compare equal hash differently", target="__hash__", example=example,
-                           details=(f"hash(a) = {hash(a)}, hash(b) = {hash(b)}",), repro=repro)
+                           details=(f"hash(a) = {hash(a)}, hash(b) = {hash(b)}",), repro=repro,
+                           rule="eq_hash.hash-differs")
     record("object pair")  # reflexive, equal state => equal, symmetric, equal => equal hash: all held
     return None
 

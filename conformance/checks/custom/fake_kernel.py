@@ -176,7 +176,7 @@ def _disagrees(ctx, op, args, recipe, call, real, differences) -> Failure:
         "metadata (torch.library.opcheck's fake-tensor test fails the same way)",
         example=f"obj = {recipe.code}", call=call,
         details=(f"real op: {show(real)}", *(f"{o}: {f}: {w}" for o, f, w in differences)),
-        repro=ctx.repro(lines))
+        repro=ctx.repro(lines), rule="fake_kernel.metadata-differs")
 
 
 def _raised(ctx, op, args, recipe, call, real, exc: BaseException) -> Failure:
@@ -191,14 +191,15 @@ def _raised(ctx, op, args, recipe, call, real, exc: BaseException) -> Failure:
             f"not a registered member (registered: {registered}): torch.compile fails with AttributeError on the "
             f"FakeScriptObject; register it in members= (USE_REAL: read on the real object and baked in) or do not "
             f"read it in the fake", example=f"obj = {recipe.code}", call=call, details=(f"eager: {show(real)}",),
-            repro=repro)
+            repro=repro, rule="fake_kernel.unregistered-member")
     first = (str(exc).strip().splitlines() or [""])[0]
     return Failure(
         f"the fake kernel of {op.qualname} raised {type(exc).__name__}: {first} where the real op returned (the "
         f"object reaching it as torch.compile passes it: "
         f"{'a FakeScriptObject' if ctx.info.kind == 'symbolic' or ctx.info.hoist else 'the object itself'}); "
         "torch.compile and export cannot trace the op with these inputs",
-        example=f"obj = {recipe.code}", call=call, details=(f"eager: {show(real)}",), repro=repro)
+        example=f"obj = {recipe.code}", call=call, details=(f"eager: {show(real)}",), repro=repro,
+        rule="fake_kernel.raises")
 
 
 def _objects(ctx):

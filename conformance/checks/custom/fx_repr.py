@@ -107,7 +107,8 @@ def _violation(ctx, recipe) -> Failure | None:
                            f"({', '.join(names) or 'none'}) and torch: {type(exc).__name__}: {exc}", target="__fx_repr__",
                            example=f"obj = {recipe.code}",
                            repro=ctx.repro([f"obj = {recipe.code}", "text, names = obj.__fx_repr__()",
-                                            "print(text, names)", "print(eval(text, {'torch': torch, **names}))"]))
+                                            "print(text, names)", "print(eval(text, {'torch': torch, **names}))"]),
+                           rule="fx_repr.not-evaluable")
     if not diffs:
         return None
     fields = ", ".join(d.split(":")[0] for d in diffs)
@@ -119,7 +120,8 @@ def _violation(ctx, recipe) -> Failure | None:
                                     "print('__fx_repr__:', text)",
                                     "print('state:  ', {f: getattr(obj, f, '(missing)') for f in fields})",
                                     "rebuilt = eval(text, {'torch': torch, **names})",
-                                    "print('rebuilt:', {f: getattr(rebuilt, f, '(missing)') for f in fields})"]))
+                                    "print('rebuilt:', {f: getattr(rebuilt, f, '(missing)') for f in fields})"]),
+                   rule="fx_repr.rebuilds-differently")
 
 
 def _codegen_globals(names: dict) -> dict:

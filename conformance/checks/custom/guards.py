@@ -120,7 +120,8 @@ def _stale_failure(ctx, op, finding) -> Failure:
                          f"program = torch.compile(lambda o: {ctx.call_code(op, args, 'o')}, "
                          "backend='eager', fullgraph=True)",
                          "print('compiled, a:', program(a))", "print('compiled, b:', program(b))",
-                         f"print('eager, a:   ', {call_a})", f"print('eager, b:   ', {call_b})"]))
+                         f"print('eager, a:   ', {call_a})", f"print('eager, b:   ', {call_b})"]),
+        rule="guards.eq-ignores-state")
 
 
 # ----- hoisted constant types ---------------------------------------------------------------------------------
@@ -170,18 +171,19 @@ def _hoisted_violation(ctx, op, draw, baked: list[Failure], compared: list[str])
                 return Failure(f"a compiled program calling {op.qualname} raises for {name} {label}, where eager "
                                f"returns: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}",
                                target=op.short_name, example=f"a = {a_recipe.code}\nobj = {code}", call=call,
-                               details=(f"eager: {show(expected)}",), repro=repro)
+                               details=(f"eager: {show(expected)}",), repro=repro, rule="guards.compiled-raises")
             compared.append(label)
             if value_differences(expected, got, "result"):
                 return Failure(f"{short} is registered with hoist=True, yet a compiled program calling "
                                f"{op.qualname} returns something else than eager for {label}",
                                target=op.short_name, example=f"a = {a_recipe.code}\nobj = {code}", call=call,
-                               details=(f"eager:    {show(expected)}", f"compiled: {show(got)}"), repro=repro)
+                               details=(f"eager:    {show(expected)}", f"compiled: {show(got)}"), repro=repro,
+                               rule="guards.hoisted-differs")
             if not baked and placeholders and not placeholders[-1]:
                 baked.append(Failure(f"{short} is registered with hoist=True, but the graph compiled for "
                                      f"{op.qualname} does not take the object as an input: it was baked in as a "
                                      "constant", target=op.short_name, example=f"obj = {code}", call=call,
-                                     repro=repro))
+                                     repro=repro, rule="guards.hoisted-baked-in"))
     finally:
         torch._dynamo.reset()
     return None
@@ -337,7 +339,8 @@ def _symbolic_violation(ctx, target, draw, untwinned, reader) -> Failure | None:
                 example="\n".join(steps), details=(f"eager:    {show(expected)}", f"compiled: {show(got)}"),
                 repro=ctx.repro([*steps[:1], f"program = torch.compile({program_code}, backend='eager', "
                                  "fullgraph=True)", "print('compiled:', program(obj))", *steps[1:],
-                                 f"print('compiled:', program(obj), ' eager:', ({program_code})(obj))"]))
+                                 f"print('compiled:', program(obj), ' eager:', ({program_code})(obj))"]),
+                rule="guards.unguarded-change" if changed else "guards.compiled-differs")
 
         failure = compare("on its first call", [], _guard_values(ctx, obj))
         if failure:

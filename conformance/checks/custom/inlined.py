@@ -77,7 +77,7 @@ def inlined(ctx: CustomClassContext, member: str) -> list[Failure]:
                        else f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
                 return [Failure(f"the INLINED member {member} cannot be traced by torch.compile: {why}",
                                 example=f"obj = {recipe.code}", call=use.replace("o.", "obj.", 1),
-                                details=(f"eager: {show(expected)}",), repro=repro)]
+                                details=(f"eager: {show(expected)}",), repro=repro, rule="inlined.untraceable")]
             finally:
                 torch._dynamo.reset()
             compared += 1
@@ -91,7 +91,7 @@ def inlined(ctx: CustomClassContext, member: str) -> list[Failure]:
                                 "eager (to its result or to the object)", example=f"obj = {recipe.code}",
                                 call=use.replace("o.", "obj.", 1), details=(f"eager:    {show(expected)}",
                                                                              f"compiled: {show(got)}", *diffs),
-                                repro=repro)]
+                                repro=repro, rule="inlined.differs")]
     if not compared and untwinned:
         raise NotApplicable(f"two objects built the same way are not equal: {untwinned[0]}; eager on one cannot "
                             "stand for a compiled program on the other, so nothing was compared; give objects that "

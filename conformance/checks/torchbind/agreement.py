@@ -30,4 +30,5 @@ def agreement(ctx: ClassContext, method: str) -> list[Failure]:
     extra = [tally.summary() + "; the first is shown"]
     return [Failure(summary, cpp=side_text(real), fake=side_text(fake),
                     details=tuple(diffs + extra), example="\n".join(example.code()),
-                    call=call.code(), repro=ctx.call_repro(example, call)), *tally.notes()]
+                    call=call.code(), repro=ctx.call_repro(example, call),
+                    rule="agreement.fake-raises" if fake.raised else "agreement.result-differs"), *tally.notes()]

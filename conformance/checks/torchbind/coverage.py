@@ -28,6 +28,7 @@ def coverage(ctx: ClassContext, method: str) -> list[Failure]:
         f"the fake class does not define {method}{inherited}; torch.compile / torch.export fail on a call to it",
         cpp=str(ctx.info.methods[method]),
         fake=f"{fake.__qualname__} has no {method}",
+        rule="coverage.method-missing",
     )]
 
 
@@ -54,6 +55,6 @@ def extra_methods(ctx: ClassContext, _target: None) -> list[Failure]:
     return [
         Failure("the fake class defines a public method the C++ class does not have", target=name,
                 cpp=f"C++ methods: {', '.join([*ctx.info.user_methods, *ctx.info.static_methods])}",
-                fake=f"{fake.__qualname__}.{name}")
+                fake=f"{fake.__qualname__}.{name}", rule="extra_methods.unknown-method")
         for name in extra
     ]

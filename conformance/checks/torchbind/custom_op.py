@@ -46,7 +46,7 @@ def custom_op(ctx: ClassContext, op: OpInfo) -> list[Failure]:
             "torch.compile / torch.export program that calls it on the object fails, whatever its inputs",
             cpp=str(op.schema), fake="(no Python fake or Python Meta kernel registered)",
             details=(f"register one: @torch.library.register_fake({op.qualname.split('.')[0]!r}) in a module passed to "
-                     "--torchbind-load (a C++ Meta kernel cannot take a FakeScriptObject)",))]
+                     "--torchbind-load (a C++ Meta kernel cannot take a FakeScriptObject)",), rule="custom_op.no-fake")]
     tally, states = Tally(), _States()
     first = None
     for callee in Callee.layouts(op):
@@ -67,7 +67,8 @@ def custom_op(ctx: ClassContext, op: OpInfo) -> list[Failure]:
         failures.append(Failure(summary.replace("method", "op"), cpp=side_text(paired.real),
                                 fake=side_text(paired.fake), details=tuple(diffs + [tally.summary() + "; the first is shown"]),
                                 example=_objects_code(paired), call=paired.call.code(),
-                                repro=ctx.call_repro(_examples(paired), paired.call)))
+                                repro=ctx.call_repro(_examples(paired), paired.call),
+                                rule="custom_op.fake-raises" if paired.fake.raised else "custom_op.result-differs"))
     if states.first is not None:
         failures.append(states.failure(ctx))
     return failures + tally.notes() + states.notes(ctx)
@@ -142,7 +143,7 @@ class _States:
                 f"{self.drifted} of {self.observed} compared calls whose objects' states could be compared leave an "
                 "object in a different state; the first is shown"]),
             example=_objects_code(paired), call=paired.call.code(),
-            repro=ctx.call_repro(_examples(paired), paired.call, states=True))
+            repro=ctx.call_repro(_examples(paired), paired.call, states=True), rule="custom_op.state-differs")
 
     def notes(self, ctx) -> list[Note]:
         """A note when some object's state could not be compared after the op (what was left out, and why)."""

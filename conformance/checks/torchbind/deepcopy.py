@@ -38,14 +38,15 @@ def deepcopy(ctx: ClassContext, _target: None) -> list[Failure]:
                 clone = copy.deepcopy(obj)
             copied = comparable_state(clone, ctx.tracer)[0]
         except Exception as exc:  # noqa: BLE001
-            return [Failure(f"copy.deepcopy raised {type(exc).__name__}: {exc}", target="__setstate__", example=code, repro=repro)]
+            return [Failure(f"copy.deepcopy raised {type(exc).__name__}: {exc}", target="__setstate__", example=code, repro=repro,
+                            rule="deepcopy.raises")]
         diffs = flat_state_differences(before, copied, "state", ("original", "deep copy"))
         if diffs:
             return [Failure("copy.deepcopy (through __getstate__/__setstate__) does not preserve the state",
                             target="__setstate__",
-                            details=tuple(diffs), example=code, repro=repro)]
+                            details=tuple(diffs), example=code, repro=repro, rule="deepcopy.state-lost")]
         diffs = flat_state_differences(before, comparable_state(obj, ctx.tracer)[0], "state", ("before", "after"))
         if diffs:
             return [Failure("copy.deepcopy changed the original object", target="__getstate__", details=tuple(diffs), example=code,
-                            repro=repro)]
+                            repro=repro, rule="deepcopy.changes-original")]
     return []

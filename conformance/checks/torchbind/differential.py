@@ -18,6 +18,10 @@ from ...torchbind import differential as engine
 from ...core.results import Failure, Note, NotApplicable
 from ...torchbind.context import ClassContext
 
+#: The rule a drift breaks, by the phase it showed in (:class:`conformance.torchbind.differential.machine.Drift`).
+PHASE_RULES = {"call": "differential.call-differs", "alias": "differential.alias-differs",
+               "observer": "differential.observer-drifts", "state": "differential.state-drifts"}
+
 
 def observer_lines(plan) -> list[str]:
     """What a reader needs to judge a drift's evidence: the observers called after every step, and each method
@@ -81,4 +85,4 @@ def differential(ctx: ClassContext, _target: None) -> list[Failure]:
     return [Failure(summary, target=rule.label, cpp=cpp, fake=fake,
                     details=tuple(drift.details + sequence + extra + notes),
                     example="\n".join(drift.example.code()), call="; ".join(calls),
-                    repro=engine.repro_script(ctx, drift))]
+                    repro=engine.repro_script(ctx, drift), rule=PHASE_RULES[drift.phase])]

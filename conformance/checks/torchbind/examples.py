@@ -20,7 +20,8 @@ def examples(ctx: ClassContext, _target: None) -> list[Failure | Note]:
     exset = ctx.example_set
     lost = [Failure(f"building an example object {cause}",
                     example=code, details=("this state is left out of every other check of the class; the check "
-                                           "of the method involved shows the crash or hang itself",))
+                                           "of the method involved shows the crash or hang itself",),
+                    rule="examples.build-lost")
             for code, cause in exset.lost]
     give = (f"give example objects with @conformance.examples({info.qualname!r}) in a module passed to "
             "--torchbind-load")
@@ -30,7 +31,8 @@ def examples(ctx: ClassContext, _target: None) -> list[Failure | Note]:
         details = tuple(f"{code.splitlines()[-1]}  ->  {err}" for code, err in exset.rejected[:6])
         return lost + [Failure(exset.problem,
                         details=details + ("supply objects with @conformance.examples(" + repr(info.qualname) +
-                                           ") in a module passed to --torchbind-load",))]
+                                           ") in a module passed to --torchbind-load",),
+                        rule="examples.unbuildable")]
     failures: list[Failure | Note] = list(lost)
     if exset.flatten_error:
         how = ("their rebuilds were compared by __getstate__() instead" if info.pickles else
@@ -47,11 +49,13 @@ def examples(ctx: ClassContext, _target: None) -> list[Failure | Note]:
             first, second = comparable_state(one, ctx.tracer)[0], comparable_state(two, ctx.tracer)[0]
         except Exception as exc:  # noqa: BLE001
             failures.append(Failure("building an example object a second time "
-                                    f"raised {type(exc).__name__}: {exc}", example="\n".join(ex.code())))
+                                    f"raised {type(exc).__name__}: {exc}", example="\n".join(ex.code()),
+                                    rule="examples.rebuild-raises"))
             continue
         diffs = flat_state_differences(first, second, "state", ("first build", "second build"))
         del one, two
         if diffs:
             failures.append(Failure("building the same example twice gave different states",
-                                    example="\n".join(ex.code()), details=tuple(diffs)))
+                                    example="\n".join(ex.code()), details=tuple(diffs),
+                                    rule="examples.rebuild-differs"))
     return failures

@@ -28,14 +28,16 @@ def fake_class(ctx: ClassContext, _target: None) -> list[Failure]:
             fake="(no class registered)",
             details=(f"register one with @torch._library.register_fake_class({info.qualname!r}), or make the C++ "
                      "class's tracing_mode() return \"real\" to trace with the real object",),
+            rule="fake_class.missing",
         )]
     raw = inspect.getattr_static(fake, "__obj_unflatten__", None)
     if raw is None:
         return [Failure("the fake class has no __obj_unflatten__ classmethod",
-                        fake=f"{fake.__module__}.{fake.__qualname__}")]
+                        fake=f"{fake.__module__}.{fake.__qualname__}", rule="fake_class.no-unflatten")]
     if not isinstance(raw, classmethod):
         return [Failure("__obj_unflatten__ is not a classmethod",
                         fake=f"{fake.__qualname__}.__obj_unflatten__ is a {type(raw).__name__}",
-                        details=("torch calls fake_class.__obj_unflatten__(flattened) on the class itself",))]
+                        details=("torch calls fake_class.__obj_unflatten__(flattened) on the class itself",),
+                        rule="fake_class.unflatten-not-classmethod")]
     record("fake class")
     return []

@@ -42,13 +42,14 @@ def flatten(ctx: ClassContext, _target: None) -> list[Failure]:
         return [Failure("the class has no __obj_flatten__, so torch cannot fakify it", target="__obj_flatten__",
                         cpp=f"methods: {', '.join(info.methods)}",
                         details=("add an __obj_flatten__ method returning a tuple of (name, value) pairs, or a "
-                                 "tracing_mode() method returning \"real\" to trace with the real object",))]
+                                 "tracing_mode() method returning \"real\" to trace with the real object",),
+                        rule="flatten.missing")]
     failures: list[Failure] = []
     for example in ctx.require_examples():
         code = "\n".join(example.code())
 
-        def fail(summary, *details, cpp=None):
-            failures.append(Failure(summary, target="__obj_flatten__", cpp=cpp,
+        def fail(rule, summary, *details, cpp=None):
+            failures.append(Failure(summary, target="__obj_flatten__", cpp=cpp, rule=rule,
                                     details=tuple(details), example=code,
                                     repro=ctx.repro(example, ["obj = make_obj()", "print(obj.__obj_flatten__())",
                                                               "print(obj.__obj_flatten__())"])))
@@ -60,34 +61,35 @@ def flatten(ctx: ClassContext, _target: None) -> list[Failure]:
             with ctx.calling(label):
                 first = obj.__obj_flatten__()
         except Exception as exc:  # noqa: BLE001
-            fail(f"__obj_flatten__ raised {type(exc).__name__}: {exc}")
+            fail("flatten.raises", f"__obj_flatten__ raised {type(exc).__name__}: {exc}")
             continue
         try:
             _check_valid_flat_script_obj(first)
         except RuntimeError as exc:
-            fail(f"__obj_flatten__ returned the wrong structure: {exc}", cpp=f"returned {describe(first)}")
+            fail("flatten.structure", f"__obj_flatten__ returned the wrong structure: {exc}",
+                 cpp=f"returned {describe(first)}")
             continue
         names = [name for name, _ in first]
         dups = sorted({n for n in names if names.count(n) > 1})
         if dups:
-            fail(f"__obj_flatten__ repeats the name(s) {', '.join(map(repr, dups))}; "
+            fail("flatten.duplicate-name", f"__obj_flatten__ repeats the name(s) {', '.join(map(repr, dups))}; "
                  "cls(**dict(flattened)) keeps only the last one", cpp=f"returned names {names}")
         leaves = pytree.tree_leaves([v for _, v in first])
         bad = [leaf for leaf in leaves if not isinstance(leaf, SUPPORTED_LEAVES)]
         if bad:
-            fail("__obj_flatten__ returns values torch cannot fakify or guard on: "
+            fail("flatten.unsupported-value", "__obj_flatten__ returns values torch cannot fakify or guard on: "
                  + ", ".join(sorted({type(b).__name__ for b in bad})),
                  "supported: tensors, int, float, bool, str, None, dtype, device, and lists/tuples/dicts of them")
         try:
             with ctx.calling(label):
                 second = obj.__obj_flatten__()
         except Exception as exc:  # noqa: BLE001
-            fail(f"a second __obj_flatten__ call raised {type(exc).__name__}: {exc}")
+            fail("flatten.second-call-raises", f"a second __obj_flatten__ call raised {type(exc).__name__}: {exc}")
             continue
         diffs = flat_state_differences(first, second, "flattened")
         if diffs:
-            fail("__obj_flatten__ is not deterministic or changes the object: two calls on the same object "
-                 "returned different states", *diffs)
+            fail("flatten.nondeterministic", "__obj_flatten__ is not deterministic or changes the object: two "
+                 "calls on the same object returned different states", *diffs)
         if info.pickles:
             fresh = example.build()
             try:
@@ -100,18 +102,20 @@ def flatten(ctx: ClassContext, _target: None) -> list[Failure]:
             else:
                 diffs = flat_state_differences(before, after, "__getstate__()", ("before", "after"))
                 if diffs:
-                    fail("calling __obj_flatten__ changed the object's pickled state (__getstate__)", *diffs)
+                    fail("flatten.changes-state",
+                         "calling __obj_flatten__ changed the object's pickled state (__getstate__)", *diffs)
         tensors = [t for t in leaves if isinstance(t, torch.Tensor) and t.numel() > 0]
         aliased = [(i, j) for (i, a), (j, b) in itertools.combinations(enumerate(tensors), 2)
                    if _tensor_storage(a) == _tensor_storage(b)]
         if aliased:
-            fail("tensors returned by __obj_flatten__ alias one another (share storage); fakification breaks that "
-                 "relationship", *(f"tensor #{i} and tensor #{j} share storage" for i, j in aliased))
+            fail("flatten.aliased-tensors", "tensors returned by __obj_flatten__ alias one another (share storage); "
+                 "fakification breaks that relationship",
+                 *(f"tensor #{i} and tensor #{j} share storage" for i, j in aliased))
         shared = _shared_storage(first, inputs) + _shared_with_calls(ctx, example)
         if shared:
-            fail("__obj_flatten__ returns a tensor that shares storage with one the caller passed in or got back; "
-                 "dynamo refuses the object (UnsafeScriptObjectError: ... is aliasing ... Please do a clone): "
-                 "return a clone", *dict.fromkeys(shared),
+            fail("flatten.shares-caller-storage", "__obj_flatten__ returns a tensor that shares storage with one the "
+                 "caller passed in or got back; dynamo refuses the object (UnsafeScriptObjectError: ... is "
+                 "aliasing ... Please do a clone): return a clone", *dict.fromkeys(shared),
                  "rule: torch/_dynamo/guards.py make_dupe_guard (a tensor reached from a flattened script object "
                  "must not be another input of the program)")
     return failures

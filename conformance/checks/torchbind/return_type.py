@@ -37,6 +37,7 @@ def return_type(ctx: ClassContext, method: str) -> list[Failure]:
             continue  # not a comparison (C++ rejected the arguments), or agreement[...] reports the fake's raise
         checked += 1
         wanted, summary = expected, f"the fake returns a value that is not of the schema's return type {expected}"
+        rule = "return_type.wrong-type"
         cpp = str(schema)
         if expected.kind() == "AnyType":
             inferred = torch._C._jit_try_infer_type(real.value)
@@ -46,12 +47,13 @@ def return_type(ctx: ClassContext, method: str) -> list[Failure]:
             summary = (f"the schema's return type is Any (a c10::IValue); on this call C++ returned a {wanted}, "
                        "the fake something else")
             cpp = f"{schema}; returned {describe(real.value)}"
+            rule = "return_type.returned-type"
         why = value_mismatch(fake.value, wanted)
         if why:
             return [Failure(
                 summary, cpp=cpp, fake=why,
                 example="\n".join(example.code()),
-                call=call.code(), repro=ctx.call_repro(example, call),
+                call=call.code(), repro=ctx.call_repro(example, call), rule=rule,
             )]
     tally.require_compared(f"the C++ method {method}", ctx.arguments.hint(method))
     if not checked:

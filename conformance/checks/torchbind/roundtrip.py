@@ -51,14 +51,15 @@ def roundtrip(ctx: ClassContext, _target: None) -> list[Failure]:
             failures.append(Failure(
                 "fakifying the object failed (flatten -> fake tensors -> __obj_unflatten__)", target="__obj_unflatten__",
                 cpp=f"__obj_flatten__() returned {describe(flat)}",
-                fake=f"raised {type(exc).__name__}: {exc}", example=code, repro=repro))
+                fake=f"raised {type(exc).__name__}: {exc}", example=code, repro=repro, rule="roundtrip.fakify-raises"))
             continue
         wrapped = fake_obj.wrapped_obj
         if not isinstance(wrapped, fake_class):
             failures.append(Failure(
                 target="__obj_unflatten__", summary=f"__obj_unflatten__ must return an instance of the fake class {fake_class.__qualname__}",
                 cpp=f"__obj_flatten__() returned {describe(flat)}",
-                fake=f"__obj_unflatten__ returned {describe(wrapped)}", example=code, repro=repro))
+                fake=f"__obj_unflatten__ returned {describe(wrapped)}", example=code, repro=repro,
+                rule="roundtrip.wrong-class"))
             continue
         missing = [key for key in _keys(flat) if not _has_attribute(wrapped, key)]
         if missing:
@@ -71,7 +72,7 @@ def roundtrip(ctx: ClassContext, _target: None) -> list[Failure]:
                 details=("store each flattened value under its key's name, e.g. cls(**dict(flattened)) with an "
                          "__init__ that sets self.<key> = <value> (torch/_dynamo/output_graph.py, "
                          "remove_unused_graphargs)",),
-                example=code, repro=repro))
+                example=code, repro=repro, rule="roundtrip.key-missing"))
             continue
         record("fakified object")  # an instance of the fake class keeping every flattened key
         pairs = flattened_pairs(flat)
@@ -91,7 +92,7 @@ def roundtrip(ctx: ClassContext, _target: None) -> list[Failure]:
                 details=tuple(swapped) + tuple(wrong) + ("each attribute must hold its key's flattened value (tensors as fake "
                                         "tensors of the same shape and dtype): torch.compile guards and traces "
                                         "on them",),
-                example=code, repro=repro))
+                example=code, repro=repro, rule="roundtrip.values-swapped" if swapped else "roundtrip.value-differs"))
     if flatten_errors and len(flatten_errors) == len(ctx.require_examples()):
         raise NotApplicable(f"{info.qualname}.__obj_flatten__() raised {flatten_errors[0]} on every example object, "
                             "so torch cannot fakify one (maybe_to_fake_obj calls it first) and there is no fake "

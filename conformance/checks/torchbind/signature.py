@@ -70,27 +70,29 @@ def signature(ctx: ClassContext, method: str) -> list[Failure]:
     try:
         sig, params, hints = _fake_signature(fake, method)
     except (TypeError, ValueError) as exc:
-        return [Failure(f"cannot read the fake method's signature: {exc}")]
+        return [Failure(f"cannot read the fake method's signature: {exc}", rule="signature.unreadable")]
     cpp_args = list(schema.arguments) if static else list(schema.arguments)[1:]
-    problems: list[str] = []
+    problems: list[tuple[str, str]] = []  # (rule, what is wrong)
     if static and not isinstance(inspect.getattr_static(fake, method), (staticmethod, classmethod)):
-        problems.append(f"C++ binds {method} with def_static (no self): define it as a @staticmethod or "
-                        "@classmethod")
+        problems.append(("signature.static-method", f"C++ binds {method} with def_static (no self): define it as "
+                         "a @staticmethod or @classmethod"))
 
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
-        problems.append("the fake takes *args: it accepts any number of positional arguments, C++ takes "
-                        f"exactly {len([a for a in cpp_args if not a.kwarg_only])}")
+        problems.append(("signature.var-positional", "the fake takes *args: it accepts any number of positional "
+                         f"arguments, C++ takes exactly {len([a for a in cpp_args if not a.kwarg_only])}"))
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        problems.append("the fake takes **kwargs: it accepts keyword arguments the C++ method rejects")
+        problems.append(("signature.var-keyword",
+                         "the fake takes **kwargs: it accepts keyword arguments the C++ method rejects"))
     positional = [p for p in params if p.kind in _POSITIONAL]
     cpp_positional = [a for a in cpp_args if not a.kwarg_only]
     if len(positional) != len(cpp_positional) and not problems:
-        problems.append(f"the fake takes {len(positional)} positional argument(s) after self, C++ takes "
-                        f"{len(cpp_positional)}")
+        problems.append(("signature.arity", f"the fake takes {len(positional)} positional argument(s) after self, "
+                         f"C++ takes {len(cpp_positional)}"))
     required = [p for p in positional if p.default is inspect.Parameter.empty]
     cpp_required = [a for a in cpp_positional if not a.has_default_value()]
     if len(required) != len(cpp_required) and len(positional) == len(cpp_positional):
-        problems.append(f"the fake requires {len(required)} argument(s), C++ requires {len(cpp_required)}")
+        problems.append(("signature.required-count",
+                         f"the fake requires {len(required)} argument(s), C++ requires {len(cpp_required)}"))
 
     by_name = {p.name: p for p in params}
     pairs = list(zip(cpp_positional, positional))
@@ -98,34 +100,38 @@ def signature(ctx: ClassContext, method: str) -> list[Failure]:
     for i, (arg, param) in enumerate(pairs):
         label = arg.name if not _UNNAMED.match(arg.name) else f"argument {i + 1}"
         if param is None:
-            problems.append(f"C++ has keyword-only argument {arg.name!r}; the fake has no such parameter")
+            problems.append(("signature.kwarg-missing",
+                             f"C++ has keyword-only argument {arg.name!r}; the fake has no such parameter"))
             continue
         if not _UNNAMED.match(arg.name) and param.name != arg.name:
-            problems.append(f"{label}: C++ names it {arg.name!r}, the fake names it {param.name!r} "
-                            f"(a call {method}({arg.name}=...) fails on the fake)")
+            problems.append(("signature.arg-name", f"{label}: C++ names it {arg.name!r}, the fake names it "
+                             f"{param.name!r} (a call {method}({arg.name}=...) fails on the fake)"))
         has_default = param.default is not inspect.Parameter.empty
         if arg.has_default_value() and not has_default:
-            problems.append(f"{label}: C++ default {repr(arg.default_value)}, the fake has no default")
+            problems.append(("signature.default-missing",
+                             f"{label}: C++ default {repr(arg.default_value)}, the fake has no default"))
         elif has_default and not arg.has_default_value():
-            problems.append(f"{label}: the fake has default {repr(param.default)}, C++ has none "
-                            "(the argument is required)")
+            problems.append(("signature.default-extra", f"{label}: the fake has default {repr(param.default)}, "
+                             "C++ has none (the argument is required)"))
         elif has_default and not _same_default(param.default, arg.default_value):
-            problems.append(f"{label}: C++ default {repr(arg.default_value)}, fake default "
-                            f"{repr(param.default)}")
+            problems.append(("signature.default-value", f"{label}: C++ default {repr(arg.default_value)}, fake "
+                             f"default {repr(param.default)}"))
         if param.name in hints and not _any(arg.type):
             ann = annotation_type(hints[param.name])
             if ann is not None and not annotation_accepts(ann, arg.type):
-                problems.append(f"{label}: annotated {ann}, C++ type is {arg.type}")
+                problems.append(("signature.arg-type", f"{label}: annotated {ann}, C++ type is {arg.type}"))
     expected = return_type(schema)
     if "return" in hints and not _any(expected):
         ann = annotation_type(hints["return"])
         if ann is not None and not annotation_accepts(ann, expected):
-            problems.append(f"return: annotated {ann}, C++ returns {expected}")
+            problems.append(("signature.return-type", f"return: annotated {ann}, C++ returns {expected}"))
     record("signature")  # the fake's parameters, defaults and annotations against the C++ schema
     if not problems:
         return []
+    # One failure lists every problem; its rule is the first one's.
     return [Failure("the fake method's signature does not match the C++ schema",
-                    cpp=str(schema), fake=f"def {method}{sig}", details=tuple(problems))]
+                    cpp=str(schema), fake=f"def {method}{sig}", details=tuple(text for _rule, text in problems),
+                    rule=problems[0][0])]
 
 
 def _same_default(a, b) -> bool:

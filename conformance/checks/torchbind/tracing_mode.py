@@ -28,14 +28,14 @@ def tracing_mode(ctx: ClassContext, _target: None) -> list[Failure]:
             with ctx.calling(f"{ctx.info.qualname}.tracing_mode() on the example object {example.label}"):
                 value = obj.tracing_mode()
         except Exception as exc:  # noqa: BLE001
-            value, error = None, f"raised {type(exc).__name__}: {exc}"
+            value, error, rule = None, f"raised {type(exc).__name__}: {exc}", "tracing_mode.raises"
         else:
-            error = None if value in ALLOWED else f"returned {value!r}"
+            error, rule = None if value in ALLOWED else f"returned {value!r}", "tracing_mode.bad-value"
             record("tracing_mode() result")
         if error:
             failures.append(Failure(
                 target="tracing_mode", summary="tracing_mode() must return \"real\" or \"fake\"; torch asserts this while tracing",
                 cpp=error, example="\n".join(example.code()),
-                repro=ctx.repro(example, ["print(make_obj().tracing_mode())"])))
+                repro=ctx.repro(example, ["print(make_obj().tracing_mode())"]), rule=rule))
             break
     return failures
