@@ -89,3 +89,118 @@ def why_nothing_to_check(qualname: str, kind: Kind, checks, only: tuple[str, ...
     return (f"{node_id(qualname, '').removesuffix('::')}: nothing to check in {qualname}: {chosen} "
             f"{'have' if only else 'has'} no item for it ({'; '.join(clauses) or 'no check is registered'})")
 
+
+# ----- conformance.strategy: a name of either kind, or a custom op taking classes of both ---------------------------
+
+__all__ += ["classes_taking", "strategy"]
+
+
+def classes_taking(op: str) -> list[str]:
+    """The classes the custom op ``op`` (``"ns::op"``, or ``"ns::op.overload"``) takes: TorchBind classes
+    (``ns::Cls``) where its schema has an argument of the class, Python custom classes (``module.QualName``)
+    where a ``torch.library.custom_op`` parameter is annotated with one; sorted. Raises ``ValueError`` when no such
+    op is registered (its library is not loaded yet) or it takes no class, naming it."""
+    import torch
+
+    from .custom.discovery import discover_custom, registered_custom_classes
+    from .torchbind.discovery import CLASS_PREFIX, qualname_of
+
+    name, _, overload = op.partition(".")
+    if split_qualname(name) is None:
+        raise ValueError(f"conformance.strategy({op!r}, ...): name the class and its method "
+                         f"(conformance.strategy({op!r}, 'method', arg=...)), or a custom op alone as 'ns::op'")
+    overloads = torch._C._jit_get_schemas_for_operator(name)
+    schemas = [s for s in overloads if s.overload_name == overload]
+    if overloads and not schemas:
+        raise ValueError(f"conformance.strategy({op!r}, ...): {name} has no overload {overload or '(default)'}; "
+                         f"name one of {', '.join(name + ('.' + s.overload_name if s.overload_name else '') for s in overloads)}")
+    found = {qualname_of(a.type.qualified_name()) for s in schemas for a in s.arguments
+             if a.type.kind() == "ClassType" and a.type.qualified_name().startswith(CLASS_PREFIX)}
+    for custom in registered_custom_classes():
+        if any(o.qualname == op for o in discover_custom(custom).ops):
+            found.add(custom)
+    if found:
+        return sorted(found)
+    if not schemas:
+        raise ValueError(f"conformance.strategy({op!r}, ...): no operator {op} is registered; load its library "
+                         "(or define the custom op) before the module that registers the strategy, or name a class "
+                         f"and its method: conformance.strategy('ns::Cls', 'method', arg=...)")
+    raise ValueError(f"conformance.strategy({op!r}, ...): {op} takes no TorchBind or Python custom class "
+                     f"({schemas[0]}), so no check calls it; a strategy for a class's method names both: "
+                     "conformance.strategy('ns::Cls', 'method', arg=...)")
+
+
+def strategy(qualname: str, method: str | None = None, arg: str | int | None = None, *,
+             observer: bool | None = None):
+    """Say how every caller draws the arguments of one method (or custom op) of a class: the per-call checks, the
+    differential test, the coverage matrix, the ``flatten`` probe and the scaffold alike (docs/how-to/strategies.md).
+
+    A decorator on a factory returning a hypothesis strategy (or a strategy object itself)::
+
+        @conformance.strategy("mylib::Tokenizer", "encode", arg="text")   # one argument, by schema name
+        def texts():
+            return st.sampled_from(["'hello'", "'a b'"])                 # Python source of each value
+
+        @conformance.strategy("mylib::Ring", "resize")                    # the whole argument list
+        def sizes():
+            return st.integers(1, 8).map(lambda n: f"{n}, keep=True")
+
+        @conformance.strategy("mylib::Ring", "get", arg="i")              # depends on the object
+        def indices(obj):
+            return st.integers(0, obj.size() - 1) if obj.size() else st.nothing()
+
+        @conformance.strategy("mylib::ring_scale", arg="factor")          # an op alone: every class it takes
+        def factors():
+            return st.floats(0.5, 2.0).map(repr)
+
+        conformance.strategy("mylib::Ring", "drain")(lambda: None)        # never call drain at all
+
+    ``qualname`` is ``"ns::Cls"`` (or ``"module.QualName"``) and ``method`` a method name or the ``"ns::op"`` name of a
+    custom op taking the class; without ``method``, ``qualname`` names a custom op, registered by then, and the
+    override applies to every class it takes (:func:`classes_taking`). ``arg`` picks one
+    argument by schema name (``"x"``; ``"_1"`` where the binding names none) or position (``0``: the first after
+    ``self``; for an op, the first that is not an object of the class: ``arg=0`` of ``copy_blocks(src, dst, seq)``
+    is ``seq``). A factory with one parameter is called with the real object the call is for (it must only read
+    it; ``st.nothing()``: no call is valid in that state), one without, once per caller.
+
+    Drawn values are **Python source** evaluated with ``torch`` and ``math`` in scope, so that the reproducer
+    prints every call: a ``str`` is source (``"torch.ones(3)"``; a string *value* is ``"'abc'"``), a
+    :class:`conformance.engine.values.Value` is taken as is, ``int``, ``float``, ``bool`` and ``None`` are ``repr``'d. A
+    whole-method draw is the argument list: source text (``"torch.ones(3), alpha=2.0"``), a ``list``/``tuple`` of
+    values, a ``dict`` of keyword values, or an :class:`~conformance.engine.values.ArgumentSet`. A whole-method factory
+    returning ``None`` excludes the method from everything that calls it (``coverage`` and ``signature`` still
+    apply). Deterministic callers draw a small fixed set (:func:`conformance.engine.arguments.draw_fixed`); the differential test draws freely.
+
+    ``observer`` (whole methods; effective at the call) is the adopter's word on whether the differential test may
+    call the method after every step to read the state: ``False`` keeps it a step, ``True`` names an observer the
+    plugin's proof cannot establish alone (:mod:`conformance.torchbind.differential.plan`; docs/how-to/strategies.md#observers).
+
+    The override goes into :data:`conformance.core.registry.REGISTRY`; a factory that takes no object is called and
+    drawn from once, at registration (:func:`conformance.engine.overrides.check_override`). Returns the factory unchanged.
+    Raises ``ValueError`` when ``qualname`` is not ``ns::Cls`` (nor, without ``method``, a registered op taking a
+    class), for ``observer`` with ``arg`` or without ``method``, or ``None`` returned for one argument;
+    ``TypeError`` for a factory that returns no strategy or draws what is not an argument (naming what it drew).
+    """
+    from .core.qualname import is_class_name
+    from .core.registry import REGISTRY
+    from .engine.overrides import check_override
+
+    call = f"conformance.strategy({qualname!r}" + (f", {method!r}" if method is not None else "") + (
+        f", arg={arg!r})" if arg is not None else ")")
+    if observer is not None and (method is None or arg is not None):
+        raise ValueError(f"{call[:-1]}, observer=...): observer= is said of a whole method: name the class and the "
+                         "method, and leave arg out")
+    if method is not None and not is_class_name(qualname):
+        raise ValueError(f"{call}: expected 'namespace::Class' (a TorchBind class) or 'module.QualName' (a Python "
+                         "custom class), then the method or 'ns::op'")
+    owners = classes_taking(qualname) if method is None else [qualname]
+    if observer is not None:
+        REGISTRY.set_observer(qualname, method, observer)
+
+    def register(factory):
+        check_override(call, arg, factory)
+        for owner in owners:
+            REGISTRY.add_strategy(owner, qualname if method is None else method, arg, factory)
+        return factory
+
+    return register

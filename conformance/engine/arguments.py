@@ -8,7 +8,7 @@ from here, through :class:`ArgumentSource` (one per class, ``ClassContext.argume
 * by default, arguments generated from the schema types: a small fixed list for deterministic callers
   (:func:`conformance.engine.values.argument_sets`), hypothesis strategies for the differential test
   (:func:`value_strategy`);
-* where the adopter registered an override with :func:`strategy` (per method or op, per argument or the whole
+* where the adopter registered an override with :func:`conformance.strategy` (per method or op, per argument or the whole
   argument list, optionally depending on the object it is called on), the same strategies for every caller:
   deterministic callers draw a small fixed set from them, seeded by the class, the callee and the object's state,
   so every run draws the same arguments (:meth:`ArgumentSource.fixed`);
@@ -34,92 +34,17 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from .jit_types import annotation_type
-from ..core.qualname import is_class_name
 from ..core.results import NotApplicable
-from ..core.registry import REGISTRY, Registry
+from ..core.registry import Registry
 from .type_strategies import tensor_strategy, value_strategy
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
 
-__all__ = ["strategy", "value_strategy", "tensor_strategy", "ArgumentSource", "Excluded",
-           "draw_fixed", "EMPTY"]
+__all__ = ["value_strategy", "tensor_strategy", "ArgumentSource", "Excluded", "takes_object", "draw_fixed",
+           "EMPTY"]
 
 # ----- user strategy overrides -------------------------------------------------------------------------------
 
 StrategyFactory = Callable[..., "SearchStrategy | None"]
-
-
-def strategy(qualname: str, method: str | None = None, arg: str | int | None = None, *,
-             observer: bool | None = None):
-    """Say how every caller draws the arguments of one method (or custom op) of a class: the per-call checks, the
-    differential test, the coverage matrix, the ``flatten`` probe and the scaffold alike (docs/how-to/strategies.md).
-
-    A decorator on a factory returning a hypothesis strategy (or a strategy object itself)::
-
-        @conformance.strategy("mylib::Tokenizer", "encode", arg="text")   # one argument, by schema name
-        def texts():
-            return st.sampled_from(["'hello'", "'a b'"])                 # Python source of each value
-
-        @conformance.strategy("mylib::Ring", "resize")                    # the whole argument list
-        def sizes():
-            return st.integers(1, 8).map(lambda n: f"{n}, keep=True")
-
-        @conformance.strategy("mylib::Ring", "get", arg="i")              # depends on the object
-        def indices(obj):
-            return st.integers(0, obj.size() - 1) if obj.size() else st.nothing()
-
-        @conformance.strategy("mylib::ring_scale", arg="factor")          # an op alone: every class it takes
-        def factors():
-            return st.floats(0.5, 2.0).map(repr)
-
-        conformance.strategy("mylib::Ring", "drain")(lambda: None)        # never call drain at all
-
-    ``qualname`` is ``"ns::Cls"`` (or ``"module.QualName"``) and ``method`` a method name or the ``"ns::op"`` name of a
-    custom op taking the class; without ``method``, ``qualname`` names a custom op, registered by then, and the
-    override applies to every class it takes (:func:`conformance.engine.overrides.classes_taking`). ``arg`` picks one
-    argument by schema name (``"x"``; ``"_1"`` where the binding names none) or position (``0``: the first after
-    ``self``; for an op, the first that is not an object of the class: ``arg=0`` of ``copy_blocks(src, dst, seq)``
-    is ``seq``). A factory with one parameter is called with the real object the call is for (it must only read
-    it; ``st.nothing()``: no call is valid in that state), one without, once per caller.
-
-    Drawn values are **Python source** evaluated with ``torch`` and ``math`` in scope, so that the reproducer
-    prints every call: a ``str`` is source (``"torch.ones(3)"``; a string *value* is ``"'abc'"``), a
-    :class:`conformance.engine.values.Value` is taken as is, ``int``, ``float``, ``bool`` and ``None`` are ``repr``'d. A
-    whole-method draw is the argument list: source text (``"torch.ones(3), alpha=2.0"``), a ``list``/``tuple`` of
-    values, a ``dict`` of keyword values, or an :class:`~conformance.engine.values.ArgumentSet`. A whole-method factory
-    returning ``None`` excludes the method from everything that calls it (``coverage`` and ``signature`` still
-    apply). Deterministic callers draw a small fixed set (:func:`draw_fixed`); the differential test draws freely.
-
-    ``observer`` (whole methods; effective at the call) is the adopter's word on whether the differential test may
-    call the method after every step to read the state: ``False`` keeps it a step, ``True`` names an observer the
-    plugin's proof cannot establish alone (:mod:`conformance.torchbind.differential.plan`; docs/how-to/strategies.md#observers).
-
-    The override goes into :data:`conformance.core.registry.REGISTRY`; a factory that takes no object is called and
-    drawn from once, at registration (:func:`conformance.engine.overrides.check_override`). Returns the factory unchanged.
-    Raises ``ValueError`` when ``qualname`` is not ``ns::Cls`` (nor, without ``method``, a registered op taking a
-    class), for ``observer`` with ``arg`` or without ``method``, or ``None`` returned for one argument;
-    ``TypeError`` for a factory that returns no strategy or draws what is not an argument (naming what it drew).
-    """
-    from .overrides import check_override, classes_taking
-
-    call = f"conformance.strategy({qualname!r}" + (f", {method!r}" if method is not None else "") + (
-        f", arg={arg!r})" if arg is not None else ")")
-    if observer is not None and (method is None or arg is not None):
-        raise ValueError(f"{call[:-1]}, observer=...): observer= is said of a whole method: name the class and the "
-                         "method, and leave arg out")
-    if method is not None and not is_class_name(qualname):
-        raise ValueError(f"{call}: expected 'namespace::Class' (a TorchBind class) or 'module.QualName' (a Python "
-                         "custom class), then the method or 'ns::op'")
-    owners = classes_taking(qualname) if method is None else [qualname]
-    if observer is not None:
-        REGISTRY.set_observer(qualname, method, observer)
-
-    def register(factory):
-        check_override(call, arg, factory)
-        for owner in owners:
-            REGISTRY.add_strategy(owner, qualname if method is None else method, arg, factory)
-        return factory
-
-    return register
 
 
 def takes_object(factory) -> bool:
@@ -146,7 +71,7 @@ def _resolve_override(factory, obj: Any = None) -> SearchStrategy | None:
 
 
 def _as_value(x: Any) -> Value:
-    """A drawn override value as a :class:`Value` (see :func:`strategy` for the accepted forms)."""
+    """A drawn override value as a :class:`Value` (see :func:`conformance.strategy` for the accepted forms)."""
     if isinstance(x, Value):
         return x
     if isinstance(x, str):
@@ -241,7 +166,7 @@ class ArgumentSource:
 
     ``qualname``: ``ns::Cls``; ``registry``: the registry that holds the overrides; ``resolver``: values
     for arguments typed as a TorchBind class (:data:`conformance.engine.values.ClassResolver`). A callee is named by
-    ``key``: a method name or an op's ``ns::op`` name, as in :func:`strategy`.
+    ``key``: a method name or an op's ``ns::op`` name, as in :func:`conformance.strategy`.
     """
 
     def __init__(self, qualname: str, registry: Registry, resolver=None):
@@ -319,7 +244,7 @@ class ArgumentSource:
 
     def for_signature(self, key: str, func: Callable, what: str) -> SearchStrategy[ArgumentSet] | None:
         """The :class:`ArgumentSet` strategy for a Python callable (a Python custom class's ``__init__`` or
-        method, ``self`` left out), named ``key`` as in :func:`strategy`, honouring overrides like
+        method, ``self`` left out), named ``key`` as in :func:`conformance.strategy`, honouring overrides like
         :meth:`strategy`; without one, each parameter is drawn from its annotation
         (:func:`conformance.engine.jit_types.annotation_type`, then :func:`value_strategy`); a parameter with a default
         and no annotation keeps its default. ``None`` when the adopter excluded ``key``. Raises :class:`~conformance.core.results.NotApplicable` for a parameter that
@@ -370,7 +295,7 @@ class ArgumentSource:
         are for (needed by factories that take it; ``state`` names its state, for the seed and the cache).
 
         Raises :class:`Excluded` for an excluded callee, :class:`~conformance.core.results.NotApplicable` for an
-        argument type without a generator (pointing at :func:`strategy`)."""
+        argument type without a generator (pointing at :func:`conformance.strategy`)."""
         if self.excluded(key):
             raise self.exclusion(key)
         try:

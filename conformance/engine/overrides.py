@@ -1,25 +1,23 @@
-"""What :func:`conformance.strategy` checks when it is called, so that a mistake is one error at registration
-(while ``--torchbind-load`` imports the module: a usage error naming it) instead of a failure of every item that
-draws arguments (a strategy drawing tensors instead of Python source failed 57 items of one class):
+"""What :func:`conformance.strategy` checks of a factory when it is called, so that a mistake is one error at
+registration (while ``--torchbind-load`` imports the module: a usage error naming it) instead of a failure of every
+item that draws arguments (a strategy drawing tensors instead of Python source failed 57 items of one class).
 
-* :func:`classes_taking`: the classes a custom op takes, for ``conformance.strategy("ns::op", arg=...)``, which
-  names an op alone and applies to every class it takes;
-* :func:`check_override`: a factory that needs no object is called and a few values are drawn from its strategy;
-  one that returns no strategy, or draws something that is not an argument (:func:`conformance.strategy` says
-  what is), raises, naming the registration, the factory, what it returned and what it should return. A factory
-  that takes the object can only be called with one, when a check runs.
+:func:`check_override`: a factory that needs no object is called and a few values are drawn from its strategy;
+one that returns no strategy, or draws something that is not an argument (:func:`conformance.strategy` says what
+is), raises, naming the registration, the factory, what it returned and what it should return. A factory that
+takes the object can only be called with one, when a check runs. (Which classes an op named alone applies to is
+kind-aware: :func:`conformance.kinds.classes_taking`.)
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import torch
 from hypothesis.strategies import SearchStrategy
 
 from .arguments import _as_argument_set, _as_value, draw_fixed, takes_object
 
-__all__ = ["classes_taking", "check_override"]
+__all__ = ["check_override"]
 
 #: How many values :func:`check_override` draws (derandomized, as the deterministic checks draw).
 DRAWS = 3
@@ -29,40 +27,6 @@ _ONE_VALUE = ("Python source of the value (a str such as \"torch.ones(3)\"; a st
 _ARGUMENT_LIST = ("the argument list: source text (\"torch.ones(3), alpha=2.0\"), a list or tuple of values, a dict "
                   "of keyword values (each value Python source, an int, float, bool or None), or a "
                   "conformance.engine.values.ArgumentSet")
-
-
-def classes_taking(op: str) -> list[str]:
-    """The classes the custom op ``op`` (``"ns::op"``, or ``"ns::op.overload"``) takes: TorchBind classes
-    (``ns::Cls``) where its schema has an argument of the class, Python custom classes (``module.QualName``)
-    where a ``torch.library.custom_op`` parameter is annotated with one; sorted. Raises ``ValueError`` when no such
-    op is registered (its library is not loaded yet) or it takes no class, naming it."""
-    from ..custom.discovery import discover_custom, registered_custom_classes
-    from ..torchbind.discovery import CLASS_PREFIX, qualname_of
-    from ..core.qualname import split_qualname
-
-    name, _, overload = op.partition(".")
-    if split_qualname(name) is None:
-        raise ValueError(f"conformance.strategy({op!r}, ...): name the class and its method "
-                         f"(conformance.strategy({op!r}, 'method', arg=...)), or a custom op alone as 'ns::op'")
-    overloads = torch._C._jit_get_schemas_for_operator(name)
-    schemas = [s for s in overloads if s.overload_name == overload]
-    if overloads and not schemas:
-        raise ValueError(f"conformance.strategy({op!r}, ...): {name} has no overload {overload or '(default)'}; "
-                         f"name one of {', '.join(name + ('.' + s.overload_name if s.overload_name else '') for s in overloads)}")
-    found = {qualname_of(a.type.qualified_name()) for s in schemas for a in s.arguments
-             if a.type.kind() == "ClassType" and a.type.qualified_name().startswith(CLASS_PREFIX)}
-    for custom in registered_custom_classes():
-        if any(o.qualname == op for o in discover_custom(custom).ops):
-            found.add(custom)
-    if found:
-        return sorted(found)
-    if not schemas:
-        raise ValueError(f"conformance.strategy({op!r}, ...): no operator {op} is registered; load its library "
-                         "(or define the custom op) before the module that registers the strategy, or name a class "
-                         f"and its method: conformance.strategy('ns::Cls', 'method', arg=...)")
-    raise ValueError(f"conformance.strategy({op!r}, ...): {op} takes no TorchBind or Python custom class "
-                     f"({schemas[0]}), so no check calls it; a strategy for a class's method names both: "
-                     "conformance.strategy('ns::Cls', 'method', arg=...)")
 
 
 def _short(value: Any) -> str:

@@ -12,7 +12,7 @@ example object and whose rules are the class's methods, written as a drawn list 
   own methods (the fake's run under the mode, the ``call_torchbind`` path);
 * the rules are the class's methods that the fake class defines and the custom ops that take the class and can
   run on a fakified object, with arguments drawn from strategies derived from the schema types
-  (:func:`value_strategy`), or from the user's overrides (:func:`strategy`), both from the class's argument source
+  (:func:`value_strategy`), or from the user's overrides (:func:`conformance.strategy`), both from the class's argument source
   (:mod:`conformance.engine.arguments`);
 * every step runs on the C++ object first: a step C++ rejects (raises) is not applied to the fake and is not a
   comparison (a sequence in which C++ rejects every step is rejected); otherwise it compares the two sides: the
@@ -45,14 +45,13 @@ from .driver import (CI_PROFILE, DEFAULT_EXAMPLES, DEV_PROFILE, STEP_COUNT, Run,
 from .machine import Drift
 from .plan import Plan, Rule, plan_for
 from .repro import repro_script
-from ...engine.arguments import strategy, tensor_strategy, value_strategy
+from ...engine.arguments import tensor_strategy, value_strategy
 
 __all__ = [
     "DEFAULT_EXAMPLES",
     "CI_PROFILE",
     "DEV_PROFILE",
     "STEP_COUNT",
-    "strategy",
     "value_strategy",
     "tensor_strategy",
     "hypothesis_settings",
