@@ -19,92 +19,154 @@ from ..process import DEFAULT_TIMEOUT, ITEM_LIMIT_FACTOR, isolation_available
 from ..reports import FORMATS
 from ..core.settings import DEFAULT_EXAMPLES, Settings
 
-__all__ = ["add_options", "check_ini_keys", "requested", "claim_gate_arguments", "gate_selected", "GATE", "RunOptions", "read_options", "parse_size",
+__all__ = ["Option", "OPTIONS", "INI_KEYS", "given", "add_options", "check_ini_keys", "requested",
+           "claim_gate_arguments", "gate_selected", "GATE", "RunOptions", "read_options", "parse_size",
            "default_memory_limit"]
 
 
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One ``--torchbind-<name>`` option and its ini twin: the one place each is spelled. :func:`add_options`
+    registers both, :data:`INI_KEYS` lists the twins, :func:`given` reads a value (the command line's, else the
+    ini's) and :func:`read_options` validates it (``choices``: the values accepted from either place).
+    ``ini_type``: pytest's ``addini`` type (``None``: a string; ``"paths"`` are resolved against the ini file's
+    directory by pytest)."""
+
+    name: str
+    help: str
+    metavar: str | None = None
+    action: str | None = None  # "append" (repeatable, default []) or "store_true"; None: a value (default None)
+    choices: tuple[str, ...] | None = None
+    type: type | None = None
+    ini: str | None = None
+    ini_help: str = ""
+    ini_type: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return f"--torchbind-{self.name}"
+
+    @property
+    def dest(self) -> str:
+        return "torchbind_" + self.name.replace("-", "_")
+
+    def register(self, group, parser: pytest.Parser, names: dict[str, str]) -> None:
+        """Add the option to ``group`` and its ini key to ``parser``; ``names``: what ``{checks}`` and
+        ``{backends}`` in the help stand for."""
+        kwargs: dict = {"action": self.action, "default": {"append": [], "store_true": False}.get(self.action)}
+        kwargs.update({k: v for k, v in (("metavar", self.metavar), ("choices", self.choices), ("type", self.type))
+                       if v is not None})
+        text = self.help
+        for placeholder, value in names.items():
+            text = text.replace("{" + placeholder + "}", value)
+        if self.action is None:
+            del kwargs["action"]
+        group.addoption(self.flag, help=text, **kwargs)
+        if self.ini is not None:
+            parser.addini(self.ini, self.ini_help, type=self.ini_type,
+                          default=[] if self.ini_type in ("linelist", "paths") else "")
+
+
+_ON_OFF = ("on", "off")
+
+#: Every option, in ``--help`` order (docs/reference/options.md describes each).
+OPTIONS: dict[str, Option] = {o.name: o for o in (
+    Option("class", metavar="NS::CLS", action="append", ini="torchbind_classes",
+           ini_help="TorchBind classes to check (NS::CLS or NS::*)", ini_type="linelist",
+           help="TorchBind class to check against its fake class; NS::* selects a whole namespace. A Python custom "
+                "class (opaque object) by its torch name, module.QualName, or an fnmatch pattern on those names. "
+                "Repeatable. Ini: torchbind_classes."),
+    Option("load", metavar="SPEC", action="append", ini="torchbind_load",
+           ini_help="libraries / modules to load before collection", ini_type="linelist",
+           help="load before collection, in order: a .so (torch.ops.load_library), a .py file or dotted module "
+                "(imported), or module:function (imported, then called). Repeatable. Ini: torchbind_load (a file "
+                "there is relative to the ini file's directory)."),
+    Option("checks", metavar="NAMES",
+           help="comma-separated check names to run (default: all). Available: {checks}."),
+    Option("backends", metavar="NAMES", ini="torchbind_backends", ini_help="coverage-matrix backends (comma-separated)",
+           help="comma-separated coverage-matrix backends (default: all): {backends}. Ini: torchbind_backends."),
+    Option("report", metavar="PATH", action="append", ini="torchbind_report", ini_type="paths",
+           ini_help="coverage-matrix report paths (.md, .json, .html)",
+           help="write the coverage-matrix report to PATH (.md, .json or .html). Repeatable: one report per option "
+                "(replaces the ini's). Ini: torchbind_report (paths, relative to the ini file's directory)."),
+    Option("baseline", metavar="PATH", ini="torchbind_baseline", ini_type="paths",
+           ini_help="known-failures baseline file (JSON)",
+           help="JSON file of known failures (test id -> reason): listed tests are strict xfails; an empty value "
+                "switches off the ini's baseline. Ini: torchbind_baseline (a path relative to the ini file's "
+                "directory)."),
+    Option("accept", action="store_true",
+           help="rewrite the --torchbind-baseline file from this run's failures, keeping their reasons."),
+    Option("timeout", metavar="SECONDS", ini="torchbind_timeout",
+           ini_help="seconds a call into the class's code may take (0: no limit)",
+           help="stop a call into the class's code (constructor, method, __obj_flatten__, pickling, custom op) that "
+                "runs longer than this and fail the item as a hang; a matrix cell (compiling included) gets this "
+                f"much as a whole, another item {ITEM_LIMIT_FACTOR}x as long. 0: no limit (default "
+                f"{DEFAULT_TIMEOUT:g}). Ini: torchbind_timeout."),
+    Option("isolation", choices=("process", "none"), ini="torchbind_isolation",
+           ini_help="process (default on Linux) or none",
+           help="process: run the checks in a worker process, so a crash (SIGSEGV, abort) or a hang in C++ code "
+                "fails one item and the run goes on (default on Linux); none: in the pytest process (no crash "
+                "protection, no timeout). Ini: torchbind_isolation."),
+    Option("memory-limit", metavar="SIZE", ini="torchbind_memory_limit",
+           ini_help="own resident memory an isolation worker may hold (e.g. 12GiB; 0: no limit)",
+           help="kill an isolation worker process whose own resident memory exceeds SIZE (e.g. 12GiB, 512MiB, or "
+                "bytes) and fail the item it was running; 0: no limit (default: half of the physical memory). "
+                "Ini: torchbind_memory_limit."),
+    Option("device", metavar="DEVICE", ini="torchbind_device",
+           ini_help="device of the examples' tensors and program inputs (cpu, cuda)",
+           help="the device of the example objects' tensors and the programs' inputs: cpu (default) or cuda "
+                "(cuda:N); the report is labelled with it. Ini: torchbind_device."),
+    Option("examples", metavar="N", type=int, ini="torchbind_examples",
+           ini_help="hypothesis examples per class for the differential test",
+           help=f"hypothesis examples per class for the differential test (default {DEFAULT_EXAMPLES}). "
+                "Ini: torchbind_examples."),
+    Option("reuse", choices=_ON_OFF, ini="torchbind_reuse",
+           ini_help="on: reuse settled verdicts whose inputs did not change (off: default)",
+           help="on: an item that passed, was skipped (an unsupported matrix cell) or failed as the baseline "
+                "expects is not run again while nothing its verdict depends on changed (libraries, fakes, schemas, "
+                "examples, torch, the plugin, the plugin's options, torch's compile environment variables, "
+                "hypothesis's seed and profile, your modules' whole files, its baseline entry); its verdict is kept "
+                "in pytest's cache (.pytest_cache; --cache-clear forgets it). A failure the baseline does not list "
+                "always runs again. Default off. Ini: torchbind_reuse."),
+    Option("check-repro", choices=_ON_OFF, ini="torchbind_check_repro",
+           ini_help="on (default) or off: run failures' reproducers in a fresh interpreter",
+           help="on (default): before a failure prints its reproducer, run the script in a fresh interpreter from an "
+                "empty directory and say whether it reproduces (one that does not shows a divergence that depends "
+                "on state outside the object); off: print it unchecked (each check starts an interpreter that "
+                "imports torch). Ini: torchbind_check_repro."),
+)}
+
+#: Every ini key :func:`add_options` registers (``tests/integration/test_docs.py`` keeps them and the docs in step).
+INI_KEYS = tuple(o.ini for o in OPTIONS.values() if o.ini is not None)
+
+
 def add_options(parser: pytest.Parser, check_names: list[str], backend_names: list[str]) -> None:
-    """Register the ``--torchbind-*`` options and ``torchbind_*`` ini keys (see docs/reference/options.md)."""
+    """Register the ``--torchbind-*`` options and ``torchbind_*`` ini keys of :data:`OPTIONS` (see
+    docs/reference/options.md); ``check_names`` and ``backend_names`` are listed in the help."""
     group = parser.getgroup("torchbind", "TorchBind class conformance (torchbind-conformance)")
-    group.addoption("--torchbind-class", action="append", default=[], metavar="NS::CLS",
-                    help="TorchBind class to check against its fake class; NS::* selects a whole namespace. A "
-                         "Python custom class (opaque object) by its torch name, module.QualName, or an fnmatch "
-                         "pattern on those names. Repeatable. Ini: torchbind_classes.")
-    group.addoption("--torchbind-load", action="append", default=[], metavar="SPEC",
-                    help="load before collection, in order: a .so (torch.ops.load_library), a .py file or dotted "
-                         "module (imported), or module:function (imported, then called). Repeatable. "
-                         "Ini: torchbind_load (a file there is relative to the ini file's directory).")
-    group.addoption("--torchbind-checks", default=None, metavar="NAMES",
-                    help="comma-separated check names to run (default: all). "
-                         f"Available: {', '.join(check_names)}.")
-    group.addoption("--torchbind-backends", default=None, metavar="NAMES",
-                    help="comma-separated coverage-matrix backends (default: all): "
-                         f"{', '.join(backend_names)}. Ini: torchbind_backends.")
-    group.addoption("--torchbind-report", action="append", default=[], metavar="PATH",
-                    help="write the coverage-matrix report to PATH (.md, .json or .html). Repeatable: one report "
-                         "per option (replaces the ini's). Ini: torchbind_report (paths, relative to the ini "
-                         "file's directory).")
-    group.addoption("--torchbind-baseline", default=None, metavar="PATH",
-                    help="JSON file of known failures (test id -> reason): listed tests are strict xfails; an "
-                         "empty value switches off the ini's baseline. Ini: torchbind_baseline (a path relative to "
-                         "the ini file's directory).")
-    group.addoption("--torchbind-accept", action="store_true", default=False,
-                    help="rewrite the --torchbind-baseline file from this run's failures, keeping their reasons.")
-    group.addoption("--torchbind-timeout", default=None, metavar="SECONDS",
-                    help=f"stop a call into the class's code (constructor, method, __obj_flatten__, pickling, custom "
-                         f"op) that runs longer than this and fail the item as a hang; a matrix cell (compiling "
-                         f"included) gets this much as a whole, another item {ITEM_LIMIT_FACTOR}x as long. 0: no "
-                         f"limit (default {DEFAULT_TIMEOUT:g}). "
-                         "Ini: torchbind_timeout.")
-    group.addoption("--torchbind-isolation", default=None, choices=("process", "none"),
-                    help="process: run the checks in a worker process, so a crash (SIGSEGV, abort) or a hang in C++ "
-                         "code fails one item and the run goes on (default on Linux); none: in the pytest process "
-                         "(no crash protection, no timeout). Ini: torchbind_isolation.")
-    group.addoption("--torchbind-memory-limit", default=None, metavar="SIZE",
-                    help="kill an isolation worker process whose own resident memory exceeds SIZE (e.g. 12GiB, "
-                         "512MiB, or bytes) and fail the item it was running; 0: no limit (default: half of the "
-                         "physical memory). Ini: torchbind_memory_limit.")
-    group.addoption("--torchbind-device", default=None, metavar="DEVICE",
-                    help="the device of the example objects' tensors and the programs' inputs: cpu (default) or "
-                         "cuda (cuda:N); the report is labelled with it. Ini: torchbind_device.")
-    group.addoption("--torchbind-examples", type=int, default=None, metavar="N",
-                    help=f"hypothesis examples per class for the differential test (default {DEFAULT_EXAMPLES}). "
-                         "Ini: torchbind_examples.")
-    group.addoption("--torchbind-reuse", default=None, choices=("on", "off"),
-                    help="on: an item that passed, was skipped (an unsupported matrix cell) or failed as the "
-                         "baseline expects is not run again while nothing its verdict depends on changed "
-                         "(libraries, fakes, schemas, examples, torch, the plugin, the plugin's options, torch's "
-                         "compile environment variables, hypothesis's seed and profile, your modules' whole files, "
-                         "its baseline entry); its verdict is kept in pytest's cache (.pytest_cache; --cache-clear forgets it). "
-                         "A failure the baseline does not list always runs again. Default off. Ini: torchbind_reuse.")
-    group.addoption("--torchbind-check-repro", default=None, choices=("on", "off"),
-                    help="on (default): before a failure prints its reproducer, run the script in a fresh "
-                         "interpreter from an empty directory and say whether it reproduces (one that does not "
-                         "shows a divergence that depends on state outside the object); off: print it unchecked "
-                         "(each check starts an interpreter that imports torch). Ini: torchbind_check_repro.")
-    parser.addini("torchbind_check_repro", "on (default) or off: run failures' reproducers in a fresh interpreter",
-                  default="")
-    parser.addini("torchbind_device", "device of the examples' tensors and program inputs (cpu, cuda)", default="")
-    parser.addini("torchbind_reuse", "on: reuse settled verdicts whose inputs did not change (off: default)",
-                  default="")
-    parser.addini("torchbind_classes", "TorchBind classes to check (NS::CLS or NS::*)", type="linelist",
-                  default=[])
-    parser.addini("torchbind_load", "libraries / modules to load before collection", type="linelist", default=[])
-    parser.addini("torchbind_backends", "coverage-matrix backends (comma-separated)", default="")
-    # type="paths": pytest resolves them against the ini file's directory, as it does its own path keys.
-    parser.addini("torchbind_report", "coverage-matrix report paths (.md, .json, .html)", type="paths", default=[])
-    parser.addini("torchbind_baseline", "known-failures baseline file (JSON)", type="paths", default=[])
-    parser.addini("torchbind_examples", "hypothesis examples per class for the differential test", default="")
-    parser.addini("torchbind_timeout", "seconds a call into the class's code may take (0: no limit)", default="")
-    parser.addini("torchbind_isolation", "process (default on Linux) or none", default="")
-    parser.addini("torchbind_memory_limit", "own resident memory an isolation worker may hold (e.g. 12GiB; 0: no "
-                  "limit)", default="")
+    names = {"checks": ", ".join(check_names), "backends": ", ".join(backend_names)}
+    for option in OPTIONS.values():
+        option.register(group, parser, names)
 
 
-#: Every ini key :func:`add_options` registers (``tests/integration/test_docs.py`` keeps the two in step).
-INI_KEYS = ("torchbind_classes", "torchbind_load", "torchbind_backends", "torchbind_report", "torchbind_baseline",
-            "torchbind_examples", "torchbind_timeout", "torchbind_isolation", "torchbind_memory_limit",
-            "torchbind_device", "torchbind_reuse", "torchbind_check_repro")
+def given(config: pytest.Config, name: str):
+    """The value of the option ``name`` (``"memory-limit"``): the command line's when it gives one (anything but
+    ``None``, ``""`` or an empty list: a 0 given there wins), else its ini key's (pytest's rule: the command line
+    replaces the ini). Raises nothing; validation is :func:`read_options`'s."""
+    option = OPTIONS[name]
+    value = config.getoption(option.dest)
+    if option.ini is not None and (value is None or value == "" or value == []):
+        return config.getini(option.ini)
+    return value
+
+
+def _choice(config: pytest.Config, name: str, default: str) -> str:
+    """The option's value (:func:`given`, else ``default``), one of its ``choices``. Raises ``pytest.UsageError``
+    naming its ini key and what it accepts."""
+    option, value = OPTIONS[name], given(config, name) or default
+    if value not in option.choices:
+        raise pytest.UsageError(f"{option.ini}: expected {' or '.join(option.choices)}, got {value!r}")
+    return value
 
 
 def check_ini_keys(config: pytest.Config) -> None:
@@ -149,7 +211,7 @@ def gate_selected(config: pytest.Config, named: list[str]) -> bool:
     names them — a gate argument (``named``, :func:`claim_gate_arguments`), ``--torchbind-class`` on the command
     line, or a ``-m`` expression that mentions ``torchbind`` — or names no paths at all (``pytest`` with the ini
     keys runs the gate beside the ``testpaths``). A run of one's own file, directory or node id does not."""
-    if named or config.getoption("torchbind_class"):
+    if named or config.getoption(OPTIONS["class"].dest):
         return True
     if GATE in (getattr(config.option, "markexpr", "") or ""):
         return True
@@ -160,9 +222,8 @@ def requested(config: pytest.Config) -> bool:
     """Whether the run asks for the plugin: some ``--torchbind-*`` option differs from its default, or some
     ``torchbind_*`` ini key is set. Only then does the plugin import torch and its engine (and validate the
     options); a run that asks for nothing pays nothing."""
-    for name, value in vars(config.option).items():
-        if name.startswith("torchbind_") and value not in (None, False, [], ""):
-            return True
+    if any(config.getoption(option.dest) not in (None, False, [], "") for option in OPTIONS.values()):
+        return True
     return any(config.getini(name) for name in INI_KEYS)
 
 
@@ -216,23 +277,19 @@ def default_memory_limit() -> int:
         return 0
 
 
-def _opt(config: pytest.Config, option: str, ini: str):
-    return config.getoption(option) or config.getini(ini)
-
-
 def read_options(config: pytest.Config, check_names: list[str], backend_names: list[str]) -> RunOptions:
     """Read and validate every option. Raises ``pytest.UsageError`` for an unknown check or backend, a bad
     number or size, an unsupported or unwritable report path, a malformed baseline, ``--torchbind-accept`` without
     a baseline, or process isolation where ``os.fork`` is unavailable."""
     fields: dict = {}  # of the frozen Settings, built once everything is read
-    only = config.getoption("torchbind_checks")
+    only = given(config, "checks")
     if only:
         unknown = sorted(set(only.split(",")) - set(check_names))
         if unknown:
             raise pytest.UsageError(f"--torchbind-checks: unknown check(s) {', '.join(unknown)}; "
                                     f"available: {', '.join(sorted(check_names))}")
         fields["checks"] = tuple(n for n in check_names if n in only.split(","))
-    backends = _opt(config, "torchbind_backends", "torchbind_backends")
+    backends = given(config, "backends")
     if backends:
         chosen = tuple(n.strip() for n in backends.split(",") if n.strip())
         unknown = [n for n in chosen if n not in backend_names]
@@ -240,11 +297,8 @@ def read_options(config: pytest.Config, check_names: list[str], backend_names: l
             raise pytest.UsageError(f"--torchbind-backends: unknown backend(s) {', '.join(unknown)}; "
                                     f"available: {', '.join(backend_names)}")
         fields["backends"] = chosen
-    # The command line wins even when it says 0 (a falsy value must not fall through to the ini key).
-    examples = config.getoption("torchbind_examples")
-    if examples is None:
-        examples = config.getini("torchbind_examples") or None
-    if examples is not None:
+    examples = given(config, "examples")  # the command line wins even when it says 0
+    if examples not in (None, ""):
         try:
             fields["examples"] = int(examples)
         except ValueError:
@@ -254,9 +308,9 @@ def read_options(config: pytest.Config, check_names: list[str], backend_names: l
                                     "(it counts the random call sequences of the differential test, run after its "
                                     "explicit two-call sequences; to leave the test out, use --torchbind-checks)")
     options = RunOptions(
-        selectors=list(config.getoption("torchbind_class")) or list(config.getini("torchbind_classes")),
-        load=list(config.getoption("torchbind_load")) or ini_load_specs(config),
-        settings=Settings(), accept=config.getoption("torchbind_accept"))
+        selectors=list(given(config, "class")),
+        load=list(config.getoption(OPTIONS["load"].dest)) or ini_load_specs(config),
+        settings=Settings(), accept=given(config, "accept"))
     controller = not hasattr(config, "workerinput")
     if controller:
         options.reports = _writable_reports(config)
@@ -269,36 +323,27 @@ def read_options(config: pytest.Config, check_names: list[str], backend_names: l
             options.known = load_baseline(options.baseline, missing_ok=options.accept)
         except BaselineError as exc:
             raise pytest.UsageError(f"--torchbind-baseline: {exc}") from None
-    raw = _opt(config, "torchbind_timeout", "torchbind_timeout")
+    raw = given(config, "timeout")
     try:
         options.timeout = DEFAULT_TIMEOUT if raw in (None, "") else float(raw)
     except ValueError:
         raise pytest.UsageError(f"--torchbind-timeout: expected a number of seconds, got {raw!r}") from None
     if not options.timeout >= 0:
         raise pytest.UsageError(f"--torchbind-timeout: must be 0 (no limit) or positive, got {raw!r}")
-    mode = _opt(config, "torchbind_isolation", "torchbind_isolation") or (
-        "process" if isolation_available() else "none")
-    if mode not in ("process", "none"):
-        raise pytest.UsageError(f"torchbind_isolation: expected process or none, got {mode!r}")
+    mode = _choice(config, "isolation", "process" if isolation_available() else "none")
     if mode == "process" and not isolation_available():
         raise pytest.UsageError("--torchbind-isolation=process needs os.fork on Linux; use "
                                 "--torchbind-isolation=none here")
     options.isolation = mode
-    raw = _opt(config, "torchbind_memory_limit", "torchbind_memory_limit")
+    raw = given(config, "memory-limit")
     try:
         options.memory_limit = default_memory_limit() if raw in (None, "") else parse_size(raw)
     except ValueError:
         raise pytest.UsageError(f"--torchbind-memory-limit: expected a size such as 12GiB, 512MiB or a number of "
                                 f"bytes (0: no limit), got {raw!r}") from None
-    fields["device"] = _device(_opt(config, "torchbind_device", "torchbind_device") or "cpu")
-    reuse = _opt(config, "torchbind_reuse", "torchbind_reuse") or "off"
-    if reuse not in ("on", "off"):
-        raise pytest.UsageError(f"torchbind_reuse: expected on or off, got {reuse!r}")
-    options.reuse = reuse == "on"
-    check_repro = _opt(config, "torchbind_check_repro", "torchbind_check_repro") or "on"
-    if check_repro not in ("on", "off"):
-        raise pytest.UsageError(f"torchbind_check_repro: expected on or off, got {check_repro!r}")
-    fields["check_reproducers"] = check_repro == "on"
+    fields["device"] = _device(given(config, "device") or "cpu")
+    options.reuse = _choice(config, "reuse", "off") == "on"
+    fields["check_reproducers"] = _choice(config, "check-repro", "on") == "on"
     if options.reuse and getattr(config, "cache", None) is None:
         raise pytest.UsageError("--torchbind-reuse=on (ini torchbind_reuse) keeps verdicts in pytest's cache, which "
                                 "this run switched off (-p no:cacheprovider): enable the cache provider or use "
@@ -313,12 +358,12 @@ def replaced_ini_lists(config: pytest.Config) -> list[str]:
     user's ``--torchbind-load=mylib.broken:install`` dropped the ini's examples and strategies, and the gate
     missed the bugs they exercise."""
     out = []
-    for option, ini, flag in (("torchbind_load", "torchbind_load", "--torchbind-load"),
-                              ("torchbind_class", "torchbind_classes", "--torchbind-class")):
-        given, configured = list(config.getoption(option) or ()), list(config.getini(ini) or ())
-        dropped = [v for v in configured if v not in given]
-        if given and dropped:
-            out.append(f"{flag} on the command line replaces the ini's {ini} list, so this run leaves out "
+    for option in (OPTIONS["load"], OPTIONS["class"]):
+        ini = option.ini
+        on_line, configured = list(config.getoption(option.dest) or ()), list(config.getini(ini) or ())
+        dropped = [v for v in configured if v not in on_line]
+        if on_line and dropped:
+            out.append(f"{option.flag} on the command line replaces the ini's {ini} list, so this run leaves out "
                        f"{', '.join(dropped)}; repeat those on the command line to keep them")
     return out
 
@@ -361,7 +406,7 @@ def ini_load_specs(config: pytest.Config) -> list[str]:
     paths of its own ini keys; a module spec, or a file not found there, as written (:mod:`conformance.process.loading`
     then tries the invocation directory and the rootdir). Raises nothing."""
     base, out = _ini_dir(config), []
-    for spec in config.getini("torchbind_load"):
+    for spec in config.getini(OPTIONS["load"].ini):
         head, sep, func = spec.rpartition(":")
         target, tail = (head, sep + func) if sep and head.endswith(".py") else (spec, "")
         path = Path(target)
@@ -375,10 +420,11 @@ def _baseline_path(config: pytest.Config) -> Path | None:
     """The baseline file, absolute: ``--torchbind-baseline`` against the invocation directory (an empty value:
     none, switching off the ini's), else the ini's ``torchbind_baseline`` against the ini file's directory.
     Raises ``pytest.UsageError`` for an ini value naming several files."""
-    given = config.getoption("torchbind_baseline")
-    if given is not None:
-        return (_invocation_dir(config) / given).resolve() if given else None
-    paths = config.getini("torchbind_baseline")
+    option = OPTIONS["baseline"]
+    on_line = config.getoption(option.dest)
+    if on_line is not None:
+        return (_invocation_dir(config) / on_line).resolve() if on_line else None
+    paths = config.getini(option.ini)
     if len(paths) > 1:
         raise pytest.UsageError(f"torchbind_baseline in {config.inipath}: one file, got {len(paths)}: "
                                 f"{', '.join(map(str, paths))} (quote a path that holds spaces)")
@@ -389,11 +435,12 @@ def _writable_reports(config: pytest.Config) -> list[Path]:
     """Every report path, absolute and checked (:func:`_writable_report`), once each: the ``--torchbind-report``
     options against the invocation directory, else the ini's ``torchbind_report`` paths against the ini file's
     directory. Raises ``pytest.UsageError`` for a bad one."""
-    given = config.getoption("torchbind_report")
-    if given:
-        paths = [(_invocation_dir(config) / p, p) for p in given if p]
+    option = OPTIONS["report"]
+    on_line = config.getoption(option.dest)
+    if on_line:
+        paths = [(_invocation_dir(config) / p, p) for p in on_line if p]
     else:
-        paths = [(Path(p), str(p)) for p in config.getini("torchbind_report")]
+        paths = [(Path(p), str(p)) for p in config.getini(option.ini)]
     out: list[Path] = []
     for path, text in paths:
         checked = _writable_report(path, text)
