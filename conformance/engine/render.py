@@ -45,7 +45,8 @@ def render(value: Any, limit: int | None = 200, *, style: str = "metadata", numb
       followed by its type (``3 (int)``);
     * ``"numbers"``: a tensor as its first ``numbers`` values, shape and dtype (``tensor([3.0, 7.0], shape=[2],
       dtype=torch.float32)``, ``, ... (100 elements)`` when there are more), lists and tuples element-wise
-      without quotes, anything else as ``repr``.
+      (``[1, "a", tensor(...)]``: the elements' texts unquoted, a string's own quotes double), anything else as
+      ``repr``.
 
     Raises ``ValueError`` for another style; nothing else of its own (a ``repr`` that raises propagates)."""
     if style == "metadata":

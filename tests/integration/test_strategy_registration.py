@@ -4,6 +4,8 @@ and what it must draw, instead of a failure of every item that draws arguments."
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 from hypothesis import strategies as st
@@ -31,6 +33,22 @@ def test_an_op_named_alone_gets_the_strategy_for_every_class_it_takes(torch_test
         conformance.strategy(OP)(lambda: None)
         assert (OP, None) in REGISTRY.strategies(FOO)
         assert ArgumentSource(FOO, REGISTRY).excluded(OP)
+
+
+def test_an_op_named_alone_is_resolved_by_the_module_that_knows_both_kinds():
+    """conformance.strategy is conformance.kinds.strategy: which classes an op named alone applies to is asked of
+    both kinds there (the engine knows neither); a Python custom op annotated with a custom class finds it and
+    the registered classes derived from it."""
+    from conformance import kinds
+
+    importlib.import_module("sample_classes.custom_classes")  # registers Affine and samples_custom::affine
+    assert conformance.strategy is kinds.strategy
+    affine = "sample_classes.custom_classes.Affine"
+    owners = kinds.classes_taking("samples_custom::affine")
+    assert owners[0] == affine and all(o.startswith(affine) for o in owners)  # AffineHoisted, AffineEqIdentity, ...
+    with REGISTRY.scratch():
+        conformance.strategy("samples_custom::affine", arg=0)(lambda: st.just("torch.ones(2)"))
+        assert all(set(REGISTRY.strategies(o)) == {("samples_custom::affine", 0)} for o in owners)
 
 
 def test_an_op_named_alone_must_exist_and_take_a_class(torch_test_classes):

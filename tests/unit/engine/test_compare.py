@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -45,3 +46,35 @@ def test_flat_state_differences_compares_values_too():
     assert flat_state_differences(a, (("t", torch.tensor([1.0, 3.0])),)) == ["state[0][1]: tensor values differ"]
     assert flat_state_differences(a, (("u", torch.tensor([1.0, 2.0])),), sides=("x", "y")) == [
         "state[0][0]: x gave 't' (str), y gave 'u' (str)"]
+
+
+def test_one_renderer_in_three_styles():
+    """conformance.engine.render.render is the one value renderer; compare.describe, the matrix cell's show and the
+    custom-class checks' show are its styles, each with the texts their messages had."""
+    from conformance.custom.context import show as numbers
+    from conformance.engine.compare import describe
+    from conformance.engine.render import render
+    from conformance.matrix.explain import show as cell
+
+    t = torch.tensor([0.0, 3.0])
+    meta = "Tensor(shape=[2], dtype=float32, device=cpu, stride=[1])"
+    assert describe(t) == render(t) == meta
+    assert render(t, 10) == meta  # a tensor's own text is never cut
+    assert render([t, (1,)], 30) == "[" + meta[:26] + "..."
+    assert render({"k": torch.zeros(2, requires_grad=True)}) == (
+        "{'k': Tensor(shape=[2], dtype=float32, device=cpu, stride=[1], requires_grad=True)}")
+
+    assert cell(t) == render(t, 160, style="cell") == f"{meta} = [0.0, 3.0]"
+    assert cell(torch.zeros(13)).endswith("stride=[1])")  # more than 12 numbers: metadata only
+    assert cell(torch.empty(2, device="meta")).endswith("stride=[1])")  # no data to show
+    assert cell(3) == "3 (int)" and cell([1, t]) == f"[1, {meta}]"
+    assert cell("x" * 200) == "'" + "x" * 156 + "..."
+
+    assert numbers(t) == render(t, None, style="numbers") == "tensor([0.0, 3.0], shape=[2], dtype=torch.float32)"
+    assert numbers(torch.arange(20.0)) == ("tensor([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0], "
+                                           "... (20 elements), shape=[20], dtype=torch.float32)")
+    assert numbers(torch.tensor(2)) == "tensor(2, shape=[], dtype=torch.int64)"
+    assert numbers((1, "a", [t])) == '(1, "a", [tensor([0.0, 3.0], shape=[2], dtype=torch.float32)])'  # element-wise
+    assert numbers("x" * 300) == "'" + "x" * 300 + "'"  # never cut
+    with pytest.raises(ValueError, match="one of metadata, cell, numbers"):
+        render(1, style="json")
