@@ -70,11 +70,13 @@ def verdicts(name: str, examples: int = 30) -> dict[tuple[str, str | None], obje
     return {(o.check, o.target): o for o in outcomes}
 
 
-def only_failure(outcomes, key):
-    """The one failure of the item ``key``; every other item passed (or was skipped with a reason)."""
+def only_failure(outcomes, key, rule):
+    """The one failure of the item ``key``, breaking ``rule`` (its id); every other item passed (or was skipped with
+    a reason)."""
     failed = {k for k, o in outcomes.items() if o.status == "failed"}
     assert failed == {key}, {k: outcomes[k].render() for k in failed}
     [failure] = outcomes[key].failures
+    assert failure.rule == rule, failure.render(outcomes[key].qualname, outcomes[key].target)
     return failure, failure.render(outcomes[key].qualname, outcomes[key].target)
 
 
@@ -146,7 +148,7 @@ def test_plain_torch_a_guard_that_ignores_a_field_reuses_a_stale_program(cc):
 
 def test_guards_names_the_ignored_field_and_the_stale_numbers(cc):
     outcomes = verdicts("AffineEqIgnoresOffset")
-    failure, text = only_failure(outcomes, ("guards", "affine"))
+    failure, text = only_failure(outcomes, ("guards", "affine"), "guards.eq-ignores-state")
     assert "AffineEqIgnoresOffset.__eq__ ignores 'offset': a == b, but samples_custom::affine gives different " \
            "results" in text
     # b is made by the class's own constructor (never a field set from outside: a state no real object reaches)
@@ -187,14 +189,15 @@ def test_guards_checks_hoisted_classes_as_graph_inputs(cc, monkeypatch):
     # The same check on the same class, with torch baking the object in: the stale result is found and shown.
     _without_hoisting(monkeypatch)
     # (the gate's default 100 examples: 10 object sequences, each compiled)
-    failure, text = only_failure(verdicts("AffineHoistedEqIgnoresOffset", 100), ("guards", "affine"))
+    failure, text = only_failure(verdicts("AffineHoistedEqIgnoresOffset", 100), ("guards", "affine"),
+                                 "guards.hoisted-differs")
     assert "registered with hoist=True, yet a compiled program calling samples_custom::affine returns something " \
            "else than eager for a with offset changed" in text
     eager, got = failure.details
     assert eager.startswith("eager:") and got.startswith("compiled:") and eager[9:] != got[9:]
     assert "program = torch.compile(lambda obj: torch.ops.samples_custom.affine(" in failure.repro
     # With a sound __eq__ no result differs, but the graph has no input for the object: baked in, named as such.
-    _, text = only_failure(verdicts("AffineHoisted"), ("guards", "affine"))
+    _, text = only_failure(verdicts("AffineHoisted"), ("guards", "affine"), "guards.hoisted-baked-in")
     assert "AffineHoisted is registered with hoist=True, but the graph compiled for samples_custom::affine does " \
            "not take the object as an input: it was baked in as a constant" in text
 
@@ -207,8 +210,8 @@ def test_plain_torch_fx_repr_that_drops_a_field_bakes_in_the_wrong_object(cc):
 
 
 def test_fx_repr_names_the_lost_field_with_compiled_and_eager_numbers(cc):
-    failure, text = only_failure(verdicts("AffineReprDropsOffset"), ("fx_repr", None))
-    assert "__fx_repr__ does not rebuild the object" in text and "differs in offset" in text
+    failure, text = only_failure(verdicts("AffineReprDropsOffset"), ("fx_repr", None), "fx_repr.rebuilds-differently")
+    assert "differs in offset" in text
     assert any(d.startswith("offset: ") and " rebuilt as 0.0" in d for d in failure.details)
     numbers = next(d for d in failure.details if "samples_custom.affine" in d)
     eager, compiled_ = numbers.split("eager ")[1].split(", compiled ")
@@ -228,10 +231,9 @@ def test_plain_torch_identity_equality_recompiles_for_every_object(cc):
 
 
 def test_eq_hash_contract(cc):
-    _, text = only_failure(verdicts("AffineEqIdentity"), ("eq_hash", None))
-    assert "two objects built the same way (equal state) compare unequal" in text
-    failure, text = only_failure(verdicts("AffineHashById"), ("eq_hash", None))
-    assert failure.target == "__hash__" and "objects that compare equal hash differently" in text
+    only_failure(verdicts("AffineEqIdentity"), ("eq_hash", None), "eq_hash.equal-state-unequal")
+    failure, _ = only_failure(verdicts("AffineHashById"), ("eq_hash", None), "eq_hash.hash-differs")
+    assert failure.target == "__hash__"
 
 
 # ----- symbolic (reference) types --------------------------------------------------------------------------------
@@ -247,7 +249,8 @@ def test_plain_torch_a_guard_fn_that_misses_a_field_keeps_a_stale_member(cc):
 
 
 def test_guards_on_a_symbolic_class_name_the_call_the_field_and_guard_fn(cc):
-    failure, text = only_failure(verdicts("StepperGuardMissesStep"), ("guards", "get_step"))
+    failure, text = only_failure(verdicts("StepperGuardMissesStep"), ("guards", "get_step"),
+                                 "guards.unguarded-change")
     # The trigger is a state-changing call (obj.bump(n)) or a new object built with another step, whichever came
     # first (never an attribute set from outside: a state no real object reaches).
     assert ("a compiled program that read get_step() returns a stale result after obj.bump(" in text
@@ -268,7 +271,7 @@ def test_plain_torch_a_fake_kernel_reading_an_unregistered_member_does_not_compi
 
 def test_fake_kernel_names_the_member(cc):
     outcomes = verdicts("StepperFakeReadsStep")
-    _, text = only_failure(outcomes, ("fake_kernel", "widen"))
+    _, text = only_failure(outcomes, ("fake_kernel", "widen"), "fake_kernel.unregistered-member")
     assert "the fake kernel of samples_custom::widen reads 'step'" in text and "registered: get_step" in text
     # The guards item of that op cannot judge a program that does not compile: a skip pointing at fake_kernel.
     assert outcomes[("guards", "widen")].status == "skipped"
@@ -286,7 +289,7 @@ def test_plain_torch_an_inlined_member_must_read_only_registered_members(cc):
 def test_inlined_names_the_member_read(cc):
     assert verdicts("Gauge")[("inlined", "doubled")].status == "passed"
     outcomes = verdicts("GaugeInlinedReadsLevel")
-    _, text = only_failure(outcomes, ("inlined", "bump"))
+    _, text = only_failure(outcomes, ("inlined", "bump"), "inlined.untraceable")
     assert "the INLINED member bump cannot be traced by torch.compile: its body reads 'level'" in text
     assert outcomes[("inlined", "doubled")].status == "passed"
 
@@ -603,11 +606,12 @@ def test_torchs_placements_pass_and_mask_partial_is_reported(placements):
     with pytest.raises(AttributeError, match="has no attribute 'MaskPartial'"):
         eval(text, {"torch": torch, **names})
     assert found["fx_repr"].status == "failed"
+    assert found["fx_repr"].failures[0].rule == "fx_repr.not-evaluable"
     assert "has no attribute 'MaskPartial'" in found["fx_repr"].failures[0].summary
     # Each _MaskPartial owns a mask buffer compared by identity: equal-looking objects are unequal by design, so
     # every new one recompiles a program (reported; an adopter who accepts it lists it in the baseline).
     assert found["eq_hash"].status == "failed"
-    assert "two objects built the same way (equal state) compare unequal" in found["eq_hash"].failures[0].summary
+    assert found["eq_hash"].failures[0].rule == "eq_hash.equal-state-unequal"
     a, b = pt._MaskPartial(), pt._MaskPartial()
     assert vars(a) == vars(b) and a != b
 
@@ -673,7 +677,7 @@ def test_plain_torch_non_strict_export_bakes_an_object_made_in_forward_into_the_
 
 def test_baked_names_the_object_the_op_and_both_calls(cc):
     outcomes = verdicts("Ticker")
-    failure, text = only_failure(outcomes, ("baked", "tick"))
+    failure, text = only_failure(outcomes, ("baked", "tick"), "baked.shared-object")
     assert "non-strict export bakes the Ticker created in forward into the program as a constant " \
            "(lifted_custom_0), and samples_custom::tick changes it, so call 2 of the exported program" in text
     eager, exported = failure.details

@@ -71,6 +71,8 @@ def test_broken_fake_is_caught_by_its_check(samples, broken):
         assert broken.method in text
     # The checks run without internal errors even on broken fakes.
     assert not [f for _, f in failures if "could not complete" in f.summary]
+    # Every failure names the rule it breaks, one of its own check's (docs/reference/checks.md lists them).
+    assert [(o.check, f.rule) for o, f in failures if not f.rule.startswith(f"{o.check}.")] == []
 
 
 def test_installed_restores_the_correct_fake(samples):
@@ -94,14 +96,15 @@ def _failures(qualname, check):
 
 
 def test_flatten_with_duplicate_names_and_aliasing_tensors(broken_cpp):
-    texts = [o.render() for o in run_class("samples_broken::FlattenDup", only={"flatten"})]
-    assert any("repeats the name(s) 't'" in t for t in texts), texts
-    assert any("alias one another" in t for t in texts), texts
+    failures = _failures("samples_broken::FlattenDup", "flatten")
+    assert any(f.rule == "flatten.duplicate-name" and "repeats the name(s) 't'" in f.summary for f in failures), \
+        failures
+    assert any(f.rule == "flatten.aliased-tensors" for f in failures), failures
 
 
 def test_flatten_that_changes_state(broken_cpp):
-    texts = [f.summary for f in _failures("samples_broken::FlattenMutates", "flatten")]
-    assert any("not deterministic or changes the object" in t for t in texts), texts
+    rules = [f.rule for f in _failures("samples_broken::FlattenMutates", "flatten")]
+    assert "flatten.nondeterministic" in rules, rules
 
 
 def test_bad_tracing_mode(broken_cpp):
@@ -111,30 +114,32 @@ def test_bad_tracing_mode(broken_cpp):
 
 def test_lossy_pickle_is_caught_by_deepcopy(broken_cpp):
     [failure] = _failures("samples_broken::LossyPickle", "deepcopy")
-    assert "does not preserve the state" in failure.summary
+    assert failure.rule == "deepcopy.state-lost"
     assert any("deep copy gave" in d for d in failure.details), failure.details
 
 
 def test_class_without_flatten_is_not_fakifiable(broken_cpp):
     [failure] = _failures("samples_broken::NoFlatten", "flatten")
-    assert "has no __obj_flatten__" in failure.summary
+    assert failure.rule == "flatten.missing"
     assert "tracing_mode" in failure.details[0]
     [no_fake] = _failures("samples_broken::NoFlatten", "fake_class")
-    assert "no fake class is registered" in no_fake.summary
+    assert no_fake.rule == "fake_class.missing"
 
 
 def test_flatten_with_the_wrong_structure(broken_cpp):
     failures = _failures("samples_broken::FlattenWrongStructure", "flatten")  # one per example object
-    assert failures and all(f.summary == "__obj_flatten__ returned the wrong structure: Expect flat x to be a "
+    assert failures and all(f.rule == "flatten.structure" for f in failures), failures
+    assert all(f.summary == "__obj_flatten__ returned the wrong structure: Expect flat x to be a "
                                          "tuple of tuples." for f in failures), failures
     assert failures[0].cpp.startswith("returned (Tensor(shape="), failures[0].cpp
     roundtrip = _failures("samples_broken::FlattenWrongStructure", "roundtrip")
-    assert roundtrip and all("fakifying the object failed" in f.summary for f in roundtrip)
+    assert roundtrip and all(f.rule == "roundtrip.fakify-raises" for f in roundtrip)
 
 
 def test_constructor_that_rejects_every_generated_argument(broken_cpp):
     outcomes = {(o.check, o.target): o for o in run_class("samples_broken::PickyInit", skip={"matrix"})}
     [failure] = outcomes[("examples", None)].failures
+    assert failure.rule == "examples.unbuildable"
     assert failure.summary.startswith("could not build any samples_broken::PickyInit object: "
                                       "obj = torch.classes.samples_broken.PickyInit(")
     assert "RuntimeError: PickyInit needs n == 4242" in failure.summary

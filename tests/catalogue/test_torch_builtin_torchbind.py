@@ -282,6 +282,7 @@ def test_opaque_object_verdicts_say_what_happened(outcomes):
         assert "Unable to implement __obj_flatten__" in reason and "could not build" not in reason, reason
         assert "::flatten)" in reason
     [failure, *_] = by_item["flatten", None].failures
+    assert failure.rule == "flatten.raises"
     assert failure.summary == "__obj_flatten__ raised RuntimeError: Unable to implement __obj_flatten__ for opaque objects."
 
 

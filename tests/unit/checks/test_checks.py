@@ -52,12 +52,13 @@ def test_unflatten_must_be_a_classmethod(torch_test_classes):
 
     with fake_registered(CONTAINS, PlainUnflatten):
         [outcome] = run_class(CONTAINS, only={"fake_class"})
-    assert outcome.failures[0].summary == "__obj_unflatten__ is not a classmethod"
+    assert outcome.failures[0].rule == "fake_class.unflatten-not-classmethod"
 
 
 def test_method_inherited_from_object_does_not_count(torch_test_classes):
     outcomes = run_class("_TorchScriptTesting::_Foo", only={"coverage"})
     [eq] = [o for o in outcomes if o.target == "__eq__"]
+    assert eq.failures[0].rule == "coverage.method-missing"
     assert "only inherited from object" in eq.failures[0].summary
 
 
@@ -76,6 +77,7 @@ def test_signature_catch_alls_and_annotations(torch_test_classes):
     with fake_registered(CONTAINS, Loose):
         [outcome] = run_class(CONTAINS, only={"signature"})
     details = outcome.failures[0].details
+    assert outcome.failures[0].rule == "signature.var-positional"  # the first problem listed
     assert any("*args" in d for d in details) and any("**kwargs" in d for d in details)
     assert "return: annotated int, C++ returns Tensor" in details
 
@@ -105,12 +107,13 @@ def test_nondeterministic_factory_is_reported(torch_test_classes, factories):
         return [torch.classes._TorchScriptTesting._Foo(n, n)]
 
     [outcome] = run_class("_TorchScriptTesting::_Foo", only={"examples"})
-    assert outcome.failures and outcome.failures[0].summary == "building the same example twice gave different states"
+    assert outcome.failures and outcome.failures[0].rule == "examples.rebuild-differs"
 
 
 def test_factory_returning_the_wrong_class(torch_test_classes, factories):
     conformance.examples("_TorchScriptTesting::_Foo")(lambda: [torch.zeros(1)])
     [outcome] = run_class("_TorchScriptTesting::_Foo", only={"examples"})
+    assert outcome.failures[0].rule == "examples.unbuildable"
     assert "returned Tensor at index 0, not a _TorchScriptTesting::_Foo" in outcome.failures[0].summary
     # Checks that need objects are skipped, pointing at the examples item.
     [sig] = [o for o in run_class("_TorchScriptTesting::_Foo", only={"agreement"}) if o.target == "add_tensor"]

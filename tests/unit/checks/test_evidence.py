@@ -252,7 +252,7 @@ def test_roundtrip_names_two_swapped_keys_kept_behind_getters(span_fakes):
     assert (real.lo(), real.hi()) == (1, 5)
     engine = engine_of(lambda: conformance.examples(SPAN, derive=False)(lambda: [torch.classes.samples_evidence.Span(1, 5)]))
     bad = outcomes(engine, SPAN, only={"roundtrip"})[("roundtrip", None)]
-    assert bad.status is Status.FAILED
+    assert bad.status is Status.FAILED and bad.failures[0].rule == "roundtrip.values-swapped"
     text = bad.render()
     assert "__obj_unflatten__ swaps the values of the __obj_flatten__ keys 'lo' and 'hi'" in text
     assert "lo holds 5, C++ flattened 1 for it and 5 for hi" in text

@@ -64,9 +64,10 @@ def test_every_failure_the_checks_and_the_matrix_build_passes_its_rule():
 
 
 def test_the_rule_ids_in_the_code_are_the_documented_ones():
-    documented = documented_rule_ids()
-    assert len(documented) == len(set(documented)), "a rule id listed twice"
-    assert all(RULE_ID.fullmatch(r) and r.split(".")[0] in CHECK_NAMES for r in documented), documented
+    listed = documented_rule_ids()
+    assert len(listed) == len(set(listed)), "a rule id listed twice"
+    assert [r for r in listed if not RULE_ID.fullmatch(r)] == []
+    documented = [r for r in listed if r.split(".")[0] in CHECK_NAMES]  # the checks' (not the engine's own)
     in_code = set().union(*(rule_ids_in(path.read_text()) for path in SOURCES))
     assert sorted(in_code - set(documented)) == [], "rule ids missing from docs/reference/checks.md"
     assert sorted(set(documented) - in_code) == [], "rule ids listed in docs/reference/checks.md no check uses"

@@ -52,7 +52,7 @@ def test_fake_kernel_names_the_op_the_output_and_the_field_for_a_constant_class(
     items = fake_kernel_items(f"{MOD}.CropFakeKeepsShape")
     assert items["crop"].status is Status.PASSED  # the same class, the correct op fake
     bad = items["crop_wrong"]
-    assert bad.status is Status.FAILED
+    assert bad.status is Status.FAILED and bad.failures[0].rule == "fake_kernel.metadata-differs"
     text = bad.render()
     assert "the fake kernel of samples_opfake::crop_wrong disagrees with the real op on result: shape (real [" in text
     [failure] = bad.failures
@@ -151,6 +151,6 @@ def test_a_hoisted_constant_object_reaches_the_fake_as_torch_compile_passes_it(o
             x, opfake.CropHoisted(1, 2))
     torch._dynamo.reset()
     item = fake_kernel_items(f"{MOD}.CropHoisted")["crop"]
-    assert item.status is Status.FAILED
+    assert item.status is Status.FAILED and item.failures[0].rule == "fake_kernel.unregistered-member"
     assert "the fake kernel of samples_opfake::crop reads 'start' of the CropHoisted object, which is not a " \
            "registered member (registered: none)" in item.render()

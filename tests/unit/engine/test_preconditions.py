@@ -145,7 +145,7 @@ def test_an_op_fake_that_only_raises_fails_where_cpp_accepts(adopter, inputs):
         outcome = outcomes(adopter, CACHE, only={"custom_op"})[("custom_op", "gather")]
     assert outcome.status == "failed"
     [failure] = outcome.failures
-    assert failure.summary == "the fake raises but the C++ op returns"
+    assert failure.rule == "custom_op.fake-raises"
     assert failure.fake.startswith("raised NotImplementedError: gather has no fake implementation yet")
 
 
@@ -162,7 +162,7 @@ def test_an_op_without_a_python_fake_fails_whatever_the_inputs(generated, inputs
             _compile_gather(cache(1.0), torch.tensor([0]))  # plain torch: no kernel can take a FakeScriptObject
         outcome = outcomes(generated, CACHE, only={"custom_op"})[("custom_op", "gather")]
     assert outcome.status == "failed"
-    assert outcome.failures[0].summary.startswith("the op has no Python fake (torch.library.register_fake)")
+    assert outcome.failures[0].rule == "custom_op.no-fake"
 
 
 def test_op_fake_strides_are_compared_on_accepted_calls(adopter, inputs):
