@@ -1,1 +1,2 @@
-"""Checks of TorchBind classes: one module per check, each registered with :func:`conformance.checks.check`."""
+"""Checks of TorchBind classes: one module per check, each a function ``(ClassContext, target)`` of the check's
+name, declared by its row of :data:`conformance.core.names.CHECKS` (see :mod:`conformance.checks`)."""
