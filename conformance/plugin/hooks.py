@@ -1,15 +1,14 @@
 """pytest wiring (entry point ``torchbind``): every hook is a one-line call into the run's
-:class:`~conformance.plugin.run.PluginRun` (kept in ``config.stash``) or one of its roles: the
-:class:`~conformance.plugin.items.Collection` and, on the controller only, the :class:`~conformance.plugin.recorder.Recorder`
-(registered as a plugin there for the hooks without a ``config`` argument, ``pytest_runtest_logreport`` and
-xdist's ``pytest_handlecrashitem``).
+:class:`~conformance.plugin.run.PluginRun` (kept in ``config.stash``) or, on the controller only, its
+:class:`~conformance.plugin.recorder.Recorder` (registered as a plugin there for the hooks without a ``config``
+argument, ``pytest_runtest_logreport`` and xdist's ``pytest_handlecrashitem``).
 
 Lazy, as hypothesis's own pytest plugin is: importing this module, and a pytest run that sets no ``--torchbind-*``
 option and no ``torchbind_*`` ini key, import neither torch nor the plugin's engine; ``pytest_configure`` imports
 :mod:`conformance.plugin.run` only when the run asks for the plugin. Options are :mod:`conformance.plugin.options`,
-items :mod:`conformance.plugin.items`, the run's setup :mod:`conformance.plugin.run`, its reports
-:mod:`conformance.plugin.recorder`; the checks live in
-:mod:`conformance.checks` and run through :mod:`conformance.runner`.
+items :mod:`conformance.plugin.items`, the run's setup and how it runs an item :mod:`conformance.plugin.run`, its
+reports :mod:`conformance.plugin.recorder`; the checks live in :mod:`conformance.checks` and run through
+:mod:`conformance.runner`.
 """
 
 from __future__ import annotations
@@ -54,7 +53,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
-    _run(config) and _run(config).collection.collect(session, items)
+    _run(config) and _run(config).collect(session, items)
 
 
 @pytest.hookimpl(hookwrapper=True)
