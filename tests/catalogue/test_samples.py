@@ -15,6 +15,27 @@ from conformance.core.settings import DEFAULT_EXAMPLES, Settings
 SWEEP = Settings(examples=10)
 
 
+#: The rule id each broken fake breaks: its check reports it with a failure of that id (for the differential's,
+#: hypothesis may find the drift through a call, an observer or the state first).
+_DRIFT = ("differential.call-differs", "differential.observer-drifts", "differential.state-drifts")
+RULE_IDS = {
+    "counter_no_fake_class": "fake_class.missing", "queue_missing_top": "coverage.method-missing",
+    "counter_missing_reset": "coverage.method-missing", "counter_extra_peek": "extra_methods.unknown-method",
+    "queue_push_arity": "signature.arity", "config_add_default": "signature.default-value",
+    "config_add_kwname": "signature.arg-name", "counter_value_annotation": "signature.return-type",
+    "config_tag_no_default": "signature.required-count", "counter_value_float": "return_type.wrong-type",
+    "queue_clone_queue_tuple": "return_type.wrong-type", "config_stats_list": "return_type.wrong-type",
+    "counter_increment_off_by_one": "agreement.result-differs", "queue_pop_empty_shape": "agreement.result-differs",
+    "config_total_dtype": "agreement.result-differs", "queue_size_raises": "agreement.fake-raises",
+    "counter_unflatten_raises": "roundtrip.fakify-raises", "op_for_each_add_missing": "custom_op.no-fake",
+    "op_counter_scale_dtype": "custom_op.result-differs", "versioned_static_signature": "signature.arity",
+    "anybox_get_str": "return_type.returned-type", "bag_len_off_by_one": "agreement.result-differs",
+    "bag_merge_reads_real_object": "agreement.fake-raises", "queue_flatten_keys_renamed": "roundtrip.key-missing",
+    "op_push_scaled_pushes_nothing": _DRIFT, "queue_pop_keeps": _DRIFT, "config_add_no_evict": _DRIFT,
+    "queue_pop_empty_last": _DRIFT,
+}
+
+
 @pytest.fixture(scope="module")
 def samples():
     import sample_classes  # noqa: F401 - builds (cached) and loads the library, registers the correct fakes
@@ -46,6 +67,7 @@ def test_correct_fakes_pass_every_check(samples, qualname):
 def test_every_check_has_a_broken_fake():
     from sample_classes.broken import BROKEN_FAKES
 
+    assert sorted(b.name for b in BROKEN_FAKES) == sorted(RULE_IDS)
     assert {b.check for b in BROKEN_FAKES} >= {"fake_class", "coverage", "extra_methods", "signature",
                                                "return_type", "agreement", "roundtrip", "custom_op"}
 
@@ -64,6 +86,9 @@ def test_broken_fake_is_caught_by_its_check(samples, broken):
     hits = [(o, f) for o, f in failures if o.check == broken.check and broken.method in (None, f.target or o.target)]
     assert hits, (f"{broken.name} ({broken.rule}) was not reported by {broken.check}"
                   f"[{broken.method}]; got {[(o.check, f.target or o.target) for o, f in failures]}")
+    expected = RULE_IDS[broken.name]
+    assert {f.rule for _, f in hits} & ({expected} if isinstance(expected, str) else set(expected)), \
+        (broken.name, expected, [f.rule for _, f in hits])
     outcome, failure = hits[0]
     text = failure.render(outcome.qualname, outcome.target)
     assert broken.qualname in text
