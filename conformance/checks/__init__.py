@@ -115,7 +115,7 @@ def with_targets(targets: TargetLister, lost: LostCell | None = None) -> Callabl
     :data:`conformance.core.names.CHECKS` does)."""
 
     def give(func: F) -> F:
-        func.__check_listing__ = _Listing(targets, lost)  # type: ignore[attr-defined]
+        func._conformance_listing = _Listing(targets, lost)  # type: ignore[attr-defined]
         return func
 
     return give
@@ -131,7 +131,7 @@ def _build(row: CheckRow) -> Check:
     if not callable(func):
         raise LookupError(f"conformance.core.names.CHECKS lists the check {row.name!r} in {module.__name__}, which "
                           f"defines no function {row.name}")
-    listing: _Listing | None = getattr(func, "__check_listing__", None)
+    listing: _Listing | None = getattr(func, "_conformance_listing", None)
     doc = (func.__doc__ or "").strip().splitlines()
     return Check(row.name, row.scope, func, listing.targets if listing else DEFAULT_TARGETS[row.scope],
                  doc[0] if doc else row.name, listing.lost if listing else None, row.kinds)
