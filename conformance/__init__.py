@@ -4,7 +4,9 @@ Public API:
 
 * :func:`examples` — register a factory of example objects for a class whose constructor needs specific args;
 * :func:`strategy` — say how every check draws a method's or op's arguments (or exclude it);
-* :func:`run_class` — run every check on a class outside pytest and get :class:`Outcome` objects.
+* :func:`run_class` — run every check on a class outside pytest and get :class:`Outcome` objects (``Outcome`` is
+  the plugin's one verdict type, :class:`conformance.core.results.Verdict`, under its public name; :class:`Failure`
+  is one finding of a check).
 
 The pytest plugin (``conformance.plugin.hooks``, entry point ``torchbind``) turns each check into a test item.
 

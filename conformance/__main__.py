@@ -61,13 +61,14 @@ def accept_runs(runs, path: Path) -> list[str]:
     written."""
     from .plugin.baseline import accept_changes, load_baseline, merge_accepted, save_baseline
     from .core.qualname import node_id
+    from .core.results import Status
 
     old = load_baseline(path, missing_ok=True)
     new = dict(old)
     for run in runs:
-        results = {node_id(qualname, v["item"]): (v["status"] == "failed", v.get("summary") or "")
+        results = {node_id(qualname, v.item): (v.status is Status.FAILED, v.summary)
                    for qualname, verdicts in run.verdicts.items() for v in verdicts
-                   if v["status"] in ("passed", "failed")}
+                   if v.status in (Status.PASSED, Status.FAILED)}
         new = merge_accepted(new, results, torch_version=run.labels.get("torch", "0"))
     save_baseline(path, new)
     return accept_changes(old, new)

@@ -25,11 +25,16 @@ from .kinds import context_for
 from .matrix.cell import cell_failure, cell_skip_reason
 from .core.registry import REGISTRY, Registry
 from .engine.reproducers import MAX_CHECKED, check_reproducer
-from .core.results import Cell, Failure, NotApplicable, Outcome, Status
+from .core.results import Cell, Failure, NotApplicable, Verdict, Status
 from .core.settings import Settings
 
-__all__ = ["Engine", "CheckTarget", "plan", "run_target", "run_class", "prepare_class", "lost_outcome", "lost_cell",
-           "unsendable_outcome"]
+__all__ = ["Engine", "CheckTarget", "plan", "run_target", "run_class", "prepare_class", "lost_outcome",
+           "unsendable_outcome", "RULES"]
+
+#: The rule ids of the failures the runner itself makes (not a check's): a check that raised, a result the worker
+#: could not send back. See also :data:`conformance.core.faults.RULES` and :data:`conformance.process.lost.RULES`.
+RULES = {"run.check-error": "the check raised an exception of its own (a bug in the check or in what it called)",
+         "process.unsendable-result": "the check's result could not be sent back from the worker process"}
 
 
 class Engine:
@@ -43,6 +48,7 @@ class Engine:
         self.registry = registry if registry is not None else REGISTRY
         self.tracer = tracer if tracer is not None else Tracer()
         self._contexts: dict[str, ClassContext] = {}
+        self._targets: dict[tuple[str, str], list[Any]] = {}  # (qualname, check) -> the check's targets
 
     def context(self, qualname: str) -> ClassContext:
         """The :class:`~conformance.torchbind.context.ClassContext` of ``ns::Cls`` (a
@@ -53,6 +59,15 @@ class Engine:
             ctx = self._contexts[qualname] = context_for(qualname, self.settings, self.registry, self.tracer,
                                                          self.context)
         return ctx
+
+    def targets(self, qualname: str, check: Check) -> list[Any]:
+        """The targets of ``check`` in the class ``qualname`` (``check.targets`` of its context), listed once and
+        kept: every plan of the class (the collection's, the recorder's count of planned cells and its stale
+        baseline entries) reads the same list."""
+        key = (qualname, check.name)
+        if key not in self._targets:
+            self._targets[key] = list(check.targets(self.context(qualname)))
+        return self._targets[key]
 
     def lost_examples(self) -> bool:
         """Whether an example object of a TorchBind class this engine has prepared was left out because building it
@@ -65,6 +80,7 @@ class Engine:
         """Forget every cached context (with its example objects and scenarios): needed after libraries, fakes or
         factories change."""
         self._contexts.clear()
+        self._targets.clear()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,8 +106,10 @@ def plan(qualname: str, engine: Engine | None = None, only: Iterable[str] | None
     """Every (check, target) pair for the class ``ns::Cls``, in the checks' order
     (:data:`conformance.core.names.CHECKS`); ``only`` limits it to those check names, ``skip`` leaves those out,
     ``backends`` limits the coverage matrix's cells to those backends (``None``: no limit). Builds no objects,
-    except where a check's target list needs them."""
-    ctx = (engine or Engine()).context(qualname)
+    except where a check's target list needs them; each check's targets are listed once per engine
+    (:meth:`Engine.targets`)."""
+    engine = engine or Engine()
+    ctx = engine.context(qualname)
     only = None if only is None else set(only)
     skip = set(skip or ())
     backends = None if backends is None else set(backends)
@@ -99,29 +117,29 @@ def plan(qualname: str, engine: Engine | None = None, only: Iterable[str] | None
     for chk in all_checks():
         if (only is not None and chk.name not in only) or chk.name in skip or ctx.kind not in chk.kinds:
             continue
-        for target in chk.targets(ctx):
+        for target in engine.targets(qualname, chk):
             if backends is not None and chk.scope == "cell" and target.backend not in backends:
                 continue
             out.append(CheckTarget(chk, qualname, target))
     return out
 
 
-def _collect(unit: CheckTarget, result: Any) -> Outcome:
-    """The :class:`Outcome` of what a check returned: a :class:`Cell`, or failures (an iterable or ``None``)."""
+def _collect(unit: CheckTarget, result: Any) -> Verdict:
+    """The :class:`Verdict` of what a check returned: a :class:`Cell`, or failures (an iterable or ``None``)."""
     check, qualname, target = unit.check.name, unit.qualname, unit.target_name
     if isinstance(result, Cell):
         if result.status is Status.FAILED:
-            return Outcome.of_failures(check, qualname, target, [cell_failure(result)], cell=result)
+            return Verdict.of_failures(check, qualname, target, [cell_failure(result)], cell=result)
         if result.status is Status.PASSED:
             # A cell whose objects never changed the output passed on what it compared, but cannot tell a stale
             # program from a right one: said in the item's notes too, not only in the report's details.
-            return Outcome(check, qualname, target, cell=result,
+            return Verdict(check, qualname, target, cell=result,
                            notes=[d for d in result.details if "cannot tell" in d])
-        return Outcome.skip(check, qualname, target, cell_skip_reason(result), cell=result)
-    return Outcome.of_failures(check, qualname, target, list(result or ()))
+        return Verdict.skip(check, qualname, target, cell_skip_reason(result), cell=result)
+    return Verdict.of_failures(check, qualname, target, list(result or ()))
 
 
-def run_target(unit: CheckTarget, engine: Engine | None = None, known_failure: bool = False) -> Outcome:
+def run_target(unit: CheckTarget, engine: Engine | None = None, known_failure: bool = False) -> Verdict:
     """Run one check on one target. Never raises for errors in user code or checks: an exception escaping the
     check becomes a failure that shows it; :class:`NotApplicable` becomes a skip; a raised :class:`Failure` is
     the check's one failure. A ``BaseException`` that is not an ``Exception`` (``SystemExit``, a
@@ -146,9 +164,9 @@ NO_EVIDENCE_HINT = ("give example objects in the states the class is used in (@c
                     "arguments it accepts (@conformance.strategy({q!r}, 'method', 'arg'))")
 
 
-def require_evidence(outcome: Outcome, name: str) -> Outcome:
+def require_evidence(outcome: Verdict, name: str) -> Verdict:
     """The evidence rule, enforced here for every check of either kind of class: a ``PASSED`` outcome (and its
-    cell) whose check recorded no comparison (:attr:`Outcome.evidence` is empty) becomes a skip saying that
+    cell) whose check recorded no comparison (:attr:`Verdict.evidence` is empty) becomes a skip saying that
     nothing was compared and what the user can give. ``name`` is the item's name (``agreement[pop]``). Other
     outcomes are returned unchanged."""
     if outcome.status is not Status.PASSED or outcome.evidence.total:
@@ -158,12 +176,12 @@ def require_evidence(outcome: Outcome, name: str) -> Outcome:
               f"not be made, so there is no evidence to pass on; {hint}")
     if outcome.cell is not None:
         outcome.cell.status, outcome.cell.reason = Status.SKIPPED, reason
-    skipped = Outcome.skip(outcome.check, outcome.qualname, outcome.target, reason, cell=outcome.cell)
+    skipped = Verdict.skip(outcome.check, outcome.qualname, outcome.target, reason, cell=outcome.cell)
     skipped.notes, skipped.evidence = outcome.notes, outcome.evidence
     return skipped
 
 
-def _run_check(unit: CheckTarget, engine: Engine) -> Outcome:
+def _run_check(unit: CheckTarget, engine: Engine) -> Verdict:
     """:func:`run_target` without the last step."""
     with collecting() as evidence:
         outcome = _run_unchecked(unit, engine)
@@ -171,22 +189,22 @@ def _run_check(unit: CheckTarget, engine: Engine) -> Outcome:
     return require_evidence(outcome, unit.name)
 
 
-def _run_unchecked(unit: CheckTarget, engine: Engine) -> Outcome:
-    """Run the check and turn what it returned or raised into an :class:`Outcome`."""
+def _run_unchecked(unit: CheckTarget, engine: Engine) -> Verdict:
+    """Run the check and turn what it returned or raised into an :class:`Verdict`."""
     check, qualname, target = unit.check.name, unit.qualname, unit.target_name
     try:
         with engine.tracer.calling(f"check {unit.name} of {qualname}", timed=False):
             result = unit.check.func(engine.context(qualname), unit.target)
         return _collect(unit, result)
     except NotApplicable as exc:
-        return Outcome.skip(check, qualname, target, str(exc))
+        return Verdict.skip(check, qualname, target, str(exc))
     except Failure as failure:
-        return Outcome.of_failures(check, qualname, target, [failure])
+        return Verdict.of_failures(check, qualname, target, [failure])
     except Exception as exc:  # noqa: BLE001 - reported as this check's failure
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        return Outcome.of_failures(check, qualname, target, [Failure(
+        return Verdict.of_failures(check, qualname, target, [Failure(
             f"the check could not complete: {type(exc).__name__}: {exc}",
-            details=("traceback (most recent call last):", *[ln.rstrip() for ln in tb[-6:]]),
+            details=("traceback (most recent call last):", *[ln.rstrip() for ln in tb[-6:]]), rule="run.check-error",
         )])
     except BaseException as exc:  # SystemExit, a KeyboardInterrupt raised by a fake, ...: this item's failure
         if real_interrupt(exc):
@@ -194,7 +212,7 @@ def _run_unchecked(unit: CheckTarget, engine: Engine) -> Outcome:
         return lost_outcome(unit, exc.failure() if isinstance(exc, UserFault) else fault_failure(exc))
 
 
-def prepare_class(qualname: str, engine: Engine) -> Outcome:
+def prepare_class(qualname: str, engine: Engine) -> Verdict:
     """Build what every check of the class shares (its example objects), so that a worker process can do it
     once under supervision (:meth:`conformance.process.Supervisor.prepare`); errors are left for the checks
     to report."""
@@ -203,45 +221,31 @@ def prepare_class(qualname: str, engine: Engine) -> Outcome:
     except BaseException as exc:  # noqa: BLE001 - the examples check reports it
         if real_interrupt(exc):
             raise
-    return Outcome("prepare", qualname, None)
+    return Verdict("prepare", qualname, None)
 
 
-def lost_outcome(unit: CheckTarget, failure: Failure) -> Outcome:
-    """The failed :class:`Outcome` of a unit whose worker process crashed or was killed for hanging (``failure``:
+def lost_outcome(unit: CheckTarget, failure: Failure) -> Verdict:
+    """The failed :class:`Verdict` of a unit whose worker process crashed or was killed for hanging (``failure``:
     what the process layer made of it, :meth:`conformance.process.WorkerLost.failure`), with the check's cell for
     such a case when it has one."""
     cell = unit.check.lost(unit.qualname, unit.target, failure.summary) if unit.check.lost else None
-    outcome = Outcome.of_failures(unit.check.name, unit.qualname, unit.target_name, [failure], cell=cell)
+    outcome = Verdict.of_failures(unit.check.name, unit.qualname, unit.target_name, [failure], cell=cell)
     outcome.lost = True
     return outcome
 
 
-def unsendable_outcome(outcome: Outcome, exc: Exception) -> Outcome:
+def unsendable_outcome(outcome: Verdict, exc: Exception) -> Verdict:
     """The failed outcome a worker process sends in place of ``outcome`` when that cannot be sent back (``exc``:
     e.g. an unpicklable value in its data)."""
-    unsent = Outcome.of_failures(outcome.check, outcome.qualname, outcome.target, [Failure(
-        f"the check's result could not be sent back from the worker process: {exc!r}")])
+    unsent = Verdict.of_failures(outcome.check, outcome.qualname, outcome.target, [Failure(
+        f"the check's result could not be sent back from the worker process: {exc!r}",
+        rule="process.unsendable-result")])
     unsent.lost = True
     return unsent
 
 
-def lost_cell(engine: Engine, classes: Iterable[str], test_id: str, reason: str) -> Cell | None:
-    """The :class:`Cell` of the item ``test_id`` (``torchbind[ns.Cls]::check[target]``) of one of ``classes``
-    when it produced no result because its process died (e.g. a pytest-xdist worker lost to a crash without
-    process isolation): what its check's ``lost`` hook makes of ``reason``, or ``None`` for an item that is not a
-    cell. Plans without building objects."""
-    for qualname in classes:
-        prefix = engine.context(qualname).info.test_name + "::"
-        if test_id.startswith(prefix):
-            name = test_id[len(prefix):]
-            for unit in plan(qualname, engine):
-                if unit.name == name:
-                    return unit.check.lost(qualname, unit.target, reason) if unit.check.lost else None
-    return None
-
-
 def run_class(qualname: str, only: Iterable[str] | None = None, skip: Iterable[str] | None = None,
-              engine: Engine | None = None, backends: Iterable[str] | None = None) -> list[Outcome]:
+              engine: Engine | None = None, backends: Iterable[str] | None = None) -> list[Verdict]:
     """Run every applicable check on ``ns::Cls`` (or those in ``only``, less those in ``skip``; matrix cells of
     ``backends`` only, when given) with ``engine`` and return the outcomes in order."""
     engine = engine or Engine()

@@ -30,7 +30,15 @@ from typing import NoReturn
 
 from .results import Failure
 
-__all__ = ["UserFault", "real_interrupt", "raise_fault", "fault_failure", "watch_interrupts", "ignore_interrupts", "SIGINT"]
+__all__ = ["UserFault", "real_interrupt", "raise_fault", "fault_failure", "watch_interrupts", "ignore_interrupts", "SIGINT",
+           "RULES"]
+
+#: The rule ids of the failures made here (:attr:`~conformance.core.results.Failure.rule`).
+RULES = {"user.base-exception": "user code raised a BaseException that is not an Exception in a call the plugin "
+                                "made into it (UserFault.failure)",
+         "user.base-exception-outside-call": "user code raised a BaseException that is not an Exception outside the "
+                                             "calls the plugin wraps, e.g. while torch compiled a fake "
+                                             "(fault_failure)"}
 
 _FRAMES = 5  # frames of the traceback shown (the innermost ones)
 
@@ -83,8 +91,8 @@ class UserFault(BaseException):
         text = f"raised {what} (not an Exception)"
         details = _traceback(self.error)
         if self.side == "fake":
-            return Failure(summary, fake=text, details=details)
-        return Failure(summary, cpp=text, details=details)
+            return Failure(summary, fake=text, details=details, rule="user.base-exception")
+        return Failure(summary, cpp=text, details=details, rule="user.base-exception")
 
 
 def real_interrupt(exc: BaseException) -> bool:
@@ -141,7 +149,8 @@ def fault_failure(exc: BaseException) -> Failure:
     where = f" in {frame}" if frame else ""
     return Failure(f"the check could not complete: user code raised {_what(exc)}{where}: not an Exception, so it "
                    "would stop the program that traces or runs the call; a fake class, an op's fake or an example "
-                   "factory must raise an Exception", details=_traceback(exc))
+                   "factory must raise an Exception", details=_traceback(exc),
+                   rule="user.base-exception-outside-call")
 
 
 def _innermost_user_frame(exc: BaseException) -> str | None:

@@ -1,14 +1,15 @@
-"""The one result model: what a check found, one status vocabulary, and the matrix cell.
+"""The one result model: what a check found, one status vocabulary, the matrix cell, and the verdict.
 
 A check (see :mod:`conformance.checks`) reports findings as :class:`Failure` objects — returned in an iterable or
 raised, one at a time — without naming itself or its class: the runner knows which check ran on which target and
-builds the :class:`Outcome`. :class:`NotApplicable` skips the item. A coverage-matrix check returns its
+builds the :class:`Verdict`. :class:`NotApplicable` skips the item. A coverage-matrix check returns its
 :class:`Cell`. Every item and every cell has one :class:`Status`.
 
-Path of a result: check -> :class:`Outcome` (``conformance.runner``) -> the pytest item (``torchbind_status`` in
-``user_properties``; summary, notes and, for cells, the cell as JSON on the call report's ``torchbind``
-attribute, which pytest-xdist carries to the controller) -> the controller's recorder
-(:mod:`conformance.plugin.recorder`: terminal summary, report files, baseline).
+Path of a result, one :class:`Verdict` throughout: check -> :func:`conformance.runner.run_target` -> the pytest
+item (:mod:`conformance.plugin.items`: ``torchbind_status`` in ``user_properties``; :meth:`Verdict.to_json` on the
+call report's ``torchbind`` attribute, which pytest-xdist carries to the controller; kept in the reuse store the
+same way) -> the controller's recorder (:mod:`conformance.plugin.recorder`, which rebuilds it with
+:meth:`Verdict.from_json`: terminal summary, report files, baseline) -> the reports (:mod:`conformance.reports`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import enum
 import textwrap
 from typing import Any
 
-__all__ = ["Status", "Failure", "Note", "Outcome", "NotApplicable", "Cell", "ConformanceError", "Evidence",
-           "exception_line"]
+__all__ = ["Status", "Failure", "Note", "Verdict", "Outcome", "REUSED", "NotApplicable", "Cell", "ConformanceError",
+           "Evidence", "exception_line"]
 
 
 class Status(str, enum.Enum):
@@ -137,6 +138,11 @@ class Failure(Exception):
         """The fields as a JSON-serialisable dict."""
         return {**dataclasses.asdict(self), "details": list(self.details)}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Failure:
+        """The inverse of :meth:`to_json`. Raises ``TypeError`` for a malformed dict."""
+        return cls(**{**data, "details": tuple(data.get("details", ()))})
+
 
 def _rebuild_failure(cls: type, fields: dict) -> Failure:
     return cls(**fields)
@@ -203,20 +209,30 @@ class Evidence:
 
 
 @dataclasses.dataclass
-class Outcome:
-    """The result of running one check on one target of one class (one pytest item).
+class Verdict:
+    """The verdict on one check of one target of one class (one pytest item): what the engine returns, what the
+    item reports, what the reuse store keeps and what the recorder and the reports read. :meth:`to_json` and
+    :meth:`from_json` are the only places a verdict becomes a dict and back (the call report's ``torchbind``
+    attribute, which pytest-xdist carries to the controller; an entry of the reuse store; a row of the JSON
+    report).
 
     ``check`` is the check's name, ``qualname`` the class (``ns::Cls``), ``target`` the method, op or cell name
-    in the item's id (``None`` for class-level checks). ``status`` is ``PASSED``, ``FAILED`` (``failures`` says
-    why) or ``SKIPPED`` (``reason`` says why); ``cell`` is the matrix cell for matrix items; ``notes`` what the
-    check found that does not change the status (:class:`Note` texts); ``lost``: a crash or hang decided the
-    outcome (the check's process crashed or hung, its result could not be sent back, or an example object of
-    the class was left out because building it did), so it says nothing a rerun would say again
-    (``--torchbind-reuse`` never keeps it); ``evidence``: the comparisons the check made (a ``PASSED`` outcome has
-    at least one: :func:`conformance.runner.run_target` enforces it).
+    in the item's id (``None`` for class-level checks; ``check`` is ``None`` only for an item whose worker died
+    before it said what it was). ``status`` is ``PASSED``, ``FAILED`` (``failures`` says why) or ``SKIPPED``
+    (``reason`` says why); ``reason`` is also the line of a failed verdict no :class:`Failure` says (an item that
+    reported nothing, a verdict read back from a JSON report). ``cell`` is the matrix cell for matrix items;
+    ``notes`` what the check found that does not change the status (:class:`Note` texts); ``lost``: a crash or
+    hang decided the verdict (the check's process crashed or hung, its result could not be sent back, or an
+    example object of the class was left out because building it did), so it says nothing a rerun would say
+    again (``--torchbind-reuse`` never keeps it); ``evidence``: the comparisons the check made (a ``PASSED``
+    verdict has at least one: :func:`conformance.runner.run_target` enforces it). ``item``: the item's name in
+    its test id (``check[target]``; made from ``check`` and ``target`` when not given); ``baseline``: the
+    recorder's mark of a failure the baseline lists (the item was a strict xfail).
+
+    ``conformance.Outcome`` is this class (:data:`Outcome`), the name the public API has always given it.
     """
 
-    check: str
+    check: str | None
     qualname: str
     target: str | None
     status: Status = Status.PASSED
@@ -226,10 +242,17 @@ class Outcome:
     notes: list[str] = dataclasses.field(default_factory=list)
     lost: bool = False
     evidence: Evidence = dataclasses.field(default_factory=Evidence)
+    item: str = ""
+    baseline: bool = False
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+        if not self.item and self.check:
+            self.item = self.check if self.target is None else f"{self.check}[{self.target}]"
 
     @classmethod
     def of_failures(cls, check: str, qualname: str, target: str | None, failures: list[Failure | Note],
-                    cell: Cell | None = None) -> Outcome:
+                    cell: Cell | None = None) -> Verdict:
         """``FAILED`` with the :class:`Failure` objects among ``failures``, or ``PASSED`` when there are none;
         the :class:`Note` objects among them become :attr:`notes`."""
         notes = [f.text for f in failures if isinstance(f, Note)]
@@ -239,7 +262,8 @@ class Outcome:
 
     @classmethod
     def skip(cls, check: str, qualname: str, target: str | None, reason: str, cell: Cell | None = None
-                ) -> Outcome:
+             ) -> Verdict:
+        """``SKIPPED``, saying why (``reason``)."""
         return cls(check, qualname, target, Status.SKIPPED, reason=reason, cell=cell)
 
     def render(self) -> str:
@@ -248,8 +272,49 @@ class Outcome:
 
     @property
     def summary(self) -> str:
-        """One line: the headline of the first failure (``ns::Cls.method: summary``), the skip reason, or the
+        """One line: the headline of the first failure (``ns::Cls.method: summary``), the reason, or the
         status."""
         if self.failures:
             return self.failures[0].render(self.qualname, self.target).splitlines()[0]
         return self.reason or self.status.value
+
+    @property
+    def reused(self) -> bool:
+        """Whether the verdict was read back from the reuse store (a note begins with :data:`REUSED`)."""
+        return any(n.startswith(REUSED) for n in self.notes)
+
+    def to_json(self) -> dict[str, Any]:
+        """The verdict as a JSON-serialisable dict: ``item``, ``check``, ``target``, ``status`` (its string
+        value), ``summary``, ``baseline``, ``notes``, ``evidence`` (counts by kind) — in this order, the fields a
+        row of the JSON report has (:mod:`conformance.reports.json_report`) — then ``qualname``, ``reason``,
+        ``lost``, ``failures`` (:meth:`Failure.to_json` each) and ``cell`` (:meth:`Cell.to_json`, or ``None``)."""
+        return {"item": self.item, "check": self.check, "target": self.target, "status": self.status.value,
+                "summary": self.summary, "baseline": self.baseline, "notes": list(self.notes),
+                "evidence": dict(self.evidence.counts), "qualname": self.qualname, "reason": self.reason,
+                "lost": self.lost, "failures": [f.to_json() for f in self.failures],
+                "cell": None if self.cell is None else self.cell.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Verdict:
+        """The inverse of :meth:`to_json`; every field but ``status`` may be missing (a row of a JSON report has
+        no ``qualname``, ``failures`` or ``cell``). A ``summary`` that neither the failures nor the reason give
+        becomes the reason, so the verdict says the same line. Raises ``KeyError``, ``TypeError`` or
+        ``ValueError`` for a malformed dict."""
+        cell = data.get("cell")
+        verdict = cls(data.get("check"), data.get("qualname", ""), data.get("target"), Status(data["status"]),
+                      [Failure.from_json(f) for f in data.get("failures", ())], data.get("reason"),
+                      None if cell is None else Cell.from_json(cell), notes=list(data.get("notes", ())),
+                      lost=bool(data.get("lost", False)), evidence=Evidence(dict(data.get("evidence", {}))),
+                      item=data.get("item", ""), baseline=bool(data.get("baseline", False)))
+        summary = data.get("summary")
+        if summary is not None and verdict.summary != summary:
+            verdict.reason = summary
+        return verdict
+
+
+#: How the note of a verdict read back from the reuse store begins (:func:`conformance.plugin.reuse.reused_note`;
+#: :attr:`Verdict.reused` and the reports find reused verdicts by it).
+REUSED = "reused from "
+
+#: The public name of :class:`Verdict` (``conformance.Outcome``; :func:`conformance.run_class` returns them).
+Outcome = Verdict

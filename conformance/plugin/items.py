@@ -4,15 +4,15 @@ collector and item classes: one collector per TorchBind class, one item per chec
 Test ids: ``torchbind[ns.Cls]::<check>`` or ``torchbind[ns.Cls]::<check>[<method, op or cell>]``. An item runs its
 check (in the isolation worker when there is one) and fails with the check's rendered failures
 (:class:`CheckFailed`, unwrapped in :meth:`TorchbindCheckItem.repr_failure`). Its ``user_properties`` (which also
-reach ``--junitxml``) say only class, check, target and status; what the controller's recorder needs (summary,
-notes, matrix cell) is kept in the item attribute :data:`conformance.core.names.ITEM_DATA` and travels on the call
-report (:func:`conformance.plugin.hooks.pytest_runtest_makereport`).
+reach ``--junitxml``) say only class, check, target and status; its :class:`~conformance.core.results.Verdict`, which
+the controller's recorder reads, is kept as :meth:`~conformance.core.results.Verdict.to_json` data in the item
+attribute :data:`conformance.core.names.ITEM_DATA` and travels on the call report
+(:func:`conformance.plugin.hooks.pytest_runtest_makereport`).
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -22,8 +22,8 @@ import pytest
 from .baseline import Entry
 from ..core.names import ITEM_DATA
 from ..reports import encodable
-from ..core.results import Evidence, Outcome, Status
-from .reuse import ReuseStore, reused_note, settled
+from ..core.results import Status, Verdict
+from .reuse import ReuseStore, settled
 from ..runner import CheckTarget, Engine, plan
 
 __all__ = ["Collection", "CheckFailed", "TorchbindClass", "TorchbindCheckItem", "STATUS"]
@@ -34,7 +34,7 @@ STATUS = "torchbind_status"
 
 
 def _encodable(value):
-    """``value`` (the item's report data: dicts, lists, strings, numbers) with every string made encodable."""
+    """``value`` (a verdict's JSON data: dicts, lists, strings, numbers) with every string made encodable."""
     if isinstance(value, str):
         return encodable(value)
     if isinstance(value, dict):
@@ -65,7 +65,7 @@ class Collection:
     baseline entries marked on the collected items (node id -> entry), filled by :meth:`collect`."""
 
     def __init__(self, engine: Engine, classes: list[str], known: dict[str, Entry], torch_version: str,
-                 run_item: Callable[[str, CheckTarget], Outcome], on_register: Callable[[str], None] | None = None,
+                 run_item: Callable[[str, CheckTarget], Verdict], on_register: Callable[[str], None] | None = None,
                  baseline_path: Path | None = None, reuse: ReuseStore | None = None):
         self.engine, self.classes, self.known, self.torch_version = engine, classes, known, torch_version
         self.baseline_path, self.reuse = baseline_path, reuse
@@ -169,7 +169,7 @@ def _named_by(nodeid: str, arg: str) -> bool:
 
 class CheckFailed(Exception):
     """Raised by a check item whose check reported failures; carries the rendered failures (``text``: the
-    check's one-line rule, then each failure as :meth:`~conformance.core.results.Outcome.render` writes it)."""
+    check's one-line rule, then each failure as :meth:`~conformance.core.results.Verdict.render` writes it)."""
 
     def __init__(self, check: str, text: str):
         super().__init__(check)
@@ -207,48 +207,40 @@ class TorchbindCheckItem(pytest.Item):
         # With --torchbind-reuse=off nothing is read back, but what an earlier run kept for the item is refreshed.
         refresh = store is not None and (store.reading or store.holds(self.nodeid))
         key = self.collection.reuse_key(self.nodeid, self.unit) if refresh else None
-        entry = store.lookup(self.nodeid, key) if key is not None and store.reading else None
-        if entry is not None:  # a settled verdict with the same key: reported again, saying so
-            data = dict(entry["data"], notes=[*entry["data"].get("notes", []), reused_note(entry)])
-            self._conclude(data, entry.get("failure"))
+        kept = store.lookup(self.nodeid, key) if key is not None and store.reading else None
+        if kept is not None:  # a settled verdict with the same key: reported again, saying so (its note)
+            self._conclude(kept)
             return
-        outcome = self.collection.run_item(self.nodeid, self.unit)
-        data = {"status": outcome.status.value, "summary": outcome.summary, "notes": list(outcome.notes),
-                "qualname": self.unit.qualname, "check": self.unit.check.name, "target": self.unit.target_name,
-                "evidence": dict(outcome.evidence.counts)}
-        if outcome.cell is not None:
-            # Through JSON, so a serial run's recorder reads exactly what pytest-xdist carries from a worker.
-            data["cell"] = json.loads(json.dumps(outcome.cell.to_json()))
-        failure = (f"[{outcome.check}] {self.unit.check.description}\n\n{outcome.render()}"
-                   if outcome.failures else None)
-        if key is not None and settled(outcome, expected_to_fail=self.nodeid in self.collection.expected):
-            store.store(self.nodeid, key, data, failure)
+        verdict = self.collection.run_item(self.nodeid, self.unit)
+        if key is not None and settled(verdict, expected_to_fail=self.nodeid in self.collection.expected):
+            store.store(self.nodeid, key, verdict)
         elif refresh:
             store.forget(self.nodeid)  # a verdict kept earlier (another key, or a change the key cannot see)
-        self._conclude(data, failure)
+        self._conclude(verdict)
 
-    def _conclude(self, data: dict, failure: str | None) -> None:
-        """Report ``data`` (:meth:`_report`), then end the item as its status says: a skip with its reason, a
-        failure with its rendered text (``failure``), or a pass. Every text is made encodable first
+    def _conclude(self, verdict: Verdict) -> None:
+        """Report ``verdict`` (:meth:`_report`), then end the item as its status says: a skip with its reason, a
+        failure with its rendered failures, or a pass. Every text is made encodable first
         (:func:`~conformance.reports.encodable`): pytest-xdist's transport (execnet) and the terminal encode UTF-8,
         and one unpaired surrogate in a C++ message would otherwise end the worker (an INTERNALERROR)."""
-        data = _encodable(data)
-        failure = None if failure is None else encodable(failure)
-        self._report(data)
-        if data["status"] == Status.SKIPPED.value:
+        data = _encodable(verdict.to_json())
+        self._report(verdict, data)
+        if verdict.status is Status.SKIPPED:
             # Reported at the item (its fake class), not at this line: what `pytest -rs` shows as the location.
             raise pytest.skip.Exception(data["summary"], _use_item_location=True)
-        if failure is not None:
-            raise CheckFailed(data["check"], failure)
+        if verdict.failures:
+            raise CheckFailed(verdict.check, encodable(f"[{verdict.check}] {self.unit.check.description}\n\n"
+                                                       f"{verdict.render()}"))
 
-    def _report(self, data: dict) -> None:
-        """Give the item's status to ``--junitxml`` and its data to the controller's recorder; notes (what the
-        check found that does not change its status, and a reuse) are shown by -rA / -rP."""
-        self.user_properties.append((STATUS, data["status"]))
+    def _report(self, verdict: Verdict, data: dict) -> None:
+        """Give the item's status to ``--junitxml`` and its verdict (``data``: its encodable JSON data) to the
+        controller's recorder; notes (what the check found that does not change its status, and a reuse) are shown
+        by -rA / -rP."""
+        self.user_properties.append((STATUS, verdict.status.value))
         if data["notes"]:
             self.add_report_section("call", "torchbind notes", "\n".join(data["notes"]))
-        if data["status"] == Status.PASSED.value and data.get("evidence"):
-            self.add_report_section("call", "torchbind evidence", Evidence(dict(data["evidence"])).describe())
+        if verdict.status is Status.PASSED and verdict.evidence.counts:
+            self.add_report_section("call", "torchbind evidence", verdict.evidence.describe())
         setattr(self, ITEM_DATA, data)
 
     def repr_failure(self, excinfo, style=None):

@@ -2,9 +2,10 @@
 
 A :class:`Recorder` exists only on the controller of a pytest-xdist run or in a serial run (never on an xdist
 worker) and is registered as a plugin there, for the two hooks without a ``config`` argument:
-``pytest_runtest_logreport`` (every item's verdict, matrix cell and notes, read from the report's ``torchbind``
-attribute that :mod:`conformance.plugin.items` puts on it; pytest-xdist carries report attributes from the workers, as it
-does for hypothesis's statistics) and, where pytest-xdist is installed, ``pytest_handlecrashitem`` (an item whose
+``pytest_runtest_logreport`` (every item's :class:`~conformance.core.results.Verdict`, with its matrix cell and
+notes, rebuilt here, and only here, with :meth:`~conformance.core.results.Verdict.from_json` from the report's
+``torchbind`` attribute that :mod:`conformance.plugin.items` puts on it; pytest-xdist carries report attributes from
+the workers, as it does for hypothesis's statistics) and, where pytest-xdist is installed, ``pytest_handlecrashitem`` (an item whose
 worker died before it reported: :class:`CrashHook`). Nothing here reads pytest's report text.
 
 Faults around the run (see docs/reference/what-happens-when.md): files are written only when a torchbind item ran,
@@ -14,8 +15,9 @@ still written.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import pytest
 
@@ -27,12 +29,10 @@ from ..core.qualname import qualname_of_id
 from ..reports import build_report, write_report
 from ..reports.markdown import render as render_markdown
 from ..reports.terminal import render_lines
-from ..core.results import Cell, Status
-from .reuse import REUSED
-from ..runner import Engine, lost_cell, plan
+from ..core.results import Cell, Status, Verdict
+from ..runner import CheckTarget, Engine, plan
 
 __all__ = ["Recorder", "CrashHook", "lost_reason"]
-
 
 
 def lost_reason(report: pytest.TestReport) -> str:
@@ -43,13 +43,13 @@ def lost_reason(report: pytest.TestReport) -> str:
     return f"{who} crashed (or was killed) while running it, before it reported a result"
 
 
-def reuse_line(verdicts, reading: bool) -> str | None:
-    """One line for the terminal summary saying how many of ``verdicts`` (the recorder's verdict dicts) were read
+def reuse_line(verdicts: Iterable[Verdict], reading: bool) -> str | None:
+    """One line for the terminal summary saying how many of ``verdicts`` (the recorder's verdicts) were read
     back from an earlier run by ``--torchbind-reuse`` and what they were; with reuse on (``reading``) also when
     none was (a first run, changed inputs, or a cache CI did not restore look alike otherwise). ``None`` with
     reuse off, or without verdicts."""
     verdicts = list(verdicts)
-    reused = [v for v in verdicts if any(n.startswith(REUSED) for n in v.get("notes", ()))]
+    reused = [v for v in verdicts if v.reused]
     if not verdicts or not (reused or reading):
         return None
     if not reused:
@@ -57,7 +57,7 @@ def reuse_line(verdicts, reading: bool) -> str | None:
                 "cache (a first run, changed inputs, or a .pytest_cache that was not restored)")
     kinds = {"passed": 0, "skipped": 0, "known failure": 0}
     for v in reused:
-        kinds["known failure" if v["status"] == Status.FAILED.value else v["status"]] += 1
+        kinds["known failure" if v.status is Status.FAILED else v.status.value] += 1
     what = ", ".join(f"{n} {kind}{'s' if kind == 'known failure' and n != 1 else ''}" for kind, n in kinds.items()
                      if n)
     return (f"torchbind: {len(reused)} of {len(verdicts)} verdicts reused from earlier runs ({what}; "
@@ -68,14 +68,16 @@ class Recorder:
     """Collects the torchbind reports of one run (controller or serial run) and writes what they make.
 
     ``options``: the run's options (report path, baseline, accept); ``engine`` and ``classes``: the engine and the
-    selected ``ns::Cls`` names, to plan (without building objects) the cells of items that reported nothing and the
-    full plan the baseline is compared with; ``labels``: a function giving the report's run labels."""
+    selected ``ns::Cls`` names, whose plans (each check's targets listed once per engine,
+    :meth:`~conformance.runner.Engine.targets`: in a serial run, those the collection listed) give the cells of
+    items that reported nothing, the planned cells of an interrupted run and the full plan the baseline is
+    compared with; ``labels``: a function giving the report's run labels."""
 
     def __init__(self, options: RunOptions, engine: Engine, classes: list[str], labels: Callable[[], dict]):
         self.options, self.engine, self.classes, self.labels = options, engine, classes, labels
         self.cells: list[Cell] = []
         self.accepted: dict[str, tuple[bool, str]] = {}  # test id -> (check failed, summary): verdicts only
-        self.verdicts: dict[str, dict] = {}  # node id -> the item's verdict, in the order items reported
+        self.verdicts: dict[str, Verdict] = {}  # node id -> the item's verdict, in the order items reported
         self.crashed: set[str] = set()  # node ids whose xdist worker died running them (CrashHook)
         self.ran = False  # a torchbind item ran (reports are written only then)
         self.incomplete: str | None = None  # why the report misses cells (set at the end of an interrupted run)
@@ -94,46 +96,69 @@ class Recorder:
         if not report.nodeid.startswith("torchbind["):
             return
         self.ran = True
-        data = getattr(report, REPORT_ATTR, None) or {}  # on the call report of an item whose check ran
-        props = dict(report.user_properties)  # class, check and target: on every report of the item
+        data = getattr(report, REPORT_ATTR, None)  # on the call report of an item whose check ran
+        received = Verdict.from_json(data) if data else None
         crashed = report.nodeid in self.crashed
-        status = data.get("status")
         first = report.nodeid not in self.verdicts
-        cell = None
-        if "cell" in data:
-            cell = Cell.from_json(data["cell"])
-        elif status is None and report.failed and (report.when == "call" or crashed or first):
-            cell = lost_cell(self.engine, self.classes, report.nodeid, lost_reason(report))
+        cell = received.cell if received is not None else None
+        if received is None and report.failed and (report.when == "call" or crashed or first):
+            cell = self._lost_cell(report.nodeid, lost_reason(report))
         if cell is not None:
             self.cells.append(cell)
-        summary = data.get("summary") or lost_reason(report)
+        verdict = received or self._unreported(report, cell)
         if report.when == "call" or crashed or (report.failed and first):
             # Every item's verdict, for the report (the HTML page lists them per class).
-            self.verdicts[report.nodeid] = {
-                "item": report.nodeid.partition("::")[2], "check": data.get("check", props.get("torchbind_check")),
-                "target": data.get("target", props.get("torchbind_target")),
-                "status": status or Status.FAILED.value, "summary": summary, "baseline": hasattr(report, "wasxfail"),
-                "qualname": data.get("qualname") or props.get("torchbind_class") or qualname_of_id(report.nodeid),
-                "notes": data.get("notes", []), "evidence": data.get("evidence", {})}
+            self.verdicts[report.nodeid] = dataclasses.replace(verdict, item=report.nodeid.partition("::")[2],
+                                                               baseline=hasattr(report, "wasxfail"))
         # Verdicts for --torchbind-accept: only a check that failed, or passed, changes the baseline.
-        if crashed or (report.when == "call" and status == Status.FAILED.value):
-            self.accepted[report.nodeid] = (True, summary)
-        elif report.when == "call" and status == Status.PASSED.value:
+        status = received.status if received is not None else None
+        if crashed or (report.when == "call" and status is Status.FAILED):
+            self.accepted[report.nodeid] = (True, verdict.summary)
+        elif report.when == "call" and status is Status.PASSED:
             # its check passed (a strict xfail that passed reports failed, XPASS(strict): it is no longer failing)
-            self.accepted[report.nodeid] = (False, data.get("summary") or "")
+            self.accepted[report.nodeid] = (False, verdict.summary)
         elif report.when != "call" and report.failed:
             # a setup or teardown error: outside the check, no verdict; its entry stays as it is
             self.accepted.pop(report.nodeid, None)
         # (a skipped check, or a call that failed without a status -- an error outside the check: no verdict)
+
+    @staticmethod
+    def _unreported(report: pytest.TestReport, cell: Cell | None) -> Verdict:
+        """The failed verdict of an item whose report carries none (its worker died running it, or an error
+        outside the check): the item's class, check and target from its ``user_properties`` (on every report of
+        the item, not on the one xdist makes for a crashed worker), and why it has no result."""
+        props = dict(report.user_properties)
+        return Verdict(props.get("torchbind_check"), props.get("torchbind_class") or qualname_of_id(report.nodeid),
+                       props.get("torchbind_target"), Status.FAILED, reason=lost_reason(report), cell=cell,
+                       item=report.nodeid.partition("::")[2])
+
+    def _planned(self, qualname: str, only: Iterable[str] | None = None,
+                 backends: Iterable[str] | None = None) -> tuple[str, list[CheckTarget]]:
+        """The test id prefix of ``qualname`` (``torchbind[ns.Cls]::``) and its plan (:func:`conformance.runner.plan`
+        over the engine's listed targets), without building objects."""
+        return (self.engine.context(qualname).info.test_name + "::",
+                plan(qualname, self.engine, only=only, backends=backends))
+
+    def _lost_cell(self, test_id: str, reason: str) -> Cell | None:
+        """The :class:`Cell` of the item ``test_id`` of one of the selected classes when it produced no result
+        because its process died (e.g. a pytest-xdist worker lost to a crash without process isolation): what its
+        check's ``lost`` hook makes of ``reason``, or ``None`` for an item that is not a cell."""
+        for qualname in self.classes:
+            prefix = self.engine.context(qualname).info.test_name + "::"
+            if test_id.startswith(prefix):
+                _, units = self._planned(qualname)
+                unit = next((u for u in units if u.name == test_id[len(prefix):]), None)
+                return unit.check.lost(qualname, unit.target, reason) if unit and unit.check.lost else None
+        return None
 
     # ----- what the reports make ----------------------------------------------------------------------------
     @property
     def report(self):
         """The :class:`~conformance.reports.MatrixReport` of the cells recorded so far (marked incomplete when
         the run was interrupted)."""
-        verdicts: dict[str, list[dict]] = {}
+        verdicts: dict[str, list[Verdict]] = {}
         for verdict in self.verdicts.values():
-            verdicts.setdefault(verdict["qualname"], []).append({k: v for k, v in verdict.items() if k != "qualname"})
+            verdicts.setdefault(verdict.qualname, []).append(verdict)
         return build_report(self.cells, incomplete=self.incomplete, verdicts=verdicts, labels=self.labels())
 
     def terminal_summary(self, terminalreporter) -> None:
@@ -226,7 +251,7 @@ class Recorder:
         settings = self.engine.settings
         only = ("matrix",) if settings.checks is None or "matrix" in settings.checks else ()
         try:
-            planned = sum(1 for q in self.classes for u in plan(q, self.engine, only=only, backends=settings.backends))
+            planned = sum(len(self._planned(q, only=only, backends=settings.backends)[1]) for q in self.classes)
         except Exception as exc:  # noqa: BLE001 - the note still says that the run stopped
             self.warnings.append(f"could not count the planned matrix cells: {type(exc).__name__}: {exc}")
             return f"{why}: {len(self.cells)} cells ran"
@@ -242,9 +267,8 @@ class Recorder:
         stale: list[str] = []
         try:
             for qualname in self.classes:
-                prefix = self.engine.context(qualname).info.test_name + "::"
-                planned = {prefix + unit.name for unit in plan(qualname, self.engine)}
-                stale += stale_entries(known, prefix, planned)
+                prefix, units = self._planned(qualname)
+                stale += stale_entries(known, prefix, {prefix + unit.name for unit in units})
         except Exception as exc:  # noqa: BLE001 - a warning: the gate's own result stands
             self.warnings.append(f"could not check the baseline for stale entries: {type(exc).__name__}: {exc}")
             return []

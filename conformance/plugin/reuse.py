@@ -39,6 +39,7 @@ item whose process crashed or hung is not kept either. Imports torch lazily (onl
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import inspect
@@ -48,6 +49,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ..core.results import REUSED, Cell, Failure, Status, Verdict
 from .reuse_key import environment_part, hypothesis_part, module_files, options_part, standard_dirs, unwrapped
 
 __all__ = ["ReuseStore", "KeyMaker", "CACHE_PREFIX", "REUSED", "reused_note", "settled", "source_of",
@@ -55,8 +57,6 @@ __all__ = ["ReuseStore", "KeyMaker", "CACHE_PREFIX", "REUSED", "reused_note", "s
 
 #: The prefix of the plugin's entries in pytest's cache (``.pytest_cache/v/torchbind/reuse/...``).
 CACHE_PREFIX = "torchbind/reuse"
-#: How a reused item's note begins (the reports find reused items by it).
-REUSED = "reused from "
 #: Bumped when the key's recipe changes, so entries written by another recipe never match.
 KEY_RECIPE = 3
 
@@ -302,24 +302,21 @@ class KeyMaker:
         return _hash([self.run_part(), self.class_part(qualname), check, item_name, expected])
 
 
-def reused_note(entry: dict) -> str:
+def reused_note(date: str, key: str) -> str:
     """The line a reused item reports (``-rA``, JSON, HTML): when its verdict was recorded, and the key's prefix."""
-    return f"{REUSED}{entry['date']}, key {entry['key'][:12]}"
+    return f"{REUSED}{date}, key {key[:12]}"
 
 
-def settled(outcome: Any, expected_to_fail: bool) -> bool:
-    """Whether ``outcome`` (an :class:`~conformance.core.results.Outcome`) is kept for reuse: a pass, a skip (an
-    unsupported cell, a target the check cannot run for), or a failure the baseline lists (``expected_to_fail``:
-    the item is a strict xfail) — never a failure the baseline does not list, and never an outcome without a
-    result of the check's own (:attr:`~conformance.core.results.Outcome.lost`)."""
-    if outcome.lost:
+def settled(verdict: Verdict, expected_to_fail: bool) -> bool:
+    """Whether ``verdict`` is kept for reuse: a pass, a skip (an unsupported cell, a target the check cannot run
+    for), or a failure the baseline lists (``expected_to_fail``: the item is a strict xfail) — never a failure
+    the baseline does not list, and never a verdict without a result of the check's own
+    (:attr:`~conformance.core.results.Verdict.lost`)."""
+    if verdict.lost:
         return False
-    if outcome.status.value == "failed":
+    if verdict.status is Status.FAILED:
         return expected_to_fail
-    return outcome.status.value in ("passed", "skipped")
-
-
-_KEPT = ("passed", "skipped", "failed")
+    return verdict.status in (Status.PASSED, Status.SKIPPED)
 
 
 def _is_str_list(value: Any) -> bool:
@@ -330,84 +327,81 @@ def _is_count(value: Any) -> bool:
     return type(value) is int and value >= 0
 
 
-#: The fields of a kept entry and of its ``data`` (what :meth:`TorchbindCheckItem.runtest
-#: <conformance.plugin.items.TorchbindCheckItem.runtest>` writes), each with the test its value must pass and whether it
-#: is required. An entry with any other field, a missing one, or a value of another shape is a miss.
-ENTRY_FIELDS: dict[str, tuple[Callable[[Any], bool], bool]] = {
-    "nodeid": (lambda v: isinstance(v, str), True), "key": (lambda v: isinstance(v, str), True),
-    "date": (lambda v: isinstance(v, str), True), "data": (lambda v: isinstance(v, dict), True),
-    "failure": (lambda v: isinstance(v, str), False),
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_optional_text(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+#: The fields of a kept entry, each with the test its value must pass. An entry with any other field, a missing
+#: one, or a value of another shape is a miss.
+ENTRY_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "nodeid": _is_text, "key": _is_text, "date": _is_text, "verdict": lambda v: isinstance(v, dict)}
+#: The fields of a kept verdict (:meth:`~conformance.core.results.Verdict.to_json`), each with its test: every
+#: one is required, and a lost verdict is never kept.
+VERDICT_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "item": _is_text, "check": _is_text, "target": _is_optional_text,
+    "status": lambda v: v in {s.value for s in (Status.PASSED, Status.SKIPPED, Status.FAILED)},
+    "summary": _is_text, "baseline": lambda v: v is False, "notes": _is_str_list,
+    "evidence": lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_count(n) for k, n in v.items()),
+    "qualname": _is_text, "reason": _is_optional_text, "lost": lambda v: v is False,
+    "failures": lambda v: isinstance(v, list) and all(_failure_ok(f) for f in v),
+    "cell": lambda v: v is None or isinstance(v, dict),
 }
-DATA_FIELDS: dict[str, tuple[Callable[[Any], bool], bool]] = {
-    "status": (lambda v: v in _KEPT, True), "summary": (lambda v: isinstance(v, str), True),
-    "notes": (_is_str_list, True), "qualname": (lambda v: isinstance(v, str), True),
-    "check": (lambda v: isinstance(v, str), True), "target": (lambda v: v is None or isinstance(v, str), True),
-    "evidence": (lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_count(n) for k, n in v.items()),
-                 True),
-    "cell": (lambda v: isinstance(v, dict), False),
-}
-#: How a :class:`~conformance.core.results.Cell` field's annotation is checked in a kept cell; a field whose annotation
-#: is not here (one added later) makes every kept cell a miss until it is.
-_CELL_TYPES: dict[str, Callable[[Any], bool]] = {
-    "str": lambda v: isinstance(v, str), "int": _is_count, "list[str]": _is_str_list,
-    "str | None": lambda v: v is None or isinstance(v, str),
-    "Status": lambda v: isinstance(v, str) and v in {s.value for s in _status()},
+#: How a :class:`~conformance.core.results.Cell` or :class:`~conformance.core.results.Failure` field's
+#: annotation is checked in a kept verdict; a field whose annotation is not here (one added later) makes every
+#: kept verdict that has one a miss until it is.
+_FIELD_TYPES: dict[str, Callable[[Any], bool]] = {
+    "str": _is_text, "int": _is_count, "list[str]": _is_str_list, "str | None": _is_optional_text,
+    "tuple[str, ...]": _is_str_list,
+    "Status": lambda v: isinstance(v, str) and v in {s.value for s in Status},
 }
 
 
-def _status() -> Any:
-    from ..core.results import Status
-
-    return Status
-
-
-def _fields_ok(value: dict, fields: dict[str, tuple[Callable[[Any], bool], bool]]) -> bool:
-    if not set(value) <= set(fields) or any(required and name not in value for name, (_, required) in fields.items()):
-        return False
-    return all(fields[name][0](v) for name, v in value.items())
+def _typed_ok(value: Any, cls: type) -> bool:
+    """Whether ``value`` is a dict with exactly the fields of the dataclass ``cls``, each of its type."""
+    fields = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+    return isinstance(value, dict) and set(value) == set(fields) and \
+        all(fields[name] in _FIELD_TYPES and _FIELD_TYPES[fields[name]](v) for name, v in value.items())
 
 
-def _cell_ok(cell: dict, qualname: str) -> bool:
-    """Whether ``cell`` is a kept matrix cell of class ``qualname``: exactly the fields of
-    :class:`~conformance.core.results.Cell`, each of its type, and one that :meth:`~conformance.core.results.Cell.from_json`
-    reads back to the same dict."""
-    import dataclasses
-
-    from ..core.results import Cell
-
-    fields = {f.name: str(f.type) for f in dataclasses.fields(Cell)}
-    if set(cell) != set(fields) or cell.get("qualname") != qualname:
-        return False
-    if not all(fields[name] in _CELL_TYPES and _CELL_TYPES[fields[name]](v) for name, v in cell.items()):
-        return False
-    try:
-        return Cell.from_json(cell).to_json() == cell
-    except (TypeError, ValueError):
-        return False
+def _failure_ok(failure: Any) -> bool:
+    return _typed_ok(failure, Failure)
 
 
 def entry_ok(entry: Any, nodeid: str) -> bool:
     """Whether ``entry`` has the shape :meth:`ReuseStore.store` writes for the item ``nodeid``: the fields of
-    :data:`ENTRY_FIELDS` and :data:`DATA_FIELDS` and nothing else, each of its type (notes: a list of strings;
-    evidence: counts by name), a check the node id names, a matrix cell that reads back whole, and the rendered
-    failure exactly when the status is a failure. Never raises: a damaged entry is a miss."""
-    if not (isinstance(entry, dict) and _fields_ok(entry, ENTRY_FIELDS) and entry["nodeid"] == nodeid):
+    :data:`ENTRY_FIELDS` and :data:`VERDICT_FIELDS` and nothing else, each of its type (notes: a list of strings;
+    evidence: counts by name; failures and the matrix cell: exactly their classes' fields), the item the node id
+    names, a cell of the verdict's class, failures exactly when the status is a failure, and a verdict that
+    :meth:`~conformance.core.results.Verdict.from_json` reads back to the same dict. Never raises: a damaged
+    entry is a miss."""
+    if not (isinstance(entry, dict) and set(entry) == set(ENTRY_FIELDS)
+            and all(ok(entry[name]) for name, ok in ENTRY_FIELDS.items()) and entry["nodeid"] == nodeid):
         return False
-    data = entry["data"]
-    if not _fields_ok(data, DATA_FIELDS):
+    data = entry["verdict"]
+    if set(data) != set(VERDICT_FIELDS) or not all(ok(data[name]) for name, ok in VERDICT_FIELDS.items()):
         return False
-    item = nodeid.partition("::")[2]
-    if not (item == data["check"] or item.startswith(data["check"] + "[")):
+    if nodeid.partition("::")[2] != data["item"] or not (data["item"] == data["check"]
+                                                         or data["item"].startswith(data["check"] + "[")):
         return False
-    if "cell" in data and not _cell_ok(data["cell"], data["qualname"]):
+    cell = data["cell"]
+    if cell is not None and not (_typed_ok(cell, Cell) and cell["qualname"] == data["qualname"]):
         return False
-    return (data["status"] == "failed") == ("failure" in entry)  # a failure has its text, and only a failure
+    if (data["status"] == Status.FAILED.value) != bool(data["failures"]):  # a failure has its failures, and only one
+        return False
+    try:
+        return Verdict.from_json(data).to_json() == data
+    except (TypeError, ValueError, KeyError):
+        return False
 
 
 class ReuseStore:
     """Settled verdicts kept in pytest's cache: ``cache`` is ``config.cache`` (``get(key, default)`` /
-    ``set(key, value)``); one entry per node id holding the item's key, the date of its verdict, the data its
-    report carries, and for a known failure the rendered failure. ``reading``: kept verdicts are read back
+    ``set(key, value)``); one entry per node id holding the item's key, the date of its verdict, and the verdict
+    (:meth:`~conformance.core.results.Verdict.to_json`). ``reading``: kept verdicts are read back
     (``--torchbind-reuse=on``); a store that does not read (``--torchbind-reuse=off``) only refreshes the entries
     an earlier run left (:meth:`holds`), so a change the key cannot see, run once with reuse off, is not read
     back as it was. A ``keys`` maker without a pytest config gets the one pytest's cache belongs to (its
@@ -422,17 +416,19 @@ class ReuseStore:
     def _path(nodeid: str) -> str:
         return f"{CACHE_PREFIX}/{hashlib.sha256(nodeid.encode()).hexdigest()[:32]}"
 
-    def lookup(self, nodeid: str, key: str) -> dict | None:
-        """The kept verdict of ``nodeid`` when its key is ``key``, else ``None``: also for an entry that is
-        damaged in any way or was written by something else (:func:`entry_ok`), and for one pytest's cache cannot
-        read back: the item runs."""
+    def lookup(self, nodeid: str, key: str) -> Verdict | None:
+        """The kept verdict of ``nodeid`` when its key is ``key``, with a note saying when it was recorded
+        (:func:`reused_note`), else ``None``: also for an entry that is damaged in any way or was written by
+        something else (:func:`entry_ok`), and for one pytest's cache cannot read back: the item runs."""
         try:
             entry = self.cache.get(self._path(nodeid), None)
         except Exception:  # noqa: BLE001 - whatever a damaged cache file raises: a miss, never an error
             return None
         if not entry_ok(entry, nodeid) or entry["key"] != key:
             return None
-        return entry
+        verdict = Verdict.from_json(entry["verdict"])
+        verdict.notes.append(reused_note(entry["date"], entry["key"]))
+        return verdict
 
     def holds(self, nodeid: str) -> bool:
         """Whether an entry for ``nodeid`` is kept (whatever its key)."""
@@ -443,11 +439,8 @@ class ReuseStore:
         if self.holds(nodeid):
             self.cache.set(self._path(nodeid), None)
 
-    def store(self, nodeid: str, key: str, data: dict, failure: str | None = None) -> None:
-        """Keep the verdict of ``nodeid`` under ``key``: the report data ``data`` (JSON-serialisable) and, for a
-        known failure, its rendered text ``failure``."""
+    def store(self, nodeid: str, key: str, verdict: Verdict) -> None:
+        """Keep ``verdict``, the verdict of ``nodeid``, under ``key`` (:meth:`~conformance.core.results.Verdict.to_json`,
+        with the date)."""
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        entry = {"nodeid": nodeid, "key": key, "date": now, "data": data}
-        if failure is not None:
-            entry["failure"] = failure
-        self.cache.set(self._path(nodeid), entry)
+        self.cache.set(self._path(nodeid), {"nodeid": nodeid, "key": key, "date": now, "verdict": verdict.to_json()})

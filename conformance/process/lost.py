@@ -12,7 +12,15 @@ from ..core.results import Failure
 from .memory import format_size
 from .stacks import HangSite
 
-__all__ = ["WorkerLost", "describe_exit", "abandon_cause", "TIMEOUT_OPTION", "ITEM_LIMIT_FACTOR"]
+__all__ = ["WorkerLost", "describe_exit", "abandon_cause", "TIMEOUT_OPTION", "ITEM_LIMIT_FACTOR", "RULES"]
+
+#: The rule ids of the failures :meth:`WorkerLost.failure` makes (:attr:`~conformance.core.results.Failure.rule`).
+RULES = {"process.fake-exit": "a fake exited the worker process (os._exit, abort) instead of raising",
+         "process.stray-result": "a process forked inside the worker sent a result in place of the worker",
+         "process.memory-limit": "the worker process exceeded --torchbind-memory-limit",
+         "process.crashed": "the worker process crashed (killed by a signal, or exited)",
+         "process.hung": "the check hung and its worker process was killed",
+         "process.compiler-hang": "the check hung in torch's compiler, not in the class's code"}
 
 #: How messages name the per-call time limit, unless the supervisor was given another name (the scaffold's).
 TIMEOUT_OPTION = "--torchbind-timeout"
@@ -95,7 +103,7 @@ class WorkerLost:
                            fake=f"exited the process with status {self.status} (the run went on in a fresh worker "
                                 "process)",
                            details=(*chain, "a fake reports an error by raising an Exception; os._exit() or abort() "
-                                            "in it ends the program that traces the call"))
+                                            "in it ends the program that traces the call"), rule="process.fake-exit")
         if self.kind == "stray":
             who = f"a child process that outlived its parent (pid {self.stray})" if self.stray else "another process"
             return Failure(f"{who} sent a result for this check: a process forked inside the worker went on running "
@@ -103,7 +111,8 @@ class WorkerLost:
                            details=(*chain, f"what came back: {self.cause}",
                                     "a fake or the class's code that forks (os.fork()) must end the child with "
                                     "os._exit() or exec; a child that returns runs the rest of the check, and of "
-                                    "the test run, a second time", "the run went on in a fresh worker process"))
+                                    "the test run, a second time", "the run went on in a fresh worker process"),
+                           rule="process.stray-result")
         if self.kind == "memory":
             text = (f"{format_size(self.used)} of its own resident memory when it was killed (the run went on in a "
                     "fresh worker process)")
@@ -112,8 +121,8 @@ class WorkerLost:
             summary = (f"the process running this check exceeded the memory limit of {format_size(self.limit)} "
                        f"in {where}")
             if self.side == "fake":
-                return Failure(summary, fake=text, details=details)
-            return Failure(summary, cpp=text, details=details)
+                return Failure(summary, fake=text, details=details, rule="process.memory-limit")
+            return Failure(summary, cpp=text, details=details, rule="process.memory-limit")
         if self.call is None and self.stack:
             # No call into the class was marked (e.g. torch was compiling): the innermost Python frame says more.
             frame = re.match(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)', self.stack[0])
@@ -151,7 +160,8 @@ class WorkerLost:
             details += [f"  {ln.strip()}" for ln in self.stack]
         details.append("to debug it in one process, rerun this item without isolation under gdb: "
                        "gdb -ex run --args python -m pytest --torchbind-isolation=none <your options> -k <this item>")
-        return Failure(summary, cpp=cpp, details=tuple(details))
+        return Failure(summary, cpp=cpp, details=tuple(details),
+                       rule="process.crashed" if self.kind == "crash" else "process.hung")
 
     def _limits(self, timeout: float) -> str:
         budget = (f"{self.budget[0]:g} s for this item ({self.budget[1]})" if self.budget
@@ -181,7 +191,7 @@ class WorkerLost:
                    f"export {'the program shown' if self.program else 'what this item compiles'} with a timeout; a "
                    "torch bug or limitation goes into the baseline (--torchbind-accept) with the reason")
         return Failure(f"this check hung in torch's compiler ({parts}), not in the class's code: {where} "
-                       f"{self.cause}", details=details)
+                       f"{self.cause}", details=details, rule="process.compiler-hang")
 
 
 

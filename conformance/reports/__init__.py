@@ -1,8 +1,9 @@
 """Coverage-matrix reports: a model built from cell data, and one writer per format (one module each).
 
-The cells are the :class:`~conformance.core.results.Cell` objects the ``matrix`` check returns; under pytest-xdist they
-travel to the controller as JSON on the test reports (their ``torchbind`` attribute, see :mod:`conformance.plugin.recorder`),
-so the controller builds the same report a serial run does.
+The cells are the :class:`~conformance.core.results.Cell` objects the ``matrix`` check returns and the verdicts the
+:class:`~conformance.core.results.Verdict` objects of every item; under pytest-xdist they travel to the controller
+as JSON on the test reports (their ``torchbind`` attribute, see :mod:`conformance.plugin.recorder`), so the
+controller builds the same report a serial run does.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..core.files import write_text_atomically
-from ..core.results import Cell, Status
+from ..core.results import Cell, Status, Verdict
 
 __all__ = ["ClassMatrix", "MatrixReport", "build_report", "write_report", "encodable", "FORMATS", "SYMBOLS"]
 
@@ -78,15 +79,15 @@ class MatrixReport:
     limitations: list[dict]
     incomplete: str | None = None
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
-    verdicts: dict[str, list[dict]] = dataclasses.field(default_factory=dict)
+    verdicts: dict[str, list[Verdict]] = dataclasses.field(default_factory=dict)
 
 
-def build_report(cells: Iterable[Cell], *, incomplete: str | None = None, verdicts: dict[str, list[dict]] | None = None,
+def build_report(cells: Iterable[Cell], *, incomplete: str | None = None,
+                 verdicts: dict[str, list[Verdict]] | None = None,
                  labels: dict[str, str] | None = None) -> MatrixReport:
     """Group cells into matrices, ordered by the plan's row/backend indices (never by arrival order, so a
     serial and an xdist run give identical reports). ``incomplete`` becomes :attr:`MatrixReport.incomplete`;
-    ``verdicts`` (``{ns::Cls: [{"item", "check", "target", "status", "summary", "baseline", "notes"}]}``) every item's
-    verdict, sorted by item id; ``labels`` the run's labels (``torch``, ``device``, ``platform``, ``date``; the
+    ``verdicts`` (``{ns::Cls: [Verdict, ...]}``) every item's verdict, sorted by item id; ``labels`` the run's labels (``torch``, ``device``, ``platform``, ``date``; the
     running torch when not given). A class with verdicts but no cells gets an empty matrix."""
     import torch
 
@@ -112,7 +113,7 @@ def build_report(cells: Iterable[Cell], *, incomplete: str | None = None, verdic
     limitations = [{"key": e.key, "backends": sorted(e.backends), "reason": e.reason, "source": e.source}
                    for e in LIMITATIONS]
     labels = dict(labels) if labels else {"torch": torch.__version__}
-    ordered = {q: sorted(v, key=lambda d: d["item"]) for q, v in sorted((verdicts or {}).items())}
+    ordered = {q: sorted(v, key=lambda verdict: verdict.item) for q, v in sorted((verdicts or {}).items())}
     return MatrixReport(classes, labels.get("torch", torch.__version__), limitations, incomplete=incomplete,
                         labels=labels, verdicts=ordered)
 

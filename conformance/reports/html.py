@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from html import escape
 
-from ..core.results import Status
-from ..plugin.reuse import REUSED
+from ..core.results import REUSED, Status, Verdict
 from . import SYMBOLS, ClassMatrix, MatrixReport, encodable
 
 __all__ = ["render"]
@@ -22,31 +21,29 @@ pre{background:#f6f6f6;padding:.5em;overflow:auto}
 """
 
 
-def _verdicts(verdicts: list[dict]) -> list[str]:
+def _verdicts(verdicts: list[Verdict]) -> list[str]:
     """Every check's verdict of a class (not only the matrix cells), in a collapsible table opened when a check
     failed that the baseline does not list. The summary counts passes, new failures, known failures (listed in the
     baseline: strict xfails) and skips apart."""
     if not verdicts:
         return []
-    def count(status: str, known: bool) -> int:
-        return sum(v["status"] == status and bool(v.get("baseline")) == known for v in verdicts)
+    def count(status: Status, known: bool) -> int:
+        return sum(v.status is status and v.baseline == known for v in verdicts)
 
-    new, known = count("failed", False), count("failed", True)
-    parts = [f"{count('passed', False) + count('passed', True)} passed", f"{new} failed"]
+    new, known = count(Status.FAILED, False), count(Status.FAILED, True)
+    parts = [f"{count(Status.PASSED, False) + count(Status.PASSED, True)} passed", f"{new} failed"]
     parts += [f"{known} known failure{'s' if known != 1 else ''} (baseline)"] if known else []
-    skipped = sum(v["status"] == "skipped" for v in verdicts)
+    skipped = sum(v.status is Status.SKIPPED for v in verdicts)
     parts += [f"{skipped} n/a"] if skipped else []
-    reused = sum(any(n.startswith(REUSED) for n in v.get("notes", ())) for v in verdicts)
+    reused = sum(v.reused for v in verdicts)
     parts += [f"{reused} reused (--torchbind-reuse)"] if reused else []
     out = [f"<details{' open' if new else ''}><summary>{len(verdicts)} checks: {', '.join(parts)}</summary>",
            "<table><tr><th>item</th><th>verdict</th><th>summary</th></tr>"]
-    order = {"failed": 0, "skipped": 2, "passed": 3}  # new failures first, passes last
-    for v in sorted(verdicts, key=lambda v: (order.get(v["status"], 1) + (0.5 if v.get("baseline") else 0))):
-        status = Status(v["status"]) if v["status"] in {s.value for s in Status} else None
-        mark = (SYMBOLS[status] if status else v["status"]) + (" (baseline)" if v.get("baseline") else "")
-        summary = "; ".join(t for t in [v["summary"], *(n for n in v.get("notes", ()) if n.startswith(REUSED))]
-                            if t)
-        out.append(f"<tr><td class='row'>{escape(v['item'])}</td><td class='{escape(v['status'])}'>{escape(mark)}"
+    order = {Status.FAILED: 0, Status.SKIPPED: 2, Status.PASSED: 3}  # new failures first, passes last
+    for v in sorted(verdicts, key=lambda v: (order.get(v.status, 1) + (0.5 if v.baseline else 0))):
+        mark = SYMBOLS[v.status] + (" (baseline)" if v.baseline else "")
+        summary = "; ".join(t for t in [v.summary, *(n for n in v.notes if n.startswith(REUSED))] if t)
+        out.append(f"<tr><td class='row'>{escape(v.item)}</td><td class='{escape(v.status.value)}'>{escape(mark)}"
                    f"</td><td style='text-align:left'>{escape(summary)}</td></tr>")
     out.append("</table></details>")
     return out
@@ -97,11 +94,11 @@ def render(report: MatrixReport) -> str:
            "the footnote says why) · ✗ known: a failure the baseline lists</p>"]
     every = [v for vs in report.verdicts.values() for v in vs]
     if every:
-        new = sum(v["status"] == "failed" and not v.get("baseline") for v in every)
-        known = sum(v["status"] == "failed" and bool(v.get("baseline")) for v in every)
+        new = sum(v.status is Status.FAILED and not v.baseline for v in every)
+        known = sum(v.status is Status.FAILED and v.baseline for v in every)
         out.append(f"<p class='totals'>{len(report.verdicts)} class(es), {len(every)} checks: "
-                   f"{sum(v['status'] == 'passed' for v in every)} passed, {new} failed, {known} known failure(s) "
-                   f"(baseline), {sum(v['status'] == 'skipped' for v in every)} n/a</p>")
+                   f"{sum(v.status is Status.PASSED for v in every)} passed, {new} failed, {known} known failure(s) "
+                   f"(baseline), {sum(v.status is Status.SKIPPED for v in every)} n/a</p>")
     if report.incomplete:
         out.append(f"<p class='incomplete'><b>Incomplete report</b> — {escape(report.incomplete)}.</p>")
     for m in report.classes:
@@ -109,7 +106,7 @@ def render(report: MatrixReport) -> str:
         out.append(f"<h2 id='{escape(anchor)}'>{escape(m.qualname)}</h2>")
         verdicts = report.verdicts.get(m.qualname, [])
         if m.rows:
-            out += _matrix(m, anchor, {v["item"] for v in verdicts if v.get("baseline")})
+            out += _matrix(m, anchor, {v.item for v in verdicts if v.baseline})
         out += _verdicts(verdicts)  # below the matrix: most of them pass
     out.append("<h2>Known torch limitations</h2><ul>")
     for lim in report.limitations:

@@ -6,11 +6,20 @@ import json
 
 from . import MatrixReport, encodable
 
-__all__ = ["render", "SCHEMA"]
+__all__ = ["render", "SCHEMA", "VERDICT_ROW", "verdict_row"]
 
 #: Version 2: cell and count statuses are :class:`conformance.core.results.Status` values (``passed``, ``failed``,
 #: ``unsupported``, ``skipped``), the vocabulary items use too (version 1 wrote ``pass`` and ``fail``).
 SCHEMA = "torchbind-matrix/2"
+#: The fields of a verdict (:meth:`conformance.core.results.Verdict.to_json`, in its order) a row of ``verdicts`` has.
+VERDICT_ROW = ("item", "check", "target", "status", "summary", "baseline", "notes", "evidence")
+
+
+def verdict_row(verdict) -> dict:
+    """The JSON report's row of a :class:`~conformance.core.results.Verdict`: the :data:`VERDICT_ROW` fields of
+    its :meth:`~conformance.core.results.Verdict.to_json`."""
+    data = verdict.to_json()
+    return {name: data[name] for name in VERDICT_ROW}
 
 
 def render(report: MatrixReport) -> str:
@@ -31,7 +40,7 @@ def render(report: MatrixReport) -> str:
                  for row, line in m.table() for b, cell, note in line if cell is not None]
         classes.append({"qualname": m.qualname, "rows": m.rows, "backends": m.backends, "cells": cells,
                         "counts": {status.value: n for status, n in m.counts().items()},
-                        "verdicts": report.verdicts.get(m.qualname, [])})
+                        "verdicts": [verdict_row(v) for v in report.verdicts.get(m.qualname, [])]})
     doc = {"schema": SCHEMA, "torch": report.torch_version, "run": report.labels, "incomplete": report.incomplete,
            "classes": classes, "limitations": report.limitations}
     return encodable(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")  # a lone surrogate: a JSON escape

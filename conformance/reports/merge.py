@@ -18,14 +18,12 @@ import dataclasses
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from . import MatrixReport, build_report
-from ..core.results import ConformanceError
 from .json_report import SCHEMA
-from ..core.results import Cell, Status
+from ..core.results import Cell, ConformanceError, Status, Verdict
 from ..core.versions import torch_release
 
 __all__ = ["MergeError", "RunReport", "MergedReport", "load_run", "merge_runs", "write_merged", "MERGED_SCHEMA"]
@@ -40,12 +38,13 @@ class MergeError(ConformanceError, ValueError):
 @dataclasses.dataclass
 class RunReport:
     """One run's report as read back: its ``labels`` (``torch``, ``device``, ``platform``, ``date``), its
-    ``cells``, its item ``verdicts`` per class (``{qualname: [{"item", "check", "target", "status", "summary"}]}``)
-    and its ``incomplete`` note (``None`` for a run that finished)."""
+    ``cells``, its item ``verdicts`` per class (``{qualname: [Verdict, ...]}``, read from the report's rows with
+    :meth:`~conformance.core.results.Verdict.from_json`) and its ``incomplete`` note (``None`` for a run that
+    finished)."""
 
     labels: dict[str, str]
     cells: list[Cell]
-    verdicts: dict[str, list[dict[str, Any]]]
+    verdicts: dict[str, list[Verdict]]
     incomplete: str | None = None
 
     @property
@@ -72,7 +71,7 @@ def load_run(path: Path) -> RunReport:
 
     order = [b.name for b in all_backends()] or list(BACKEND_MODULES)
     cells: list[Cell] = []
-    verdicts: dict[str, list[dict[str, Any]]] = {}
+    verdicts: dict[str, list[Verdict]] = {}
     try:
         for cls in doc["classes"]:
             qualname, rows = cls["qualname"], cls["rows"]
@@ -80,7 +79,7 @@ def load_run(path: Path) -> RunReport:
                 column = order.index(c["backend"]) if c["backend"] in order else len(order)
                 cells.append(Cell(qualname, c["row"], c["backend"], rows.index(c["row"]), column, Status(c["status"]),
                                   c["reason"], list(c["details"]), c["program"], c["limitation"]))
-            verdicts[qualname] = list(cls.get("verdicts", []))
+            verdicts[qualname] = [Verdict.from_json({**row, "qualname": qualname}) for row in cls.get("verdicts", [])]
         labels = dict(doc.get("run") or {"torch": doc.get("torch", "?")})
     except (KeyError, TypeError, ValueError) as exc:
         raise MergeError(f"{path}: malformed report: {type(exc).__name__}: {exc}") from None
@@ -91,7 +90,7 @@ def _unite(shards: list[RunReport]) -> RunReport:
     """The shards of one run as one run. Raises :class:`MergeError` when two shards hold the same cell or item
     with different statuses."""
     cells: dict[tuple[str, str, str], Cell] = {}
-    verdicts: dict[str, dict[str, dict[str, Any]]] = {}
+    verdicts: dict[str, dict[str, Verdict]] = {}
     for shard in shards:
         for cell in shard.cells:
             key = (cell.qualname, cell.row, cell.backend)
@@ -102,7 +101,7 @@ def _unite(shards: list[RunReport]) -> RunReport:
         for qualname, items in shard.verdicts.items():
             mine = verdicts.setdefault(qualname, {})
             for item in items:
-                mine.setdefault(item["item"], item)
+                mine.setdefault(item.item, item)
     notes = [s.incomplete for s in shards if s.incomplete]
     dates = sorted(s.labels.get("date", "") for s in shards)
     labels = {**shards[0].labels, "date": dates[-1]} if dates and dates[-1] else dict(shards[0].labels)
@@ -175,12 +174,12 @@ class MergedReport:
                 notes.append(f"changed in {version}")
         return "; ".join(notes) or None
 
-    def verdicts(self, qualname: str) -> list[tuple[str, list[dict[str, Any] | None]]]:
+    def verdicts(self, qualname: str) -> list[tuple[str, list[Verdict | None]]]:
         """Every item of the class (checks and cells) with each run's verdict, in first-seen order."""
         names: list[str] = []
         per_run = []
         for run in self.runs:
-            items = {v["item"]: v for v in run.verdicts.get(qualname, [])}
+            items = {v.item: v for v in run.verdicts.get(qualname, [])}
             per_run.append(items)
             names += [n for n in items if n not in names]
         return [(n, [items.get(n) for items in per_run]) for n in names]

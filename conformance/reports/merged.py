@@ -79,8 +79,8 @@ def render_html(merged) -> str:
                        + "".join(f"<th>run {i}</th>" for i in range(1, len(merged.runs) + 1)) + "</tr>")
             for item, per_run in verdicts:
                 cells = "".join("<td>·</td>" if v is None else
-                                f"<td class='{escape(v['status'])}' title='{escape(v.get('summary') or '')}'>"
-                                f"{escape(SYMBOLS[Status(v['status'])])}</td>" for v in per_run)
+                                f"<td class='{escape(v.status.value)}' title='{escape(v.summary or '')}'>"
+                                f"{escape(SYMBOLS[v.status])}</td>" for v in per_run)
                 out.append(f"<tr><td class='row'>{escape(item)}</td>{cells}</tr>")
             out.append("</table></details>")
         rows, backends, grid = merged.grid(qualname)
@@ -117,7 +117,7 @@ def render_json(merged) -> str:
                                                    "limitation": c.limitation} for c in cells],
                   "change": merged.change(cells)}
                  for row, line in grid for b, cells in zip(backends, line)]
-        verdicts = [{"item": item, "runs": [None if v is None else {"status": v["status"], "summary": v.get("summary")}
+        verdicts = [{"item": item, "runs": [None if v is None else {"status": v.status.value, "summary": v.summary}
                                             for v in per_run]}
                     for item, per_run in merged.verdicts(qualname)]
         classes.append({"qualname": qualname, "rows": rows, "backends": backends, "cells": cells,

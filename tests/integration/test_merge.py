@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from conformance.core.results import Verdict
 from conformance.__main__ import main
 from conftest import run_inprocess, undated_report
 
@@ -84,8 +85,9 @@ def test_the_reports_of_runs_on_several_torches_feed_one_baseline(tmp_path, caps
     from conformance.reports.json_report import render as render_json
 
     def report(torch_version, statuses):
-        verdicts = {"ns::Q": [{"item": item, "check": item.partition("[")[0], "target": None, "status": status,
-                               "summary": f"{item} failed on {torch_version}", "baseline": False, "notes": []}
+        verdicts = {"ns::Q": [Verdict.from_json({"item": item, "check": item.partition("[")[0], "target": None,
+                                                 "status": status, "summary": f"{item} failed on {torch_version}",
+                                                 "baseline": False, "notes": []})
                               for item, status in statuses.items()]}
         path = tmp_path / f"r{torch_version}.json"
         labels = {"torch": torch_version, "device": "cpu", "platform": "linux-x86_64", "date": "2026-11-24T00:00:00Z"}
@@ -112,8 +114,8 @@ def _one_run(tmp_path):
     from conformance.reports import build_report
     from conformance.reports.json_report import render as render_json
 
-    verdicts = {"ns::Q": [{"item": "agreement[pop]", "check": "agreement", "target": "pop", "status": "failed",
-                           "summary": "differs", "baseline": False, "notes": []}]}
+    verdicts = {"ns::Q": [Verdict.from_json({"item": "agreement[pop]", "check": "agreement", "target": "pop",
+                                             "status": "failed", "summary": "differs", "baseline": False, "notes": []})]}
     path = tmp_path / "r.json"
     path.write_text(render_json(build_report([], verdicts=verdicts, labels={"torch": "2.13.0", "device": "cpu",
                                                                           "platform": "linux", "date": "d"})))

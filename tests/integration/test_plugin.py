@@ -299,7 +299,7 @@ def test_a_verdict_without_check_data_keeps_the_items_class_check_and_target():
         "torchbind[ns.Cls]::coverage[add]", ("x", None, "x"), {}, "failed", "a fixture broke", "setup",
         user_properties=props))
     [verdict] = recorder.verdicts.values()
-    assert (verdict["qualname"], verdict["check"], verdict["target"], verdict["status"]) == (
+    assert (verdict.qualname, verdict.check, verdict.target, verdict.status.value) == (
         "ns::Cls", "coverage", "add", "failed")
     assert "torchbind[ns.Cls]::coverage[add]" not in recorder.accepted  # an error outside the check: no verdict
 

@@ -235,6 +235,7 @@ def test_two_classes_naming_each_other_get_keys_that_do_not_depend_on_order(samp
 
 
 def test_the_store_keeps_verdicts_by_node_id_and_key_and_ignores_damaged_entries():
+    from conformance.core.results import Evidence, Failure, Verdict
     from conformance.plugin.reuse import ReuseStore
 
     class Cache(dict):
@@ -243,37 +244,42 @@ def test_the_store_keeps_verdicts_by_node_id_and_key_and_ignores_damaged_entries
 
     cache = Cache()
     store = ReuseStore(cache, keys=None)
-    data = {"status": "passed", "summary": "passed", "notes": [], "qualname": "a.B", "check": "eq_hash",
-            "target": None, "evidence": {"state": 2}}
-    store.store("torchbind[a.B]::eq_hash", "k1", data)
-    entry = store.lookup("torchbind[a.B]::eq_hash", "k1")
-    assert entry["data"] == data and entry["date"].endswith("UTC")
+    verdict = Verdict("eq_hash", "a.B", None, evidence=Evidence({"state": 2}))
+    store.store("torchbind[a.B]::eq_hash", "k1", verdict)
+    kept = store.lookup("torchbind[a.B]::eq_hash", "k1")
+    assert dataclasses.replace(kept, notes=[]) == verdict and kept.summary == "passed"
+    [note] = kept.notes  # says when the verdict was recorded, and under which key
+    assert note.startswith("reused from ") and note.endswith("UTC, key k1")
     assert store.lookup("torchbind[a.B]::eq_hash", "k2") is None  # another key
     assert store.lookup("torchbind[a.B]::fx_repr", "k1") is None  # another item
     [path] = cache
-    for damaged in ({**cache[path], "data": None}, {**cache[path], "data": {**data, "status": "failed"}},
-                    {**cache[path], "data": {**data, "status": "weird"}}, {**cache[path], "failure": "text"},
+    data = cache[path]["verdict"]
+    for damaged in ({**cache[path], "verdict": None}, {**cache[path], "verdict": {**data, "status": "failed"}},
+                    {**cache[path], "verdict": {**data, "status": "weird"}}, {**cache[path], "failure": "text"},
                     {**cache[path], "date": 3}, "not a dict"):
         cache[path] = damaged
         assert store.lookup("torchbind[a.B]::eq_hash", "k1") is None
-    # A known failure is kept with its rendered text, which the item raises again.
-    failed = {**data, "status": "failed", "summary": "a.B.m: differs", "check": "agreement", "target": "m"}
-    store.store("torchbind[a.B]::agreement[m]", "k3", failed, "[agreement] ...\n\na.B.m: differs")
-    assert store.lookup("torchbind[a.B]::agreement[m]", "k3")["failure"].endswith("a.B.m: differs")
+    # A known failure is kept with its failures, which the item renders and raises again.
+    failed = Verdict.of_failures("agreement", "a.B", "m", [Failure("differs", cpp="1", fake="2", rule="agreement.x")])
+    store.store("torchbind[a.B]::agreement[m]", "k3", failed)
+    kept = store.lookup("torchbind[a.B]::agreement[m]", "k3")
+    assert kept.render() == failed.render() and kept.render().startswith("a.B.m: differs")
+    assert kept.summary == "a.B.m: differs" and kept.failures[0].rule == "agreement.x"
 
 
 def test_the_summary_line_counts_what_was_reused():
+    from conformance.core.results import Status, Verdict
     from conformance.plugin.recorder import reuse_line
 
     note = ["reused from 2026-11-25 09:00 UTC, key 0123456789ab"]
-    verdicts = [{"status": "passed", "notes": note}, {"status": "failed", "notes": note},
-                {"status": "skipped", "notes": []}]
+    verdicts = [Verdict("c", "q", None, Status.PASSED, notes=note), Verdict("c", "q", None, Status.FAILED, notes=note),
+                Verdict("c", "q", None, Status.SKIPPED, notes=[])]
     assert reuse_line(verdicts, reading=True) == (
         "torchbind: 2 of 3 verdicts reused from earlier runs (1 passed, 1 known failure; --torchbind-reuse=off runs "
         "them again)")
-    verdicts.append({"status": "failed", "notes": note})
+    verdicts.append(Verdict("c", "q", None, Status.FAILED, notes=note))
     assert "(1 passed, 2 known failures;" in reuse_line(verdicts, reading=True)
-    fresh = [{"status": "passed", "notes": []}]
+    fresh = [Verdict("c", "q", None, Status.PASSED)]
     assert reuse_line(fresh, reading=True).startswith("torchbind: 0 of 1 verdicts reused: none was kept")
     assert reuse_line(fresh, reading=False) is None and reuse_line([], reading=True) is None
 

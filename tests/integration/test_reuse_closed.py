@@ -11,6 +11,7 @@ damaged in several ways are misses, and end to end a damaged cache makes the ite
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import types
@@ -22,6 +23,7 @@ import torch
 from hypothesis import settings
 
 import conformance
+from conformance.core.results import Cell, Evidence, Failure, Verdict
 from conformance.plugin.options import INI_KEYS
 from conformance.plugin.reuse import KeyMaker, ReuseStore
 from conformance.plugin.reuse_key import ENV_NOT_IN_KEY, OPTIONS_NOT_IN_KEY
@@ -273,32 +275,40 @@ class Cache(dict):
 NODE = "torchbind[py:m.Good]::matrix[good-eager]"
 CELL = {"qualname": "m.Good", "row": "good", "backend": "eager", "row_index": 0, "backend_index": 0,
         "status": "passed", "reason": "", "details": [], "program": "def f(x): ...", "limitation": None, "repro": ""}
-DATA = {"status": "passed", "summary": "passed", "notes": ["a note"], "qualname": "m.Good", "check": "matrix",
-        "target": "good-eager", "evidence": {"output": 3}, "cell": CELL}
+VERDICT = Verdict("matrix", "m.Good", "good-eager", notes=["a note"], evidence=Evidence({"output": 3}),
+                  cell=Cell.from_json(CELL))
+FAILURE = Failure("differs", cpp="1", fake="2", details=("a", "b"), rule="matrix.x").to_json()
 
 
 def _damaged(entry: dict) -> list[tuple[str, object]]:
-    data, cell = entry["data"], entry["data"]["cell"]
+    data, cell = entry["verdict"], entry["verdict"]["cell"]
+    failed = {**data, "status": "failed", "failures": [FAILURE]}
     return [
-        ("not a dict", "not a dict"), ("a list", [entry]), ("no data", {k: v for k, v in entry.items() if k != "data"}),
+        ("not a dict", "not a dict"), ("a list", [entry]),
+        ("no verdict", {k: v for k, v in entry.items() if k != "verdict"}),
         ("an unknown field", {**entry, "extra": 1}), ("a key of another type", {**entry, "key": 3}),
-        ("the data a list", {**entry, "data": [data]}),
-        ("notes not strings", {**entry, "data": {**data, "notes": [1, {"x": 2}]}}),
-        ("notes a string", {**entry, "data": {**data, "notes": "a note"}}),
-        ("no summary", {**entry, "data": {k: v for k, v in data.items() if k != "summary"}}),
-        ("an unknown data field", {**entry, "data": {**data, "colour": "red"}}),
-        ("evidence not counts", {**entry, "data": {**data, "evidence": {"output": "3"}}}),
-        ("evidence a list", {**entry, "data": {**data, "evidence": [3]}}),
-        ("a status never kept", {**entry, "data": {**data, "status": "unsupported"}}),
-        ("a cell with an unknown field", {**entry, "data": {**data, "cell": {**cell, "colour": "red"}}}),
-        ("a cell missing a field", {**entry, "data": {**data, "cell": {k: v for k, v in cell.items() if k != "row"}}}),
-        ("a cell index of another type", {**entry, "data": {**data, "cell": {**cell, "row_index": "0"}}}),
-        ("a cell status torch has no name for", {**entry, "data": {**data, "cell": {**cell, "status": "great"}}}),
-        ("a cell of another class", {**entry, "data": {**data, "cell": {**cell, "qualname": "m.Other"}}}),
-        ("a cell that is a list", {**entry, "data": {**data, "cell": list(cell.items())}}),
-        ("a check the node id does not name", {**entry, "data": {**data, "check": "guards"}}),
-        ("a failure without its text", {**entry, "data": {**data, "status": "failed"}}),
-        ("a text without a failure", {**entry, "failure": "[matrix] ..."}),
+        ("the verdict a list", {**entry, "verdict": [data]}),
+        ("notes not strings", {**entry, "verdict": {**data, "notes": [1, {"x": 2}]}}),
+        ("notes a string", {**entry, "verdict": {**data, "notes": "a note"}}),
+        ("no summary", {**entry, "verdict": {k: v for k, v in data.items() if k != "summary"}}),
+        ("a summary the verdict does not give", {**entry, "verdict": {**data, "summary": "all fine"}}),
+        ("an unknown verdict field", {**entry, "verdict": {**data, "colour": "red"}}),
+        ("evidence not counts", {**entry, "verdict": {**data, "evidence": {"output": "3"}}}),
+        ("evidence a list", {**entry, "verdict": {**data, "evidence": [3]}}),
+        ("a status never kept", {**entry, "verdict": {**data, "status": "unsupported"}}),
+        ("a lost verdict", {**entry, "verdict": {**data, "lost": True}}),
+        ("a cell with an unknown field", {**entry, "verdict": {**data, "cell": {**cell, "colour": "red"}}}),
+        ("a cell missing a field", {**entry, "verdict": {**data, "cell": {k: v for k, v in cell.items() if k != "row"}}}),
+        ("a cell index of another type", {**entry, "verdict": {**data, "cell": {**cell, "row_index": "0"}}}),
+        ("a cell status torch has no name for", {**entry, "verdict": {**data, "cell": {**cell, "status": "great"}}}),
+        ("a cell of another class", {**entry, "verdict": {**data, "cell": {**cell, "qualname": "m.Other"}}}),
+        ("a cell that is a list", {**entry, "verdict": {**data, "cell": list(cell.items())}}),
+        ("a check the node id does not name", {**entry, "verdict": {**data, "check": "guards"}}),
+        ("an item the node id does not name", {**entry, "verdict": {**data, "item": "matrix[bad-eager]"}}),
+        ("a failure without its failures", {**entry, "verdict": {**data, "status": "failed"}}),
+        ("failures without a failure", {**entry, "verdict": {**data, "failures": [FAILURE]}}),
+        ("a failure with an unknown field", {**entry, "verdict": {**failed, "failures": [{**FAILURE, "colour": 1}]}}),
+        ("a failure's details not strings", {**entry, "verdict": {**failed, "failures": [{**FAILURE, "details": [1]}]}}),
         ("another node id", {**entry, "nodeid": "torchbind[py:m.Good]::guards[good]"}),
     ]
 
@@ -306,9 +316,10 @@ def _damaged(entry: dict) -> list[tuple[str, object]]:
 def test_a_damaged_entry_is_a_miss_whatever_the_damage():
     cache = Cache()
     store = ReuseStore(cache, keys=None)
-    store.store(NODE, "k1", DATA)
-    entry = store.lookup(NODE, "k1")
-    assert entry is not None and entry["data"] == DATA
+    store.store(NODE, "k1", VERDICT)
+    kept = store.lookup(NODE, "k1")
+    assert kept is not None and dataclasses.replace(kept, notes=kept.notes[:1]) == VERDICT
+    assert kept.notes[1].startswith("reused from ")
     [path] = cache
     good = cache[path]
     for what, damaged in _damaged(good):
@@ -316,6 +327,10 @@ def test_a_damaged_entry_is_a_miss_whatever_the_damage():
         assert store.lookup(NODE, "k1") is None, what
     cache[path] = good
     assert store.lookup(NODE, "k1") is not None
+    # A kept known failure, with its failures whole, is no miss.
+    cache[path] = {**good, "verdict": {**good["verdict"], "status": "failed", "failures": [FAILURE],
+                                       "summary": "m.Good.good-eager: differs"}}
+    assert store.lookup(NODE, "k1").failures[0].to_json() == FAILURE
 
     class Unreadable(Cache):
         def get(self, k, default):
@@ -392,16 +407,16 @@ def test_another_memory_limit_runs_again_and_a_damaged_cache_is_a_miss_end_to_en
         entries[entry["nodeid"].partition("::")[2]] = (path, entry)
     damaged = {}
     cell_path, cell_entry = entries["matrix[good-eager]"]
-    cell_entry["data"]["cell"]["colour"] = "red"  # Cell.__init__() got an unexpected keyword argument
+    cell_entry["verdict"]["cell"]["colour"] = "red"  # Cell.__init__() got an unexpected keyword argument
     cell_path.write_text(json.dumps(cell_entry))
     damaged["matrix[good-eager]"] = cell_path
     others = sorted(i for i in entries if i != "matrix[good-eager]")
     path, entry = entries[others[0]]
-    entry["data"]["notes"] = [1, {"two": 2}]  # a pytest-internal traceback once
+    entry["verdict"]["notes"] = [1, {"two": 2}]  # a pytest-internal traceback once
     path.write_text(json.dumps(entry))
     damaged[others[0]] = path
     path, entry = entries[others[1]]
-    del entry["data"]["summary"]
+    del entry["verdict"]["summary"]
     path.write_text(json.dumps(entry))
     damaged[others[1]] = path
     path, entry = entries[others[2]]

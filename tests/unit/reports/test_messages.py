@@ -16,7 +16,7 @@ from conformance.matrix.scenarios import scenario
 from conformance.reports import build_report
 from conformance.reports.markdown import render as render_markdown
 from conformance.reports.terminal import render_lines
-from conformance.core.results import Cell, Failure, Outcome, Status
+from conformance.core.results import Cell, Failure, Outcome, Status, Verdict
 from conformance.runner import run_class
 from conformance.runner import Engine
 from conformance.core.settings import Settings
@@ -225,8 +225,8 @@ def test_the_html_page_shows_the_matrix_first_and_counts_known_failures_and_skip
     from conformance.reports.html import render as render_html
 
     def verdict(item, status, baseline=False):
-        return {"item": item, "check": item.partition("[")[0], "target": None, "status": status,
-                "summary": f"{item} said so", "baseline": baseline, "notes": []}
+        return Verdict(item.partition("[")[0], "ns::Q", None, Status(status), reason=f"{item} said so", item=item,
+                       baseline=baseline)
 
     cells = [Cell("ns::Q", "push", "eager", 0, 0), Cell("ns::Q", "pop", "eager", 1, 0, Status.SKIPPED, "no eager")]
     verdicts = {"ns::Q": [verdict("coverage[a]", "passed"), verdict("agreement[b]", "failed", baseline=True),
