@@ -294,3 +294,12 @@ def test_console_script_reports_a_module_found_nowhere(pytester):
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout + proc.stderr
     assert "no module named 'tbl_no_such_fakes': not on sys.path" in proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_the_spec_module_of_the_engine_imports_neither_torch_nor_the_process_layer():
+    # Issue 30: conformance.engine.loading is pure (spec forms, reproducer lines, the run's selectors); applying a
+    # spec, which probes a library in a forked worker, is conformance.process.loading.
+    code = ("import sys, conformance.engine.loading as m; "
+            "print(sorted(n for n in sys.modules if n == 'torch' or n.startswith('conformance.process')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

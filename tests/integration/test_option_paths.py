@@ -5,6 +5,7 @@ directory (pytest's ``paths`` ini type), a path on the command line to the direc
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -127,3 +128,23 @@ def test_several_report_options_write_several_reports(pytester):
     assert json.loads((pytester.path / "m.json").read_text())["schema"] == "torchbind-matrix/2"
     assert (pytester.path / "m.html").read_text().startswith("<!DOCTYPE html>")
     result.stdout.fnmatch_lines([f"report: {pytester.path / name}" for name in ("m.md", "m.json", "m.html")])
+
+
+@needs_torch_testlib
+def test_every_role_is_given_the_selected_classes_once_made(pytester):
+    # Issue 30: the selectors are expanded before the run's roles are made, so each is given the same tuple (no
+    # empty list handed to them and filled later); a class selected twice is there once.
+    config = pytester.parseconfigure("-p", "no:cacheprovider", f"--torchbind-load={TORCH_SPEC}",
+                                     "--torchbind-class=_TorchScriptTesting::_Foo",
+                                     "--torchbind-class=_TorchScriptTesting::_Foo", "--torchbind-isolation=none")
+    run = config.stash[plugin.RUN_KEY]
+    assert run.classes == ("_TorchScriptTesting::_Foo",)
+    assert run.collection.classes is run.classes and run.recorder.classes is run.classes
+
+
+def test_each_options_help_names_its_own_ini_key():
+    # One table (plugin/options.py OPTIONS) makes the option, its ini key and the lookup: the help says the key.
+    from conformance.plugin.options import OPTIONS
+
+    for option in OPTIONS.values():
+        assert re.findall(r"Ini: (torchbind_\w+)", option.help) == ([option.ini] if option.ini else []), option.flag
