@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from ..core.names import BACKEND_NAMES, CHECK_NAMES, ITEM_DATA, REPORT_ATTR
-from .options import add_options, check_ini_keys, claim_gate_arguments, gate_selected, requested
+from .options import add_options, claim_run
 
 RUN_KEY = pytest.StashKey["PluginRun"]()
 
@@ -27,13 +27,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "torchbind: a generated TorchBind conformance check")
-    check_ini_keys(config)
-    named = claim_gate_arguments(config)
-    if named and not requested(config):
-        raise pytest.UsageError(f"{named[0]} names the TorchBind conformance gate, but this run selects no class: "
-                                "add --torchbind-load=SPEC --torchbind-class=NS::CLS, or torchbind_load / "
-                                "torchbind_classes in the ini file")
-    if requested(config) and gate_selected(config, named):
+    named = claim_run(config)
+    if named is not None:
         from .run import PluginRun
 
         config.stash[RUN_KEY] = PluginRun.configure(config, named)

@@ -19,7 +19,7 @@ from ..process import DEFAULT_TIMEOUT, ITEM_LIMIT_FACTOR, isolation_available
 from ..reports import FORMATS
 from ..core.settings import DEFAULT_EXAMPLES, Settings
 
-__all__ = ["Option", "OPTIONS", "INI_KEYS", "given", "add_options", "check_ini_keys", "requested",
+__all__ = ["Option", "OPTIONS", "INI_KEYS", "given", "add_options", "claim_run", "check_ini_keys", "requested",
            "claim_gate_arguments", "gate_selected", "GATE", "RunOptions", "read_options", "parse_size",
            "default_memory_limit"]
 
@@ -216,6 +216,20 @@ def gate_selected(config: pytest.Config, named: list[str]) -> bool:
     if GATE in (getattr(config.option, "markexpr", "") or ""):
         return True
     return config.args_source is not pytest.Config.ArgsSource.ARGS
+
+
+def claim_run(config: pytest.Config) -> list[str] | None:
+    """What ``pytest_configure`` asks first: check the ini keys (:func:`check_ini_keys`), take the gate arguments out
+    of ``config.args`` (:func:`claim_gate_arguments`), and return them (maybe none) when this run collects the
+    conformance items (:func:`requested` and :func:`gate_selected`), ``None`` when it does not. Raises
+    ``pytest.UsageError`` for a misspelt ini key, or a gate argument in a run that selects no class."""
+    check_ini_keys(config)
+    named = claim_gate_arguments(config)
+    if named and not requested(config):
+        raise pytest.UsageError(f"{named[0]} names the TorchBind conformance gate, but this run selects no class: "
+                                "add --torchbind-load=SPEC --torchbind-class=NS::CLS, or torchbind_load / "
+                                "torchbind_classes in the ini file")
+    return named if requested(config) and gate_selected(config, named) else None
 
 
 def requested(config: pytest.Config) -> bool:
