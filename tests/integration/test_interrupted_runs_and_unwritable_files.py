@@ -273,14 +273,14 @@ BAD = "bad byte \udc80 here"
 
 def _every_field_holds(text: str):
     """A report with ``text`` in every field a run fills from what it saw."""
-    from conformance.core.results import Cell, Status
+    from conformance.core.results import Cell, Status, Verdict
 
     cells = [Cell("ns::Q", "push", "export", 0, 4, Status.FAILED, f"reason: {text}", [f"detail: {text}"],
                   f"program: {text}"),
              Cell("ns::Q", f"row {text}", "export", 1, 4, Status.UNSUPPORTED, f"limit: {text}", [], "", "lim")]
-    verdicts = {"ns::Q": [{"item": "matrix[push-export]", "check": "matrix", "target": "push", "status": "failed",
-                           "summary": f"summary: {text}", "baseline": False, "notes": [f"note: {text}"],
-                           "evidence": {}}]}
+    verdicts = {"ns::Q": [Verdict.from_json({"item": "matrix[push-export]", "check": "matrix", "target": "push",
+                                             "status": "failed", "summary": f"summary: {text}", "baseline": False,
+                                             "notes": [f"note: {text}"], "evidence": {}})]}
     labels = {"torch": "2.13.0", "device": "cpu", "platform": "linux-x86_64", "date": "2026-11-27T00:00:00Z"}
     return build_report(cells, incomplete=f"interrupted: {text}", verdicts=verdicts, labels=labels)
 
