@@ -440,7 +440,7 @@ class ReuseStore:
             self.cache.set(self._path(nodeid), None)
 
     def store(self, nodeid: str, key: str, verdict: Verdict) -> None:
-        """Keep ``verdict``, the verdict of ``nodeid``, under ``key`` (:meth:`~conformance.core.results.Verdict.to_json`,
-        with the date)."""
+        """Keep ``verdict``, the verdict of ``nodeid``, under ``key``
+        (:meth:`~conformance.core.results.Verdict.to_json`, with the date)."""
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         self.cache.set(self._path(nodeid), {"nodeid": nodeid, "key": key, "date": now, "verdict": verdict.to_json()})

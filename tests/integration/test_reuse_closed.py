@@ -280,9 +280,14 @@ VERDICT = Verdict("matrix", "m.Good", "good-eager", notes=["a note"], evidence=E
 FAILURE = Failure("differs", cpp="1", fake="2", details=("a", "b"), rule="matrix.x").to_json()
 
 
+def _failed(data: dict) -> dict:
+    """``data`` (a kept verdict) as a known failure, kept whole."""
+    return {**data, "status": "failed", "failures": [FAILURE], "summary": "m.Good.good-eager: differs"}
+
+
 def _damaged(entry: dict) -> list[tuple[str, object]]:
     data, cell = entry["verdict"], entry["verdict"]["cell"]
-    failed = {**data, "status": "failed", "failures": [FAILURE]}
+    failed = _failed(data)  # kept as it is (see below): each damage below is the only one
     return [
         ("not a dict", "not a dict"), ("a list", [entry]),
         ("no verdict", {k: v for k, v in entry.items() if k != "verdict"}),
@@ -298,7 +303,8 @@ def _damaged(entry: dict) -> list[tuple[str, object]]:
         ("a status never kept", {**entry, "verdict": {**data, "status": "unsupported"}}),
         ("a lost verdict", {**entry, "verdict": {**data, "lost": True}}),
         ("a cell with an unknown field", {**entry, "verdict": {**data, "cell": {**cell, "colour": "red"}}}),
-        ("a cell missing a field", {**entry, "verdict": {**data, "cell": {k: v for k, v in cell.items() if k != "row"}}}),
+        ("a cell missing a field",
+         {**entry, "verdict": {**data, "cell": {k: v for k, v in cell.items() if k != "row"}}}),
         ("a cell index of another type", {**entry, "verdict": {**data, "cell": {**cell, "row_index": "0"}}}),
         ("a cell status torch has no name for", {**entry, "verdict": {**data, "cell": {**cell, "status": "great"}}}),
         ("a cell of another class", {**entry, "verdict": {**data, "cell": {**cell, "qualname": "m.Other"}}}),
@@ -308,7 +314,8 @@ def _damaged(entry: dict) -> list[tuple[str, object]]:
         ("a failure without its failures", {**entry, "verdict": {**data, "status": "failed"}}),
         ("failures without a failure", {**entry, "verdict": {**data, "failures": [FAILURE]}}),
         ("a failure with an unknown field", {**entry, "verdict": {**failed, "failures": [{**FAILURE, "colour": 1}]}}),
-        ("a failure's details not strings", {**entry, "verdict": {**failed, "failures": [{**FAILURE, "details": [1]}]}}),
+        ("a failure's details not strings",
+         {**entry, "verdict": {**failed, "failures": [{**FAILURE, "details": [1]}]}}),
         ("another node id", {**entry, "nodeid": "torchbind[py:m.Good]::guards[good]"}),
     ]
 
@@ -328,8 +335,7 @@ def test_a_damaged_entry_is_a_miss_whatever_the_damage():
     cache[path] = good
     assert store.lookup(NODE, "k1") is not None
     # A kept known failure, with its failures whole, is no miss.
-    cache[path] = {**good, "verdict": {**good["verdict"], "status": "failed", "failures": [FAILURE],
-                                       "summary": "m.Good.good-eager: differs"}}
+    cache[path] = {**good, "verdict": _failed(good["verdict"])}
     assert store.lookup(NODE, "k1").failures[0].to_json() == FAILURE
 
     class Unreadable(Cache):
