@@ -1,60 +1,148 @@
-"""The layering docs/explanation/architecture.md promises, read from the source (no imports, no processes): the engine
-never imports the process layer or the pytest layer, and nothing finds run state through an ambient object."""
+"""The layering docs/explanation/architecture.md draws, read from the source (no imports, no processes): which
+package may import which, the torch-free core, the two kinds of class kept apart, and no ambient run state.
+
+Every import counts, wherever it is written: at module level, inside a function (a lazy import), or under
+``if TYPE_CHECKING:`` — an import that only a type checker follows still ties the two modules together."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[2] / "conformance"
-#: The engine: what runs checks without pytest and without processes.
-ENGINE = ["core", "engine", "torchbind", "custom", "checks", "matrix", "runner.py"]
-#: What the engine must not import: the process layer and the pytest layer.
-ABOVE = {"process", "plugin"}
+
+#: What each part of the package may import of the package, besides itself. A part is a subpackage, a top-level
+#: module (``kinds``, ``runner``, ``__main__``), or a kind's folder of checks (``checks.torchbind``).
+ALLOWED = {
+    "core": set(),
+    "engine": {"core"},
+    "process": {"core", "engine"},
+    "torchbind": {"core", "engine"},
+    "custom": {"core", "engine"},
+    "kinds": {"core", "engine", "torchbind", "custom"},
+    "matrix": {"core", "engine", "torchbind", "custom"},
+    "checks": {"core", "engine", "matrix", "kinds", "torchbind", "custom"},  # the registry types checks by kind
+    "checks.torchbind": {"checks", "core", "engine", "torchbind", "matrix"},
+    "checks.custom": {"checks", "core", "engine", "custom", "matrix"},
+    "runner": {"core", "engine", "kinds", "checks", "matrix", "torchbind", "custom"},
+    "reports": {"core", "matrix"},
+    "scaffold": {"core", "engine", "process", "torchbind", "kinds", "checks", "runner", "plugin"},
+    "plugin": {"core", "engine", "process", "torchbind", "custom", "kinds", "checks", "matrix", "runner", "reports"},
+    "__main__": {"core", "plugin", "reports", "scaffold"},
+    "__init__": {"core", "engine", "torchbind", "runner"},
+}
+#: Third-party packages the torch-free core must not import anywhere (the command line's --help and the report
+#: writers run on it without torch).
+HEAVY = ("torch", "hypothesis", "pytest", "_pytest", "numpy")
 
 
-def _modules(entry: str) -> list[Path]:
-    path = PACKAGE / entry
-    return sorted(p for p in path.rglob("*.py") if p.name != "loading.py") if path.is_dir() else [path]
+def part_of(path: Path) -> str:
+    """The part (a key of :data:`ALLOWED`) the module at ``path`` belongs to."""
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    if parts[0] == "checks" and len(parts) > 2:
+        return f"checks.{parts[1]}"
+    return parts[0]
 
 
-def _imported(path: Path) -> set[str]:
-    """The ``conformance`` modules ``path`` imports, as names relative to the package (``process``, ``checks``)."""
+def imported(path: Path) -> set[str]:
+    """The parts of the package the module at ``path`` imports, anywhere in it (relative and absolute imports;
+    ``from . import x`` counts the part ``x`` is in)."""
     tree = ast.parse(path.read_text())
     package = path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1]
-    found = set()
+    modules = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = list(package[:len(package) - node.level + 1])
-                parts = base + (node.module.split(".") if node.module else [])
-                names = [parts + [a.name] for a in node.names] if not node.module else [parts]
             else:
-                names = [node.module.split(".")] if node.module else []
-            found |= {p[1] for p in names if len(p) > 1 and p[0] == "conformance"}
+                base = []
+            head = base + (node.module.split(".") if node.module else [])
+            modules += [head + [alias.name] for alias in node.names]
         elif isinstance(node, ast.Import):
-            found |= {a.name.split(".")[1] for a in node.names
-                      if a.name.startswith("conformance.") and len(a.name.split(".")) > 1}
+            modules += [alias.name.split(".") for alias in node.names]
+    found = set()
+    for parts in modules:
+        if len(parts) < 2 or parts[0] != "conformance":
+            continue
+        rel = parts[1:]
+        if rel[0] == "checks" and len(rel) > 2 and rel[1] in ("torchbind", "custom"):
+            found.add(f"checks.{rel[1]}")
+        elif (PACKAGE / rel[0]).is_dir() or (PACKAGE / f"{rel[0]}.py").exists():
+            found.add(rel[0])
     return found
 
 
-def test_the_engine_imports_neither_the_process_layer_nor_the_pytest_layer():
-    offenders = {str(p.relative_to(PACKAGE)): sorted(_imported(p) & ABOVE)
-                 for entry in ENGINE for p in _modules(entry) if _imported(p) & ABOVE}
+def third_party(path: Path) -> set[str]:
+    """The top-level names of the non-package modules the module at ``path`` imports, anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+    return found
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_module_belongs_to_a_known_part():
+    assert {part_of(p) for p in MODULES} <= set(ALLOWED)
+
+
+@pytest.mark.parametrize("part", sorted(ALLOWED))
+def test_each_part_imports_only_the_parts_below_it(part):
+    offenders = {str(p.relative_to(PACKAGE)): sorted(imported(p) - ALLOWED[part] - {part})
+                 for p in MODULES if part_of(p) == part and imported(p) - ALLOWED[part] - {part}}
     assert offenders == {}
 
 
-def test_the_import_reader_sees_relative_imports_of_the_layers_above():
-    # The test above must be able to fail: the pytest layer's own relative imports of them are found.
-    assert {"process", "plugin"} <= _imported(PACKAGE / "plugin" / "run.py")
-    assert "process" in _imported(PACKAGE / "scaffold" / "worker.py")  # from ..process import ...
+def test_the_parts_form_no_circle():
+    # The table itself points one way: a circle among parts would let a circle among modules through.
+    seen: dict[str, int] = {}
+
+    def depth(part: str, stack: tuple[str, ...] = ()) -> int:
+        assert part not in stack, " -> ".join((*stack, part))
+        if part not in seen:
+            seen[part] = 1 + max((depth(d, (*stack, part)) for d in ALLOWED[part]), default=0)
+        return seen[part]
+
+    for part in ALLOWED:
+        depth(part)
+
+
+def test_the_core_imports_no_torch_hypothesis_or_pytest():
+    offenders = {str(p.relative_to(PACKAGE)): sorted(third_party(p) & set(HEAVY))
+                 for p in MODULES if part_of(p) == "core" and third_party(p) & set(HEAVY)}
+    assert offenders == {}
+
+
+def test_the_kinds_are_kept_apart():
+    # A TorchBind check never reaches into the custom-class code, nor the reverse; only kinds.py knows both.
+    assert "custom" not in ALLOWED["torchbind"] | ALLOWED["checks.torchbind"]
+    assert "torchbind" not in ALLOWED["custom"] | ALLOWED["checks.custom"]
+    # The engine, the kinds and the checks never import the process layer: isolation wraps them from above.
+    assert "process" not in ALLOWED["engine"] | ALLOWED["torchbind"] | ALLOWED["custom"] | ALLOWED["checks"]
+    assert "process" not in ALLOWED["checks.torchbind"] | ALLOWED["checks.custom"] | ALLOWED["runner"]
+
+
+def test_the_import_reader_sees_every_form_of_import():
+    # The tests above must be able to fail: relative, absolute, lazy and TYPE_CHECKING imports are all found.
+    assert {"process", "plugin", "kinds"} <= imported(PACKAGE / "plugin" / "run.py")
+    assert "process" in imported(PACKAGE / "scaffold" / "worker.py")  # from ..process import ...
+    assert {"torchbind", "custom"} <= imported(PACKAGE / "kinds.py")  # lazy and TYPE_CHECKING imports
+    assert "torchbind" in imported(PACKAGE / "checks" / "torchbind" / "agreement.py")  # from ...torchbind.calls
+    assert "reports" in imported(PACKAGE / "reports" / "terminal.py")  # from . import SYMBOLS
 
 
 def test_no_ambient_run_state():
-    for path in PACKAGE.rglob("*.py"):
+    for path in MODULES:
         tree = ast.parse(path.read_text())
         defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
         assert "current" not in defined, path
+        # The run's own values never hide behind a type-checking-only import.
         assert not any(isinstance(n, ast.If) and isinstance(n.test, ast.Name) and n.test.id == "TYPE_CHECKING"
                        for n in tree.body if path.name in ("settings.py", "registry.py", "breadcrumbs.py")), path
     assert not (PACKAGE / "session.py").exists()
