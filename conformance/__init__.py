@@ -22,7 +22,7 @@ from typing import Any
 __all__ = ["examples", "strategy", "run_class", "Failure", "Outcome"]
 __version__ = "0.1.0"
 
-_LAZY = {"examples": ".torchbind.examples", "strategy": ".kinds", "run_class": ".runner",
+_LAZY = {"examples": ".kinds", "strategy": ".kinds", "run_class": ".runner",
          "Failure": ".core.results", "Outcome": ".core.results"}
 
 

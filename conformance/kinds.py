@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .core.breadcrumbs import Tracer
-    from .core.registry import Registry
+    from .core.registry import Factory, Registry
     from .core.settings import Settings
     from .custom.context import CustomClassContext
     from .torchbind.context import ClassContext
@@ -201,6 +201,36 @@ def strategy(qualname: str, method: str | None = None, arg: str | int | None = N
         check_override(call, arg, factory)
         for owner in owners:
             REGISTRY.add_strategy(owner, qualname if method is None else method, arg, factory)
+        return factory
+
+    return register
+
+
+__all__ += ["examples"]
+
+
+def examples(qualname: str, *, derive: bool = True) -> Callable[[Factory], Factory]:
+    """Register a factory of example objects for the TorchBind class ``qualname`` (``"ns::Cls"``), or for the Python
+    custom class ``"module.QualName"`` (its factory returns instances of the class).
+
+    Use as a decorator on a zero-argument function returning an iterable of ``torch.ScriptObject`` instances
+    of that class. Once a factory is registered for a class, generated constructor arguments are not used for it.
+    The factory is called again for every fresh object the checks need; it must return new objects in the same
+    states each time. By default the plugin also derives further states from the first example by calling each
+    state-changing method twice (e.g. two pushes); ``derive=False`` turns that off for the class, e.g. when such
+    a state crashes and the states the factory builds should still be checked. The factory goes into the
+    process's registry (:data:`conformance.core.registry.REGISTRY`). Returns the factory unchanged. Raises
+    ``ValueError`` if ``qualname`` is not ``ns::Cls``.
+    """
+    from .core.qualname import is_class_name
+    from .core.registry import REGISTRY
+
+    if not is_class_name(qualname):
+        raise ValueError(f"conformance.examples({qualname!r}): expected 'namespace::Class' (a TorchBind "
+                         "class) or 'module.QualName' (a Python custom class)")
+
+    def register(factory: Factory) -> Factory:
+        REGISTRY.add_factory(qualname, factory, derive=derive)
         return factory
 
     return register

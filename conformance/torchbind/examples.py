@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,13 +27,11 @@ import torch
 from .calls import Call, Callee
 from .discovery import ClassInfo, qualname_of
 from ..core.breadcrumbs import CallAbandoned, Tracer
-from ..core.qualname import is_class_name
 from ..core.results import NotApplicable, exception_line
-from ..core.registry import REGISTRY, Factory
+from ..core.registry import Factory
 from ..engine.values import ArgumentSet, UnsupportedType, Value, argument_sets
 
 __all__ = [
-    "examples",
     "named_arguments",
     "Example",
     "ExampleSet",
@@ -47,30 +44,6 @@ __all__ = [
 #: At most this many examples built from constructor arguments, and this many derived by method calls.
 MAX_BASE = 8
 MAX_DERIVED = 4
-
-
-def examples(qualname: str, *, derive: bool = True) -> Callable[[Factory], Factory]:
-    """Register a factory of example objects for the TorchBind class ``qualname`` (``"ns::Cls"``), or for the Python
-    custom class ``"module.QualName"`` (its factory returns instances of the class).
-
-    Use as a decorator on a zero-argument function returning an iterable of ``torch.ScriptObject`` instances
-    of that class. Once a factory is registered for a class, generated constructor arguments are not used for it.
-    The factory is called again for every fresh object the checks need; it must return new objects in the same
-    states each time. By default the plugin also derives further states from the first example by calling each
-    state-changing method twice (e.g. two pushes); ``derive=False`` turns that off for the class, e.g. when such
-    a state crashes and the states the factory builds should still be checked. The factory goes into the
-    process's registry (:data:`conformance.core.registry.REGISTRY`). Returns the factory unchanged. Raises
-    ``ValueError`` if ``qualname`` is not ``ns::Cls``.
-    """
-    if not is_class_name(qualname):
-        raise ValueError(f"conformance.examples({qualname!r}): expected 'namespace::Class' (a TorchBind "
-                         "class) or 'module.QualName' (a Python custom class)")
-
-    def register(factory: Factory) -> Factory:
-        REGISTRY.add_factory(qualname, factory, derive=derive)
-        return factory
-
-    return register
 
 
 @dataclasses.dataclass(frozen=True)
