@@ -72,3 +72,15 @@ def test_the_rule_ids_in_the_code_are_the_documented_ones():
     assert sorted(in_code - set(documented)) == [], "rule ids missing from docs/reference/checks.md"
     assert sorted(set(documented) - in_code) == [], "rule ids listed in docs/reference/checks.md no check uses"
     assert {r.split(".")[0] for r in documented} == set(CHECK_NAMES)  # every check names its rules
+
+
+def test_the_rules_outside_the_checks_are_the_documented_ones():
+    # The runner, the process layer and the fault handling keep their ids in RULES dicts: all listed, none extra.
+    from conformance import runner
+    from conformance.core import faults
+    from conformance.process import lost
+
+    in_code = set(runner.RULES) | set(faults.RULES) | set(lost.RULES)
+    listed = {r for r in documented_rule_ids() if r.split(".")[0] not in CHECK_NAMES}
+    assert in_code == listed
+    assert {r.split(".")[0] for r in listed} == {"run", "process", "user"}
