@@ -6,7 +6,7 @@ pointer, a ``__setstate__`` that writes past the end of a container (torch deep-
 The plugin therefore runs every check in a *worker*: a child process forked from the pytest process after
 collection, so it inherits the loaded libraries, the registered fake classes and example factories, and the
 collected items without re-importing anything. The pytest process (the *supervisor*) sends the worker one item
-at a time and waits for its :class:`~conformance.core.results.Outcome`.
+at a time and waits for its :class:`~conformance.core.results.Verdict`.
 
 * If the worker dies (a signal such as SIGSEGV or SIGABRT, or an exit), the item fails with a message naming the
   class, the check, the signal, and what the worker was doing when it died (the *breadcrumbs* below), with the
