@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -58,23 +58,23 @@ class Collection:
     filters (``engine.settings.checks`` and ``.backends``), the baseline's ``known`` failures (read from
     ``baseline_path``) that apply to this ``torch_version`` marked as strict xfails, and the table of collected
     items (node id -> :class:`~conformance.runner.CheckTarget`)
-    an isolation worker forked later runs by node id. ``run_item(nodeid, unit)`` runs one item (the setup role's
-    :meth:`conformance.plugin.run.PluginRun.run_item`); ``on_register(nodeid)`` is told of every collected item;
+    an isolation worker forked later runs by node id. ``run_item(nodeid, unit)`` runs one item (the running role's
+    :meth:`conformance.plugin.run.ItemRunner.run`); ``named``: the node id prefixes the command line named the gate
+    by (``torchbind[ns.Cls]::matrix``; empty: all items);
     ``reuse``: the store of settled verdicts (reading them with ``--torchbind-reuse=on``; refreshing only those
     kept earlier with ``off``), or ``None`` without pytest's cache; ``expected``: the
     baseline entries marked on the collected items (node id -> entry), filled by :meth:`collect`."""
 
     def __init__(self, engine: Engine, classes: list[str], known: dict[str, Entry], torch_version: str,
-                 run_item: Callable[[str, CheckTarget], Verdict], on_register: Callable[[str], None] | None = None,
-                 baseline_path: Path | None = None, reuse: ReuseStore | None = None):
+                 run_item: Callable[[str, CheckTarget], Verdict], baseline_path: Path | None = None,
+                 reuse: ReuseStore | None = None, named: Iterable[str] = ()):
         self.engine, self.classes, self.known, self.torch_version = engine, classes, known, torch_version
         self.baseline_path, self.reuse = baseline_path, reuse
-        self.run_item, self.on_register = run_item, on_register
+        self.run_item = run_item
         self.items: dict[str, CheckTarget] = {}
         self.expected: dict[str, Entry] = {}
         self._locations: dict[str, tuple[Path | None, int]] = {}  # qualname -> fake class's source (reportinfo)
-        #: Node id prefixes the command line named the gate by (``torchbind[ns.Cls]::matrix``); empty: all items.
-        self.named: list[str] = []
+        self.named: list[str] = list(named)
 
     def plan(self, qualname: str) -> list[CheckTarget]:
         """The class's units, with the run's check and backend filters."""
@@ -153,10 +153,9 @@ class Collection:
         return self._locations[qualname]
 
     def register(self, nodeid: str, unit: CheckTarget) -> None:
-        """Remember a collected item, so a worker process forked later can run it by node id."""
+        """Remember a collected item in :attr:`items` (the run's :class:`~conformance.plugin.run.ItemRunner` copies
+        it when collection ends, so a worker process forked later can run the item by node id)."""
         self.items[nodeid] = unit
-        if self.on_register is not None:
-            self.on_register(nodeid)
 
 
 def _named_by(nodeid: str, arg: str) -> bool:

@@ -237,8 +237,7 @@ class PluginRun:
                                reading=options.reuse)
             reuse.keys.snapshot()  # the extension modules the run's loading imported
         self.collection = Collection(engine, self.classes, options.known, torch.__version__, self.runner.run,
-                                     None, options.baseline, reuse)
-        self.collection.named = list(named)
+                                     baseline_path=options.baseline, reuse=reuse, named=named)
         #: The controller's (or a serial run's) recorder; ``None`` on a pytest-xdist worker.
         self.recorder = Recorder(options, engine, self.classes, self.labels) if self.controller else None
         self._sigterm_installed = False
