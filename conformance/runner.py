@@ -28,7 +28,7 @@ from .engine.reproducers import MAX_CHECKED, check_reproducer
 from .core.results import Cell, Failure, NotApplicable, Verdict, Status
 from .core.settings import Settings
 
-__all__ = ["Engine", "CheckTarget", "plan", "run_target", "run_class", "prepare_class", "lost_outcome",
+__all__ = ["Engine", "CheckTarget", "RunPlan", "plan", "run_target", "run_class", "prepare_class", "lost_outcome",
            "unsendable_outcome", "RULES"]
 
 #: The rule ids of the failures the runner itself makes (not a check's): a check that raised, a result the worker
@@ -122,6 +122,43 @@ def plan(qualname: str, engine: Engine | None = None, only: Iterable[str] | None
                 continue
             out.append(CheckTarget(chk, qualname, target))
     return out
+
+
+class RunPlan:
+    """The units (check, target) of a run's selected classes, planned once and shared: the collection makes its
+    items from it, and the controller's recorder reads from it the cell of an item whose process died, the
+    planned cells of an interrupted run and the full plan the baseline is compared with — no role plans again.
+
+    ``engine``: the run's :class:`Engine`; ``classes``: the selected class names. A plan is made on first use (on
+    an xdist controller, which collects nothing, only when the recorder needs one)."""
+
+    def __init__(self, engine: Engine, classes: Iterable[str]):
+        self.classes = tuple(classes)
+        self.settings = engine.settings
+        self._engine = engine
+        self._plans: dict[tuple, list[CheckTarget]] = {}
+
+    def units(self, qualname: str, only: Iterable[str] | None = None,
+              backends: Iterable[str] | None = None) -> list[CheckTarget]:
+        """The units of ``qualname`` in the checks' order: all of them, or those of the checks ``only`` with the
+        matrix cells of ``backends`` (``None``: no limit), as :func:`plan` gives them. Each is planned once; a
+        check's targets are listed once (:meth:`Engine.targets`), and only for the checks asked for: a run narrowed
+        to one check lists no matrix cell."""
+        only = None if only is None else frozenset(only)
+        backends = None if backends is None else frozenset(backends)
+        full = self._plans.get((qualname, None, None))
+        if full is not None:
+            return [u for u in full if (only is None or u.check.name in only)
+                    and (backends is None or u.check.scope != "cell" or u.target.backend in backends)]
+        key = (qualname, only, backends)
+        if key not in self._plans:
+            self._plans[key] = plan(qualname, self._engine, only=only, backends=backends)
+        return list(self._plans[key])
+
+    def selected(self, qualname: str) -> list[CheckTarget]:
+        """The units of ``qualname`` this run collects: those of its ``--torchbind-checks`` and
+        ``--torchbind-backends``."""
+        return self.units(qualname, only=self.settings.checks, backends=self.settings.backends)
 
 
 def _collect(unit: CheckTarget, result: Any) -> Verdict:

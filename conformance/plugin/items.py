@@ -24,7 +24,7 @@ from ..core.names import ITEM_DATA
 from ..reports import encodable
 from ..core.results import Status, Verdict
 from .reuse import ReuseStore, settled
-from ..runner import CheckTarget, Engine, plan
+from ..runner import CheckTarget, Engine, RunPlan
 
 __all__ = ["Collection", "CheckFailed", "TorchbindClass", "TorchbindCheckItem", "STATUS"]
 
@@ -54,8 +54,9 @@ def encodable_report(report: pytest.TestReport) -> None:
 
 
 class Collection:
-    """What one run collects: the items of each selected class (``classes``) of ``engine``, planned with the run's
-    filters (``engine.settings.checks`` and ``.backends``), the baseline's ``known`` failures (read from
+    """What one run collects: the items of each selected class of ``run_plan`` (the run's one
+    :class:`~conformance.runner.RunPlan`, with its ``--torchbind-checks`` and ``--torchbind-backends``; ``engine``
+    gives each class's context), the baseline's ``known`` failures (read from
     ``baseline_path``) that apply to this ``torch_version`` marked as strict xfails, and the table of collected
     items (node id -> :class:`~conformance.runner.CheckTarget`)
     an isolation worker forked later runs by node id. ``run_item(nodeid, unit)`` runs one item (the running role's
@@ -65,10 +66,11 @@ class Collection:
     kept earlier with ``off``), or ``None`` without pytest's cache; ``expected``: the
     baseline entries marked on the collected items (node id -> entry), filled by :meth:`collect`."""
 
-    def __init__(self, engine: Engine, classes: list[str], known: dict[str, Entry], torch_version: str,
+    def __init__(self, engine: Engine, run_plan: RunPlan, known: dict[str, Entry], torch_version: str,
                  run_item: Callable[[str, CheckTarget], Verdict], baseline_path: Path | None = None,
                  reuse: ReuseStore | None = None, named: Iterable[str] = ()):
-        self.engine, self.classes, self.known, self.torch_version = engine, classes, known, torch_version
+        self.engine, self.run_plan, self.known, self.torch_version = engine, run_plan, known, torch_version
+        self.classes = run_plan.classes
         self.baseline_path, self.reuse = baseline_path, reuse
         self.run_item = run_item
         self.items: dict[str, CheckTarget] = {}
@@ -77,9 +79,8 @@ class Collection:
         self.named: list[str] = list(named)
 
     def plan(self, qualname: str) -> list[CheckTarget]:
-        """The class's units, with the run's check and backend filters."""
-        settings = self.engine.settings
-        return plan(qualname, self.engine, only=settings.checks, backends=settings.backends)
+        """The class's units, with the run's check and backend filters (the run's one :class:`RunPlan`)."""
+        return self.run_plan.selected(qualname)
 
     def collect(self, session: pytest.Session, items: list) -> None:
         """Add the torchbind items of every selected class, and mark the baseline's known failures as strict

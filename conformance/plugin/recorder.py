@@ -25,12 +25,12 @@ from .baseline import accept_changes, accept_warning, merge_accepted, save_basel
 from ..core.files import describe_os_error
 from ..core.names import REPORT_ATTR
 from .options import RunOptions
-from ..core.qualname import qualname_of_id
+from ..core.qualname import node_id, qualname_of_id
 from ..reports import build_report, write_report
 from ..reports.markdown import render as render_markdown
 from ..reports.terminal import render_lines
 from ..core.results import Cell, Status, Verdict
-from ..runner import CheckTarget, Engine, plan
+from ..runner import CheckTarget, RunPlan
 
 __all__ = ["Recorder", "CrashHook", "lost_reason"]
 
@@ -67,14 +67,14 @@ def reuse_line(verdicts: Iterable[Verdict], reading: bool) -> str | None:
 class Recorder:
     """Collects the torchbind reports of one run (controller or serial run) and writes what they make.
 
-    ``options``: the run's options (report path, baseline, accept); ``engine`` and ``classes``: the engine and the
-    selected ``ns::Cls`` names, whose plans (each check's targets listed once per engine,
-    :meth:`~conformance.runner.Engine.targets`: in a serial run, those the collection listed) give the cells of
-    items that reported nothing, the planned cells of an interrupted run and the full plan the baseline is
-    compared with; ``labels``: a function giving the report's run labels."""
+    ``options``: the run's options (report path, baseline, accept); ``run_plan``: the run's one
+    :class:`~conformance.runner.RunPlan` of the selected classes (in a serial run, the one the collection made its
+    items from), which gives the cells of items that reported nothing, the planned cells of an interrupted run and
+    the full plan the baseline is compared with — the recorder never plans; ``labels``: a function giving the
+    report's run labels."""
 
-    def __init__(self, options: RunOptions, engine: Engine, classes: list[str], labels: Callable[[], dict]):
-        self.options, self.engine, self.classes, self.labels = options, engine, classes, labels
+    def __init__(self, options: RunOptions, run_plan: RunPlan, labels: Callable[[], dict]):
+        self.options, self.run_plan, self.classes, self.labels = options, run_plan, run_plan.classes, labels
         self.cells: list[Cell] = []
         self.accepted: dict[str, tuple[bool, str]] = {}  # test id -> (check failed, summary): verdicts only
         self.verdicts: dict[str, Verdict] = {}  # node id -> the item's verdict, in the order items reported
@@ -134,17 +134,15 @@ class Recorder:
 
     def _planned(self, qualname: str, only: Iterable[str] | None = None,
                  backends: Iterable[str] | None = None) -> tuple[str, list[CheckTarget]]:
-        """The test id prefix of ``qualname`` (``torchbind[ns.Cls]::``) and its plan (:func:`conformance.runner.plan`
-        over the engine's listed targets), without building objects."""
-        return (self.engine.context(qualname).info.test_name + "::",
-                plan(qualname, self.engine, only=only, backends=backends))
+        """The test id prefix of ``qualname`` (``torchbind[ns.Cls]::``) and its units in the run's plan."""
+        return node_id(qualname, ""), self.run_plan.units(qualname, only=only, backends=backends)
 
     def _lost_cell(self, test_id: str, reason: str) -> Cell | None:
         """The :class:`Cell` of the item ``test_id`` of one of the selected classes when it produced no result
         because its process died (e.g. a pytest-xdist worker lost to a crash without process isolation): what its
         check's ``lost`` hook makes of ``reason``, or ``None`` for an item that is not a cell."""
         for qualname in self.classes:
-            prefix = self.engine.context(qualname).info.test_name + "::"
+            prefix = node_id(qualname, "")
             if test_id.startswith(prefix):
                 _, units = self._planned(qualname)
                 unit = next((u for u in units if u.name == test_id[len(prefix):]), None)
@@ -248,7 +246,7 @@ class Recorder:
             why = f"stopped early ({session.shouldfail or session.shouldstop})"
         else:
             return None
-        settings = self.engine.settings
+        settings = self.run_plan.settings
         only = ("matrix",) if settings.checks is None or "matrix" in settings.checks else ()
         try:
             planned = sum(len(self._planned(q, only=only, backends=settings.backends)[1]) for q in self.classes)

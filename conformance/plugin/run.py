@@ -47,7 +47,7 @@ from ..process import Supervisor, WorkerLost
 from .recorder import CrashHook, Recorder
 from ..core.results import Outcome
 from .reuse import KeyMaker, ReuseStore
-from ..runner import CheckTarget, Engine, lost_outcome, prepare_class, run_target, unsendable_outcome
+from ..runner import CheckTarget, Engine, RunPlan, lost_outcome, prepare_class, run_target, unsendable_outcome
 from . import torch_globals
 from ..core.versions import untested_warning
 
@@ -236,10 +236,11 @@ class PluginRun:
                                                       options=(options.timeout,), config=config),
                                reading=options.reuse)
             reuse.keys.snapshot()  # the extension modules the run's loading imported
-        self.collection = Collection(engine, self.classes, options.known, torch.__version__, self.runner.run,
+        self.plan = RunPlan(engine, self.classes)  # planned once: the collection and the recorder read it
+        self.collection = Collection(engine, self.plan, options.known, torch.__version__, self.runner.run,
                                      baseline_path=options.baseline, reuse=reuse, named=named)
         #: The controller's (or a serial run's) recorder; ``None`` on a pytest-xdist worker.
-        self.recorder = Recorder(options, engine, self.classes, self.labels) if self.controller else None
+        self.recorder = Recorder(options, self.plan, self.labels) if self.controller else None
         self._sigterm_installed = False
         self._unwatch_sigint = lambda: None  # puts back the SIGINT handler watch_interrupts replaced
 

@@ -290,10 +290,10 @@ def test_a_verdict_without_check_data_keeps_the_items_class_check_and_target():
     # A setup error (or an error outside the check) reports no `torchbind` data; the verdict still names the item.
     from conformance.plugin.options import RunOptions
     from conformance.plugin.recorder import Recorder
-    from conformance.runner import Engine
+    from conformance.runner import Engine, RunPlan
     from conformance.core.settings import Settings
 
-    recorder = Recorder(RunOptions([], [], Settings()), Engine(), [], dict)
+    recorder = Recorder(RunOptions([], [], Settings()), RunPlan(Engine(), []), dict)
     props = [("torchbind_class", "ns::Cls"), ("torchbind_check", "coverage"), ("torchbind_target", "add")]
     recorder.pytest_runtest_logreport(pytest.TestReport(
         "torchbind[ns.Cls]::coverage[add]", ("x", None, "x"), {}, "failed", "a fixture broke", "setup",
@@ -302,6 +302,36 @@ def test_a_verdict_without_check_data_keeps_the_items_class_check_and_target():
     assert (verdict.qualname, verdict.check, verdict.target, verdict.status.value) == (
         "ns::Cls", "coverage", "add", "failed")
     assert "torchbind[ns.Cls]::coverage[add]" not in recorder.accepted  # an error outside the check: no verdict
+
+
+def test_the_collection_and_the_recorder_read_one_plan_and_the_recorder_never_plans(torch_test_classes,
+                                                                                   monkeypatch):
+    # Issue 30: the recorder used to call back into the engine three times to plan the classes again. Now the run
+    # plans once (RunPlan) and both roles read that plan: a second reader of the same units plans nothing.
+    from conformance import runner
+    from conformance.core.settings import Settings
+    from conformance.plugin.items import Collection
+    from conformance.plugin.options import RunOptions
+    from conformance.plugin.recorder import Recorder
+
+    planned = []
+    real_plan = runner.plan
+    monkeypatch.setattr(runner, "plan", lambda *a, **k: planned.append((a[0], k)) or real_plan(*a, **k))
+    qualname = "_TorchScriptTesting::_Foo"
+    engine = runner.Engine(Settings(checks=("signature", "coverage")))
+    run_plan = runner.RunPlan(engine, [qualname])
+    collection = Collection(engine, run_plan, {}, "2.13.0", lambda nodeid, unit: None)
+    recorder = Recorder(RunOptions([], [], engine.settings), run_plan, dict)
+    assert recorder.classes is collection.classes == (qualname,)
+    assert not hasattr(recorder, "engine")
+    units = collection.plan(qualname)
+    assert {u.check.name for u in units} == {"signature", "coverage"} and len(planned) == 1
+    assert recorder._planned(qualname, only=("signature", "coverage"))[1] == units and len(planned) == 1
+    # The full plan (the baseline's stale entries) is planned once more, then serves every narrower reader.
+    prefix, full = recorder._planned(qualname)
+    assert prefix == "torchbind[_TorchScriptTesting._Foo]::" and set(units) < set(full) and len(planned) == 2
+    assert recorder._planned(qualname, only=("matrix",))[1] == [u for u in full if u.check.name == "matrix"]
+    assert len(planned) == 2
 
 
 def test_a_command_line_list_that_replaces_the_ini_list_says_what_it_leaves_out(pytester):
