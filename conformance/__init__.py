@@ -4,6 +4,8 @@ Public API:
 
 * :func:`examples` — register a factory of example objects for a class whose constructor needs specific args;
 * :func:`strategy` — say how every check draws a method's or op's arguments (or exclude it);
+* :func:`selected_classes` — in a ``--torchbind-load`` module, the classes the run selects (to build or load only
+  those);
 * :func:`run_class` — run every check on a class outside pytest and get :class:`Outcome` objects (``Outcome`` is
   the plugin's one verdict type, :class:`conformance.core.results.Verdict`, under its public name; :class:`Failure`
   is one finding of a check).
@@ -19,10 +21,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["examples", "strategy", "run_class", "Failure", "Outcome"]
+__all__ = ["examples", "strategy", "selected_classes", "run_class", "Failure", "Outcome"]
 __version__ = "0.1.0"
 
-_LAZY = {"examples": ".kinds", "strategy": ".kinds", "run_class": ".runner",
+_LAZY = {"examples": ".kinds", "strategy": ".kinds", "selected_classes": ".engine.loading", "run_class": ".runner",
          "Failure": ".core.results", "Outcome": ".core.results"}
 
 

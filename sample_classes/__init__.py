@@ -6,7 +6,7 @@ extension per namespace (see ``_build.py``), and registers the correct fakes
 for the ``samples``, ``samples_limits`` and ``samples_patterns`` namespaces.
 Imported by a pytest run's ``--torchbind-load=sample_classes``, it builds and
 loads only the namespaces the run selects (``--torchbind-class=samples::X``:
-``samples`` alone; :func:`conformance.engine.loading.selected_classes`), plus
+``samples`` alone; :func:`conformance.selected_classes`), plus
 ``samples``; anywhere else, all of them.  ``fakes_limits`` and
 ``fakes_patterns`` are then imported on first use, and every ``fakes_*``
 module loads its own namespace when imported.  Not imported automatically:
@@ -28,7 +28,7 @@ from ._build import load_library, load_namespaces, namespaces
 def _asked() -> list[str] | None:
     """The sample namespaces the pytest run importing this package selects (with ``samples``, whose fakes this
     package registers), or ``None`` (all) outside such a run or when a selector names no sample namespace."""
-    from conformance.engine.loading import selected_classes
+    from conformance import selected_classes
 
     selectors = selected_classes()
     if not selectors:

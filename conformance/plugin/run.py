@@ -336,7 +336,7 @@ class PluginRun:
 
 def _load(options: RunOptions, rootdir: Path) -> None:
     """Apply the run's ``--torchbind-load`` specs in order, with torch's default device set (load modules may ask
-    what the run selects: :func:`~conformance.engine.loading.selected_classes`). Raises ``pytest.UsageError`` for
+    what the run selects: :func:`conformance.selected_classes`). Raises ``pytest.UsageError`` for
     a spec that fails, and for specs given without a class selected (naming the classes they registered)."""
     unselected = bool(options.load) and not options.selectors  # a usage error below, naming what loaded
     before = set(registered_classes()) if unselected else set()

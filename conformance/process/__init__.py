@@ -54,7 +54,7 @@ Forking is safe here because the supervisor never runs torch work itself: collec
 process that has already used torch's OpenMP thread pool must not fork a worker (GNU OpenMP hangs in the child).
 
 Users of this package: the plugin's check isolation (:mod:`conformance.plugin.run`), the library-load probe
-(:mod:`conformance.engine.loading`) and the scaffold (:mod:`conformance.scaffold.worker`); one worker lifecycle
+(:mod:`conformance.process.loading`) and the scaffold (:mod:`conformance.scaffold.worker`); one worker lifecycle
 (:class:`Supervisor`), one abandon policy (:meth:`Supervisor.run_abandoning`), one way to name a signal
 (:func:`describe_exit`).
 """

@@ -47,6 +47,9 @@ def test_a_run_builds_only_the_selected_namespaces_and_says_so_once(tmp_path):
 
 
 def test_load_modules_learn_the_selection_of_the_first_run_that_no_test_started(monkeypatch):
+    import conformance
+
+    assert conformance.selected_classes is loading.selected_classes  # the public name a load module imports
     assert loading.selected_classes() is None
     with loading.selecting(["samples::TensorQueue"]):
         assert loading.selected_classes() is None  # this test is running: a run it starts may be one of many
