@@ -20,7 +20,7 @@ import textwrap
 from typing import Any
 
 __all__ = ["Status", "Failure", "Note", "Verdict", "Outcome", "REUSED", "NotApplicable", "Cell", "ConformanceError",
-           "Evidence", "exception_line"]
+           "SelectorError", "RegistrationError", "Evidence", "exception_line"]
 
 
 class Status(str, enum.Enum):
@@ -60,6 +60,13 @@ class ConformanceError(Exception):
 class SelectorError(ConformanceError, ValueError):
     """A ``--torchbind-class`` selector (``ns::Cls``, ``module.QualName`` or an fnmatch pattern on either) that is
     malformed or names no loaded class of either kind; the message lists what does exist."""
+
+
+class RegistrationError(ConformanceError, ValueError, TypeError):
+    """A call of ``conformance.examples`` or ``conformance.strategy`` the plugin cannot use (a malformed class or op
+    name, a method or argument the class does not have, a strategy factory that returns or draws the wrong kind of
+    value); the message names the call. A ``ValueError`` and a ``TypeError`` too, as these errors were before they
+    shared the one base of errors about the user's input."""
 
 
 class NotApplicable(Exception):

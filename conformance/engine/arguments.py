@@ -38,6 +38,7 @@ from ..core.results import NotApplicable
 from ..core.registry import Registry
 from .type_strategies import tensor_strategy, value_strategy
 from .values import ArgumentSet, UnsupportedType, Value, argument_sets
+from ..core.results import RegistrationError
 
 __all__ = ["value_strategy", "tensor_strategy", "ArgumentSource", "Excluded", "takes_object", "draw_fixed",
            "EMPTY"]
@@ -65,7 +66,7 @@ def _resolve_override(factory, obj: Any = None) -> SearchStrategy | None:
         return factory
     out = factory(obj) if takes_object(factory) else factory()
     if out is not None and not isinstance(out, SearchStrategy):
-        raise TypeError(f"strategy factory {getattr(factory, '__name__', factory)!r} returned "
+        raise RegistrationError(f"strategy factory {getattr(factory, '__name__', factory)!r} returned "
                         f"{type(out).__name__}, not a hypothesis strategy (or None)")
     return out
 
@@ -84,7 +85,7 @@ def _as_value(x: Any) -> Value:
         if math.isinf(x):
             return Value("math.inf" if x > 0 else "-math.inf")
         return Value(repr(x))
-    raise TypeError(f"a strategy override drew {type(x).__name__} {x!r}; draw Python source (str) or a "
+    raise RegistrationError(f"a strategy override drew {type(x).__name__} {x!r}; draw Python source (str) or a "
                     "conformance.engine.values.Value so the reproducer can print it")
 
 
@@ -100,12 +101,12 @@ def _as_argument_set(x: Any) -> ArgumentSet:
         try:
             call = ast.parse(f"f({x})", mode="eval").body
         except SyntaxError as exc:
-            raise ValueError(f"a whole-method strategy override drew {x!r}, not an argument list") from exc
+            raise RegistrationError(f"a whole-method strategy override drew {x!r}, not an argument list") from exc
         if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-            raise ValueError(f"a whole-method strategy override drew {x!r}: no *args / **kwargs, please")
+            raise RegistrationError(f"a whole-method strategy override drew {x!r}: no *args / **kwargs, please")
         return ArgumentSet(tuple(Value(ast.unparse(a)) for a in call.args),
                            tuple((k.arg, Value(ast.unparse(k.value))) for k in call.keywords))
-    raise TypeError(f"a whole-method strategy override drew {type(x).__name__} {x!r}; draw source text, a "
+    raise RegistrationError(f"a whole-method strategy override drew {type(x).__name__} {x!r}; draw source text, a "
                     "list, a dict or an ArgumentSet")
 
 
@@ -225,7 +226,7 @@ class ArgumentSource:
         known = {a.name for a in arguments} | set(range(len(numbered)))
         for (m, a) in overrides:
             if m == key and a is not None and a not in known:
-                raise ValueError(f"conformance.strategy({self.qualname!r}, {key!r}, arg={a!r}): no such argument "
+                raise RegistrationError(f"conformance.strategy({self.qualname!r}, {key!r}, arg={a!r}): no such argument "
                                  f"in {schema}")
         parts, names = [], []
         for a in arguments:
@@ -233,7 +234,7 @@ class ArgumentSource:
             if factory is not None:
                 custom = _resolve_override(factory, obj)
                 if custom is None:
-                    raise ValueError(f"conformance.strategy({self.qualname!r}, {key!r}, arg={a.name!r}) returned "
+                    raise RegistrationError(f"conformance.strategy({self.qualname!r}, {key!r}, arg={a.name!r}) returned "
                                      "None; exclude a whole method with arg=None")
                 parts.append(custom.map(_as_value))
             else:

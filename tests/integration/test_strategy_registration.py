@@ -115,6 +115,7 @@ def test_a_strategy_drawing_tensors_is_one_usage_error(pytester, torch_test_clas
                            f"--torchbind-class={FOO}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --torchbind-load='bad_strategy.py': importing *bad_strategy.py failed:",
-                                 f"TypeError: conformance.strategy({FOO!r}, 'add_tensor', arg=0): the strategy of "
-                                 "tensors drew Tensor tensor(*), not an argument; it must draw Python source*"])
+                                 # one base for errors about the user's input (issue 30): ConformanceError
+                                 f"conformance.core.results.RegistrationError: conformance.strategy({FOO!r}, "
+                                 "'add_tensor', arg=0): the strategy of tensors drew Tensor tensor(*), not an argument; it must draw Python source*"])
     assert "Traceback" not in result.stderr.str() and "passed" not in result.stdout.str()

@@ -19,6 +19,7 @@ from ..examples import Example, read_state, state_key
 from ...core.results import NotApplicable
 from ...engine.values import ArgumentSet, UnsupportedType
 from .observers import prove
+from ...core.results import RegistrationError
 
 __all__ = ["Rule", "Plan", "plan_for", "RESHAPING_WEIGHT"]
 
@@ -204,16 +205,16 @@ def plan_for(ctx: ClassContext) -> Plan:
     op_names = {op.qualname for op in info.ops}
     for (m, _a) in overrides:
         if m not in info.methods and m not in op_names:
-            raise ValueError(f"conformance.strategy({info.qualname!r}, {m!r}): {info.qualname} has no method or "
+            raise RegistrationError(f"conformance.strategy({info.qualname!r}, {m!r}): {info.qualname} has no method or "
                              f"op taking it named {m!r}; methods: {', '.join(info.user_methods)}; ops (named "
                              f"'ns::op'): {', '.join(sorted(op_names)) or 'none'}")
     declared = ctx.registry.observers(info.qualname)
     for m, said in declared.items():
         if m not in info.methods:
-            raise ValueError(f"conformance.strategy({info.qualname!r}, {m!r}, observer={said}): {info.qualname} has "
+            raise RegistrationError(f"conformance.strategy({info.qualname!r}, {m!r}, observer={said}): {info.qualname} has "
                              f"no method named {m!r}; methods: {', '.join(info.user_methods)}")
         if said and not _callable_without_args(info.methods[m]):
-            raise ValueError(f"conformance.strategy({info.qualname!r}, {m!r}, observer=True): an observer is called "
+            raise RegistrationError(f"conformance.strategy({info.qualname!r}, {m!r}, observer=True): an observer is called "
                              f"without arguments after every step, and {info.methods[m]} needs some")
     notes: list[str] = []
     methods: list[tuple[str, Callee, Any]] = []  # (name, callee, driven)

@@ -69,11 +69,19 @@ def test_errors_about_user_input_share_one_base():
     from conformance.plugin.baseline import BaselineError
     from conformance.engine.loading import LoadError
     from conformance.reports.merge import MergeError
-    from conformance.core.results import ConformanceError
+    from conformance.core.results import ConformanceError, RegistrationError
     from conformance.scaffold import ScaffoldError
 
-    for error in (SelectorError, LoadError, BaselineError, MergeError, ScaffoldError):
+    for error in (SelectorError, LoadError, BaselineError, MergeError, ScaffoldError, RegistrationError):
         assert issubclass(error, ConformanceError), error
+    # The public API's registration mistakes too, still a ValueError / TypeError as they were.
+    import conformance
+
+    for call in (lambda: conformance.examples("nope"), lambda: conformance.strategy("nope", "m"),
+                 lambda: conformance.strategy("ns::Cls", "m")(42)):
+        with pytest.raises(ConformanceError):
+            call()
+    assert issubclass(RegistrationError, ValueError) and issubclass(RegistrationError, TypeError)
 
 
 # Every pattern the options reference documents (fnmatch on either part of NAMESPACE::CLASS), on the TorchBind
