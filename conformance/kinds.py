@@ -235,3 +235,15 @@ def examples(qualname: str, *, derive: bool = True) -> Callable[[Factory], Facto
         return factory
 
     return register
+
+
+__all__ += ["registered_classes"]
+
+
+def registered_classes() -> list[str]:
+    """Every class torch knows now, of both kinds: the TorchBind classes (``ns::Cls``) and the Python custom
+    classes (``module.QualName``), each kind sorted. Raises nothing."""
+    from .custom.discovery import registered_custom_classes
+    from .torchbind.discovery import registered_classes as registered_torchbind_classes
+
+    return [*registered_torchbind_classes(), *registered_custom_classes()]

@@ -20,7 +20,7 @@ import textwrap
 from typing import Any
 
 __all__ = ["Status", "Failure", "Note", "Verdict", "Outcome", "REUSED", "NotApplicable", "Cell", "ConformanceError",
-           "SelectorError", "RegistrationError", "Evidence", "exception_line"]
+           "SelectorError", "UnknownClassError", "RegistrationError", "Evidence", "exception_line"]
 
 
 class Status(str, enum.Enum):
@@ -60,6 +60,14 @@ class ConformanceError(Exception):
 class SelectorError(ConformanceError, ValueError):
     """A ``--torchbind-class`` selector (``ns::Cls``, ``module.QualName`` or an fnmatch pattern on either) that is
     malformed or names no loaded class of either kind; the message lists what does exist."""
+
+
+class UnknownClassError(SelectorError, KeyError):
+    """A class name (``ns::Cls`` or ``module.QualName``) that no loaded library or module registered, asked for by
+    name (:meth:`conformance.runner.Engine.context`, :func:`conformance.run_class`); the message lists what is
+    registered. A ``KeyError`` too, as discovery raised before it was a :class:`SelectorError`."""
+
+    __str__ = SelectorError.__str__  # the message as written, not KeyError's quoted repr
 
 
 class RegistrationError(ConformanceError, ValueError, TypeError):

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch._library import opaque_object as _opaque
 
-from ..core.results import SelectorError
+from ..core.results import SelectorError, UnknownClassError
 
 __all__ = ["CustomClassInfo", "CustomOpInfo", "registered_custom_classes", "expand_custom_selector",
            "discover_custom", "is_custom_class", "kind_of", "api_names"]
@@ -186,12 +186,16 @@ def _ops_taking(cls: type) -> tuple[CustomOpInfo, ...]:
 
 
 def discover_custom(name: str) -> CustomClassInfo:
-    """The :class:`CustomClassInfo` of the registered class ``name``; ``KeyError`` when none is registered."""
+    """The :class:`CustomClassInfo` of the registered class ``name``. Raises
+    :class:`~conformance.core.results.UnknownClassError` (a ``KeyError``) when none is registered, listing those
+    that are."""
     try:
         [name] = expand_custom_selector(name)
         cls = _registered().get(name) or _import_class(name)
-    except (SelectorError, ValueError):
-        raise KeyError(name) from None
+    except SelectorError as exc:
+        raise UnknownClassError(str(exc)) from None
+    except ValueError:  # a pattern matching several classes, or a malformed name
+        raise UnknownClassError(f"no Python custom class {name} is registered") from None
     info = _opaque.get_opaque_obj_info(cls)
     members = {m: getattr(t, "value", str(t)) for m, t in (info.members or {}).items()}
     return CustomClassInfo(name, cls, kind_of(cls), bool(info.hoist), info.guard_fn, members, _ops_taking(cls))

@@ -36,7 +36,7 @@ from ..checks import all_checks
 from ..torchbind.context import import_lazily_imported_modules
 from ..core.results import SelectorError
 from ..kinds import expand_selector
-from ..torchbind.discovery import registered_classes
+from ..kinds import registered_classes
 from ..core.faults import watch_interrupts
 from .items import Collection
 from ..engine.loading import repro_lines, selecting
@@ -350,7 +350,8 @@ def _load(options: RunOptions, rootdir: Path) -> None:
         loaded = sorted(set(registered_classes()) - before) or registered_classes()
         raise pytest.UsageError(
             "--torchbind-load loaded libraries and fakes but no class is selected, so nothing would be checked: "
-            "add --torchbind-class=NS::CLS (or NS::*), or torchbind_classes in the ini. Classes registered: "
+            "add --torchbind-class=NS::CLS (or NS::*, or module.QualName for a Python custom class), or "
+            "torchbind_classes in the ini. Classes registered: "
             + (", ".join(loaded) or "(none)"))
 
 

@@ -21,7 +21,7 @@ import torch._library.simple_registry as simple_registry
 from torch._library import fake_class_registry
 
 from ..core.qualname import node_id, split_qualname
-from ..core.results import SelectorError
+from ..core.results import SelectorError, UnknownClassError
 
 __all__ = [
     "CLASS_PREFIX",
@@ -231,12 +231,16 @@ def runs_on_fakes(op: OpInfo) -> bool:
 
 
 def discover(qualname: str) -> ClassInfo:
-    """Collect the :class:`ClassInfo` of ``ns::Cls``. Raises :class:`SelectorError` if it is not loaded."""
+    """Collect the :class:`ClassInfo` of ``ns::Cls``. Raises :class:`~conformance.core.results.UnknownClassError`
+    (a :class:`SelectorError` and a ``KeyError``) if it is not loaded, listing what is."""
     ns, name = split_qualname(qualname) or ("", qualname)
     schemas = class_schemas().get(f"{ns}.{name}") if ns else None
     if schemas is None:
-        expand_torchbind_selector(qualname)  # raises with the listing
-        raise SelectorError(f"no TorchBind class {qualname} is registered")
+        try:
+            expand_torchbind_selector(qualname)  # raises with the listing
+        except SelectorError as exc:
+            raise UnknownClassError(str(exc)) from None
+        raise UnknownClassError(f"no TorchBind class {qualname} is registered")
     methods = {m: overloads[0] for m, overloads in schemas.items()}
     script_class = getattr(getattr(torch.classes, ns), name)
     instance_methods = _instance_method_names(script_class)

@@ -156,6 +156,18 @@ def test_loading_without_selecting_a_class_is_a_usage_error_listing_the_classes(
     assert "add --torchbind-class=NS::CLS" in err and "_TorchScriptTesting::_Foo" in err
 
 
+def test_loading_python_custom_classes_without_selecting_lists_them_too(pytester):
+    # The listing asks the module that knows both kinds (it named TorchBind classes only, so a load module that
+    # registers Python custom classes was told "(none)" or shown torch's own classes).
+    result = pytester.runpytest_subprocess("--torchbind-load=sample_classes.custom_classes", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "or module.QualName for a Python custom class" in err
+    listed = err.partition("Classes registered: ")[2]
+    # (importing sample_classes also loads its C++ samples: both kinds are listed)
+    assert "sample_classes.custom_classes.Affine" in listed and "samples::TensorQueue" in listed
+
+
 def test_plugin_can_be_disabled(pytester):
     result = run_inprocess(pytester, "-p", "no:torchbind", FOO)
     assert result.ret == pytest.ExitCode.USAGE_ERROR

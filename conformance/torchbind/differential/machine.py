@@ -17,6 +17,7 @@ from ...engine.compare import CallResult, disagreement, side_text
 from ..context import ClassContext, new_fake_mode, to_fake
 from ..examples import Example, state_key
 from ...core.faults import raise_fault
+from ...core.results import ConformanceError
 from ...engine.arguments import EMPTY as _EMPTY
 from ...engine.search import Found
 from ...engine.values import ArgumentSet
@@ -126,11 +127,14 @@ class _Side:
         the dispatch halves the cost of a fake call. With an argument that requires grad (an adopter's override),
         the call goes through the operator, so that its autograd kernel runs as it does while tracing.
         Errors from the call are captured in the :class:`CallResult`; a ``RuntimeError`` when the arguments
-        themselves cannot be built (a user override that draws bad source); a ``BaseException`` that is not an
+        themselves cannot be built (a user override that draws bad source; a
+        :class:`~conformance.core.results.RegistrationError` as it is); a ``BaseException`` that is not an
         ``Exception`` is raised on as a :class:`~conformance.core.faults.UserFault` that fails the item (a real
         interrupt as it is)."""
         try:
             a, kw = self._args(args, ctx.tracer)
+        except ConformanceError:  # a user strategy that draws what no call can take: the error names the call
+            raise
         except Exception as exc:  # noqa: BLE001 - e.g. a user override drew bad source
             raise RuntimeError(f"building the arguments {args.code()!r} of {rule.label} raised {exc!r}") from exc
         if step is not None:
