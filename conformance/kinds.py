@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from .custom.context import CustomClassContext
     from .torchbind.context import ClassContext
 
+    #: A class context of either kind (for annotations).
+    Context = ClassContext | CustomClassContext
+
 __all__ = ["KINDS", "Kind", "kind_of", "context_for", "expand_selector", "why_nothing_to_check"]
 
 Kind = Literal["torchbind", "custom"]

@@ -14,11 +14,10 @@ from __future__ import annotations
 import dataclasses
 import traceback
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .core.breadcrumbs import Tracer
 from .checks import Check, all_checks
-from .torchbind.context import ClassContext
 from .core.evidence import collecting
 from .core.faults import UserFault, fault_failure, real_interrupt
 from .kinds import context_for
@@ -27,6 +26,9 @@ from .core.registry import REGISTRY, Registry
 from .engine.reproducers import MAX_CHECKED, check_reproducer
 from .core.results import Cell, Failure, NotApplicable, Verdict, Status
 from .core.settings import Settings
+
+if TYPE_CHECKING:
+    from .kinds import Context
 
 __all__ = ["Engine", "CheckTarget", "RunPlan", "plan", "run_target", "run_class", "prepare_class", "lost_outcome",
            "unsendable_outcome", "RULES"]
@@ -47,10 +49,10 @@ class Engine:
         self.settings = settings if settings is not None else Settings()
         self.registry = registry if registry is not None else REGISTRY
         self.tracer = tracer if tracer is not None else Tracer()
-        self._contexts: dict[str, ClassContext] = {}
+        self._contexts: dict[str, Context] = {}
         self._targets: dict[tuple[str, str], list[Any]] = {}  # (qualname, check) -> the check's targets
 
-    def context(self, qualname: str) -> ClassContext:
+    def context(self, qualname: str) -> Context:
         """The :class:`~conformance.torchbind.context.ClassContext` of ``ns::Cls`` (a
         :class:`~conformance.custom.context.CustomClassContext` for a Python custom class ``module.QualName``),
         discovered on first use and cached. Raises ``KeyError`` (from discovery) for a class torch does not know."""
@@ -251,7 +253,7 @@ def _run_unchecked(unit: CheckTarget, engine: Engine) -> Verdict:
 
 def prepare_class(qualname: str, engine: Engine) -> Verdict:
     """Build what every check of the class shares (its example objects), so that a worker process can do it
-    once under supervision (:meth:`conformance.process.Supervisor.prepare`); errors are left for the checks
+    once under supervision (:meth:`conformance.process.Supervisor.prepare_once`); errors are left for the checks
     to report."""
     try:
         engine.context(qualname).example_set

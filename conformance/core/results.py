@@ -244,7 +244,7 @@ class Verdict:
     its test id (``check[target]``; made from ``check`` and ``target`` when not given); ``baseline``: the
     recorder's mark of a failure the baseline lists (the item was a strict xfail).
 
-    ``conformance.Outcome`` is this class (:data:`Outcome`), the name the public API has always given it.
+    ``conformance.Outcome`` is this class (:data:`Outcome`), its name in the public API.
     """
 
     check: str | None

@@ -34,7 +34,7 @@ from ..engine.render import render
 from ..engine.search import Found, hypothesis_settings
 from ..engine.values import ArgumentSet, UnsupportedType, Value
 
-__all__ = ["Recipe", "CustomClassContext", "state_of", "same_value", "show"]  # state: custom_state
+__all__ = ["Recipe", "CustomClassContext", "state_of", "same_value", "show"]  # state: conformance.custom.state
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:

@@ -45,7 +45,7 @@ from ..matrix.backend import all_backends
 from .options import RunOptions, read_options, replaced_ini_lists
 from ..process import Supervisor, WorkerLost
 from .recorder import CrashHook, Recorder
-from ..core.results import Outcome
+from ..core.results import Verdict
 from .reuse import KeyMaker, ReuseStore
 from ..runner import CheckTarget, Engine, RunPlan, lost_outcome, prepare_class, run_target, unsendable_outcome
 from . import torch_globals
@@ -166,7 +166,7 @@ class ItemRunner:
         """torch's default device and intra-op threads for the plugin's items (:func:`_torch_defaults`)."""
         return _torch_defaults(self.engine.settings.device, self.threads)
 
-    def run(self, nodeid: str, unit: CheckTarget) -> Outcome:
+    def run(self, nodeid: str, unit: CheckTarget) -> Verdict:
         """Run one item: in the isolation worker (a crash or hang becomes a failed outcome), or here; with the
         plugin's torch defaults (:meth:`torch_defaults`) either way."""
         if self.supervisor is None:
@@ -185,7 +185,7 @@ class ItemRunner:
     def _known_failure(self, nodeid: str) -> bool:
         return self._targets.get(nodeid, (None, False))[1]
 
-    def _run_here(self, nodeid: str, unit: CheckTarget) -> Outcome:
+    def _run_here(self, nodeid: str, unit: CheckTarget) -> Verdict:
         """Run one item in the pytest process (``--torchbind-isolation=none``). torch's process-wide defaults
         (:mod:`conformance.plugin.torch_globals`) are put back afterwards, with a warning naming the item and what it
         changed, so the user's own tests after it see torch as they left it; a child process forked during the item
@@ -206,7 +206,7 @@ class ItemRunner:
                     "example factory that changes them should put them back itself (a context manager such as "
                     "torch.no_grad(), or try/finally)"))
 
-    def _run_in_worker(self, key: str) -> Outcome:
+    def _run_in_worker(self, key: str) -> Verdict:
         """What the isolation worker runs for a key: a collected item (by node id) or a class's preparation."""
         unit, known_failure = self._targets.get(key, (None, False))
         if unit is None:

@@ -1,5 +1,5 @@
 """``python -m conformance scaffold NS::CLS --load SPEC ...``: write a starting fake-class module for a TorchBind
-class, with bodies inferred by observing the C++ class (issue 12).
+class, with bodies inferred by observing the C++ class.
 
 The generated module registers a fake class (``__init__`` taking each ``__obj_flatten__`` key, kept as an
 attribute of the same name; ``__obj_unflatten__``; one method per C++ method with the schema's parameters,

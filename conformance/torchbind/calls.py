@@ -7,7 +7,7 @@ the schema puts it: ``obj.push(x)`` for a method; ``torch.ops.ns.op.default(x, 2
 schema takes the object as its third argument.
 
 An op may take several arguments of the class (``enter_compute_stream(Guard primary, Guard caller_guard, int
-device)``). :meth:`Callee.of_op` puts the caller's one object at the first of them, as before (the others get
+device)``). :meth:`Callee.of_op` puts the caller's one object at the first of them (the others get
 values from the argument source and are not the caller's); :meth:`Callee.layouts` gives callees that put the
 caller's objects at *every* such position: distinct objects, and the same object at two positions where the
 schema lets them alias (:func:`may_share`). Such a callee's ``invoke`` / ``code`` take one object (or name) per

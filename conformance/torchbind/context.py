@@ -35,14 +35,14 @@ __all__ = [
 def new_fake_mode() -> FakeTensorMode:
     """A ``FakeTensorMode`` with a ``ShapeEnv``, as dynamo and export use, so fakes that allocate data-dependent
     sizes (``torch.library.get_ctx().new_dynamic_size()``) work."""
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv  # sympy: 0.3 s a run that reuses every verdict saves
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv  # imports sympy: only when a fake mode is made
 
     return FakeTensorMode(shape_env=ShapeEnv())
 
 
 def import_lazily_imported_modules() -> None:
     """Import what torch imports on the first fakification: ``maybe_to_fake_obj`` pulls in ``torch._dynamo``
-    (about 2 s). The isolation supervisor calls this before forking workers, so no timed call pays for it."""
+    (seconds). The isolation supervisor calls this before forking workers, so no timed call pays for it."""
     import torch._dynamo  # noqa: F401
 
 

@@ -1,5 +1,5 @@
 // Classes that meet torch's limits in the coverage matrix, for pinning what each cell reports against what plain
-// torch does (tests/test_matrix_evidence.py; correct fakes in sample_classes/fakes_limits.py):
+// torch does (tests/unit/matrix/test_matrix_evidence.py; correct fakes in sample_classes/fakes_limits.py):
 //
 // * Vocab: a vocabulary after a text library's (tokens by index; Python's `in`, `[]` and `len` bound as dunder
 //   methods taking a str token). Dynamo cannot trace `token in vocab`, `vocab[token]` or `len(vocab)`, each in

@@ -78,7 +78,7 @@ def test_every_option_and_ini_value_is_in_the_key_unless_listed(samples, pyteste
 
 
 def test_the_store_gives_the_key_maker_the_config_of_pytests_cache(samples, pytester):
-    """How the plugin builds its store (pytest_run): with ``config.cache``, whose config the keys then read."""
+    """How the plugin builds its store (conformance.plugin.run): with ``config.cache``, whose config the keys then read."""
     engine = Engine()
     none, default = pytester.parseconfigure("--torchbind-isolation=none"), pytester.parseconfigure()
     keys = []

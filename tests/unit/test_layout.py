@@ -26,7 +26,7 @@ ALLOWED = {
     "checks": {"core", "engine", "matrix", "kinds", "torchbind", "custom"},  # the registry types checks by kind
     "checks.torchbind": {"checks", "core", "engine", "torchbind", "matrix"},
     "checks.custom": {"checks", "core", "engine", "custom", "matrix"},
-    "runner": {"core", "engine", "kinds", "checks", "matrix", "torchbind", "custom"},
+    "runner": {"core", "engine", "kinds", "checks", "matrix"},  # a kind only through kinds.py
     "reports": {"core", "matrix"},
     "scaffold": {"core", "engine", "process", "torchbind", "kinds", "checks", "runner", "plugin"},
     "plugin": {"core", "engine", "process", "torchbind", "custom", "kinds", "checks", "matrix", "runner", "reports"},

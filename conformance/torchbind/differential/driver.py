@@ -35,7 +35,7 @@ __all__ = ["DEFAULT_EXAMPLES", "CI_PROFILE", "DEV_PROFILE", "STEP_COUNT", "MAX_E
 def _quiet():
     """:func:`conformance.torchbind.context.quiet_torch_logs`, and FakeTensorMode's own error log ("failed while attempting
     to run meta for ...", logged for every fake op that raises): expected raises are compared, not logged.
-    Entered once per run: ``Logger.setLevel`` clears every logger's cache, which costs ~0.1 ms with torch's."""
+    Entered once per run: ``Logger.setLevel`` clears every logger's cache."""
     logger = logging.getLogger("torch._subclasses.fake_tensor")
     old = logger.level
     logger.setLevel(logging.CRITICAL)
@@ -53,7 +53,7 @@ def _program(plan: Plan, max_steps: int) -> SearchStrategy:
     This is the equivalent of a ``RuleBasedStateMachine`` with an ``initialize`` rule choosing the example and
     one rule per :class:`Rule`, written as a list so that hypothesis's list shrinker deletes steps cleanly: the
     stateful runner draws its swarm-testing rule flags lazily inside the steps, and deleting the step that drew
-    one misaligns every later step, which left measured failing sequences unshrunk at 12 calls where 2 suffice.
+    one misaligns every later step and leaves failing sequences unshrunk.
     """
     # A rule of weight w is offered w times (see _reshapes); all offers draw the same step, and shrinking moves
     # each step to its rule's first offer. A rule whose arguments depend on the object draws them when the step
