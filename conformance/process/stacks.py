@@ -169,6 +169,7 @@ def hang_site(samples: list[list[Frame]]) -> HangSite | None:
     class_call = not moving and (any(inner_path.endswith(site) for site in _CLASS_CALL_SITES)
                                  or any(call in line for call in _CLASS_CALLS))
     directories = set(inner.file.replace(os.sep, "/").split("/"))
-    user_code = (inner.torch_path is None and not inner.file.startswith(_STDLIB) and "conformance" not in directories
+    stdlib = inner.file.startswith(_STDLIB) or inner.file.startswith("<frozen ")  # frozen modules are Python's own
+    user_code = (inner.torch_path is None and not stdlib and "conformance" not in directories
                  and not directories & _TORCH_DEPENDENCIES)
     return HangSite(tuple(parts), moving, inner, class_call, user_code, tuple(last))

@@ -287,6 +287,12 @@ def test_stacks_tell_a_compiler_loop_from_a_call_into_the_class():
     assert not collective.in_compiler and collective.torch_runtime == "distributed/distributed_c10d.py"
     assert "waiting in torch's own distributed/distributed_c10d.py" in collective.describe()
     assert "--torchbind-isolation=none" in collective.describe()
+    # A sample that stops inside a frozen standard-library module (isinstance's ABC check while dynamo traces) is
+    # Python's own code, not the class's: the hang stays dynamo's (it was blamed on user code under load).
+    frozen = hang_site([[Frame("<frozen _collections_abc>", 438, "__new__"),
+                         Frame("/v/torch/_dynamo/utils.py", 3949, "get_fake_value"),
+                         Frame("/v/torch/_dynamo/symbolic_convert.py", 1000, "step")]] * 2)
+    assert not frozen.user_code and frozen.in_compiler
 
 
 _TRACER = Tracer()
