@@ -28,7 +28,7 @@ from torch._library import opaque_object as _opaque
 from ..core.results import SelectorError, UnknownClassError
 
 __all__ = ["CustomClassInfo", "CustomOpInfo", "registered_custom_classes", "expand_custom_selector",
-           "discover_custom", "is_custom_class", "kind_of", "api_names"]
+           "discover_custom", "is_custom_class", "registration_kind", "api_names"]
 
 #: Classes torch registers for itself that are not anybody's class under test (every Enum is a constant type).
 _TORCH_INTERNAL = ("enum.Enum",)
@@ -49,7 +49,7 @@ def is_custom_class(cls: Any) -> bool:
     return isinstance(cls, type) and bool(query(cls))
 
 
-def kind_of(cls: type) -> str:
+def registration_kind(cls: type) -> str:
     """``"constant"`` or ``"symbolic"``: how torch treats objects of the registered class ``cls``."""
     constant = getattr(_opaque, "is_opaque_constant_type", None) or _opaque.is_opaque_value_type
     return "constant" if constant(cls) else "symbolic"
@@ -198,4 +198,4 @@ def discover_custom(name: str) -> CustomClassInfo:
         raise UnknownClassError(f"no Python custom class {name} is registered") from None
     info = _opaque.get_opaque_obj_info(cls)
     members = {m: getattr(t, "value", str(t)) for m, t in (info.members or {}).items()}
-    return CustomClassInfo(name, cls, kind_of(cls), bool(info.hoist), info.guard_fn, members, _ops_taking(cls))
+    return CustomClassInfo(name, cls, registration_kind(cls), bool(info.hoist), info.guard_fn, members, _ops_taking(cls))
