@@ -230,9 +230,9 @@ def _run(args: argparse.Namespace) -> int:
                                                       "NotImplementedError)" if stubbed else ""))
     if not args.check:
         return 0
-    from .check import check_module, format_table
+    from .check import check_module, format_table, passed
 
     verdicts, status = check_module(qualname, list(args.load), out, examples=args.examples)
     print(format_table(verdicts))
     # The check run's own exit status: a failed item, a crash that left no report, anything but a clean run is 1.
-    return 0 if status == 0 and verdicts and all(v.passed for v in verdicts) else 1
+    return 0 if status == 0 and verdicts and all(passed(v) for v in verdicts) else 1

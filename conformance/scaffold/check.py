@@ -10,7 +10,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["CHECKS", "STRUCTURAL", "Verdict", "check_module", "check_modules", "format_table", "absolute_spec"]
+from ..core.results import Status, Verdict
+
+__all__ = ["CHECKS", "STRUCTURAL", "RUN_CHECK", "passed", "structural", "check_module", "check_modules", "format_table",
+           "absolute_spec"]
 
 #: The checks ``--check`` runs.
 CHECKS = ("fake_class", "coverage", "extra_methods", "signature", "roundtrip", "agreement", "custom_op",
@@ -19,23 +22,19 @@ CHECKS = ("fake_class", "coverage", "extra_methods", "signature", "roundtrip", "
 STRUCTURAL = frozenset({"fake_class", "coverage", "extra_methods", "signature", "roundtrip"})
 
 
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-    """One plugin item: ``check`` (``signature``), ``target`` (``push``, or ``""``), ``status`` (``passed``,
-    ``failed``, ``skipped``, ``error``) and the first line of its message."""
+#: The check name of the one verdict :func:`check_modules` gives a class when the pytest run wrote no report.
+RUN_CHECK = "pytest"
 
-    check: str
-    target: str
-    status: str
-    message: str = ""
 
-    @property
-    def passed(self) -> bool:
-        return self.status in ("passed", "skipped")
+def passed(verdict: Verdict) -> bool:
+    """Whether ``verdict`` (a :class:`~conformance.core.results.Verdict` read from the run's JSON report) passed
+    or was skipped."""
+    return verdict.status in (Status.PASSED, Status.SKIPPED)
 
-    @property
-    def structural(self) -> bool:
-        return self.check in STRUCTURAL
+
+def structural(verdict: Verdict) -> bool:
+    """Whether ``verdict`` is of a check every generated module must pass (:data:`STRUCTURAL`)."""
+    return verdict.check in STRUCTURAL
 
 
 def absolute_spec(spec: str, cwd: Path) -> str:
@@ -67,9 +66,10 @@ def check_modules(qualnames: list[str], load_specs: list[str], modules: list[Pat
     """Run ``python -m pytest --torchbind-load=<specs> --torchbind-load=<module>... --torchbind-class=<qualname>...``
     with ``checks`` (``--torchbind-isolation=isolation``; ``examples``: ``--torchbind-examples``; ``options``: more
     pytest options) in a scratch directory and return the
-    verdicts per class, read from the run's JSON report (sorted by item id). Module specs are found through
-    ``PYTHONPATH`` (the current directory prepended). A run that writes no report gives one ``pytest`` verdict
-    with ``error`` status and the run's last output line for each class. ``exit_status``, when given, receives the
+    verdicts per class, read from the run's JSON report (sorted by item id) as the plugin's one
+    :class:`~conformance.core.results.Verdict`. Module specs are found through ``PYTHONPATH`` (the current
+    directory prepended). A run that writes no report gives each class one failed :data:`RUN_CHECK` verdict
+    (shown as ``error``) whose reason is the run's exit status and last output line. ``exit_status``, when given, receives the
     pytest run's exit status."""
     import json
 
@@ -89,22 +89,28 @@ def check_modules(qualnames: list[str], load_specs: list[str], modules: list[Pat
         if exit_status is not None:
             exit_status.append(proc.returncode)
         data = json.loads(report.read_text()) if report.exists() else {"classes": []}
-    out = {c["qualname"]: [Verdict(v["check"], v.get("target") or "", v["status"], v.get("summary") or "")
+    out = {c["qualname"]: [dataclasses.replace(Verdict.from_json(v), qualname=c["qualname"])
                            for v in c.get("verdicts", [])] for c in data["classes"]}
     if not any(out.values()):
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
-        out = {q: [Verdict("pytest", "", "error", f"exit status {proc.returncode}: {tail[0]}")] for q in qualnames}
+        out = {q: [Verdict(RUN_CHECK, q, None, Status.FAILED, reason=f"exit status {proc.returncode}: {tail[0]}")]
+               for q in qualnames}
     return out
 
 
 def format_table(verdicts: list[Verdict]) -> str:
     """A plain-text table, one row per item: check, target, verdict; then a count per verdict."""
-    rows = [("check", "target", "verdict")] + [(v.check, v.target or "-", v.status) for v in verdicts]
+    rows = [("check", "target", "verdict")] + [(v.check, v.target or "-", _label(v)) for v in verdicts]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     counts: dict[str, int] = {}
     for v in verdicts:
-        counts[v.status] = counts.get(v.status, 0) + 1
+        counts[_label(v)] = counts.get(_label(v), 0) + 1
     lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))
     return "\n".join(lines)
+
+
+def _label(verdict: Verdict) -> str:
+    """The verdict column: the status, or ``error`` for a run that wrote no report."""
+    return "error" if verdict.check == RUN_CHECK else verdict.status.value

@@ -18,7 +18,8 @@ import torch
 
 from conformance.__main__ import main
 from conformance.scaffold.annotations import return_annotation, type_annotation, value_annotation
-from conformance.scaffold.check import CHECKS, STRUCTURAL, Verdict, check_modules, format_table
+from conformance.core.results import Status, Verdict
+from conformance.scaffold.check import CHECKS, STRUCTURAL, RUN_CHECK, check_modules, format_table, structural
 from conformance.scaffold.templates import literal
 
 from conftest import needs_torch_testlib
@@ -99,12 +100,12 @@ def assert_structural_checks_pass(entries: dict[str, dict], verdicts: dict[str, 
         if "module" not in entry:
             continue
         mine = verdicts.get(qualname, [])
-        assert {v.check for v in mine if v.structural} == set(STRUCTURAL), (qualname, mine)
+        assert {v.check for v in mine if structural(v)} == set(STRUCTURAL), (qualname, mine)
         for v in mine:
-            if not v.structural:
+            if not structural(v):
                 continue
             if (qualname, v.check) in faults:
-                assert v.status == "failed" and faults[qualname, v.check] in v.message, (qualname, v)
+                assert v.status is Status.FAILED and faults[qualname, v.check] in v.summary, (qualname, v)
             else:
                 assert v.status in ("passed", "skipped"), (qualname, v)
 
@@ -237,7 +238,9 @@ def table(stdout: str) -> list[Verdict]:
     for line in stdout.splitlines():
         parts = line.split()
         if len(parts) == 3 and parts[2] in ("passed", "failed", "skipped", "error"):
-            rows.append(Verdict(parts[0], "" if parts[1] == "-" else parts[1], parts[2]))
+            status = Status.FAILED if parts[2] == "error" else Status(parts[2])
+            rows.append(Verdict(RUN_CHECK if parts[2] == "error" else parts[0], "", None if parts[1] == "-" else parts[1],
+                                status))
     return rows
 
 
@@ -355,7 +358,11 @@ def test_annotations():
 def test_literal_and_table():
     assert literal((1, 2.5, "a", None, True)) == "(1, 2.5, 'a', None, True)"
     assert literal(torch.ones(1)) is None
-    verdicts = [Verdict("signature", "push", "passed"), Verdict("differential", "", "failed", "x")]
+    verdicts = [Verdict("signature", "ns::Cls", "push", Status.PASSED),
+                Verdict("differential", "ns::Cls", None, Status.FAILED, reason="x")]
     assert format_table(verdicts).splitlines() == [
         "check         target  verdict", "------------  ------  -------", "signature     push    passed",
         "differential  -       failed", "1 passed, 1 failed"]
+    # A run that wrote no report: one failed verdict of the run itself, shown as an error.
+    lost = [Verdict(RUN_CHECK, "ns::Cls", None, Status.FAILED, reason="exit status 4: ERROR: ...")]
+    assert format_table(lost).splitlines()[2:] == ["pytest  -       error", "1 error"]
