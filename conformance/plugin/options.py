@@ -15,6 +15,7 @@ import pytest
 
 from .baseline import BaselineError, Entry, load_baseline
 from ..core.files import check_writable
+from ..engine.loading import parse_spec
 from ..process import DEFAULT_TIMEOUT, ITEM_LIMIT_FACTOR, isolation_available
 from ..reports import FORMATS
 from ..core.settings import DEFAULT_EXAMPLES, Settings
@@ -411,9 +412,6 @@ def _ini_dir(config: pytest.Config) -> Path:
     return Path(str(config.inipath)).parent if config.inipath is not None else _invocation_dir(config)
 
 
-_FILE_SUFFIXES = (".so", ".dylib", ".dll", ".py")
-
-
 def ini_load_specs(config: pytest.Config) -> list[str]:
     """The ini's ``torchbind_load`` specs, a file among them (``lib/libfoo.so``, ``fakes.py``,
     ``fakes.py:install``) made absolute against the ini file's directory when it is there, as pytest resolves the
@@ -421,12 +419,10 @@ def ini_load_specs(config: pytest.Config) -> list[str]:
     then tries the invocation directory and the rootdir). Raises nothing."""
     base, out = _ini_dir(config), []
     for spec in config.getini(OPTIONS["load"].ini):
-        head, sep, func = spec.rpartition(":")
-        target, tail = (head, sep + func) if sep and head.endswith(".py") else (spec, "")
+        kind, target, func = parse_spec(spec)  # the loader's own reading of the spec
         path = Path(target)
-        named_file = path.suffix in _FILE_SUFFIXES or ".so." in path.name
-        out.append(str(base / path) + tail if named_file and not path.is_absolute() and (base / path).is_file()
-                   else spec)
+        named_file = kind != "module" and not path.is_absolute() and (base / path).is_file()
+        out.append(str(base / path) + (f":{func}" if func else "") if named_file else spec)
     return out
 
 
