@@ -111,13 +111,15 @@ def classes_taking(op: str) -> list[str]:
 
     name, _, overload = op.partition(".")
     if split_qualname(name) is None:
-        raise RegistrationError(f"conformance.strategy({op!r}, ...): name the class and its method "
-                         f"(conformance.strategy({op!r}, 'method', arg=...)), or a custom op alone as 'ns::op'")
+        raise RegistrationError(
+            f"conformance.strategy({op!r}, ...): name the class and its method "
+            f"(conformance.strategy({op!r}, 'method', arg=...)), or a custom op alone as 'ns::op'")
     overloads = torch._C._jit_get_schemas_for_operator(name)
     schemas = [s for s in overloads if s.overload_name == overload]
     if overloads and not schemas:
-        raise RegistrationError(f"conformance.strategy({op!r}, ...): {name} has no overload {overload or '(default)'}; "
-                         f"name one of {', '.join(name + ('.' + s.overload_name if s.overload_name else '') for s in overloads)}")
+        raise RegistrationError(
+            f"conformance.strategy({op!r}, ...): {name} has no overload {overload or '(default)'}; "
+            f"name one of {', '.join(name + ('.' + s.overload_name if s.overload_name else '') for s in overloads)}")
     found = {qualname_of(a.type.qualified_name()) for s in schemas for a in s.arguments
              if a.type.kind() == "ClassType" and a.type.qualified_name().startswith(CLASS_PREFIX)}
     for custom in registered_custom_classes():
@@ -126,12 +128,14 @@ def classes_taking(op: str) -> list[str]:
     if found:
         return sorted(found)
     if not schemas:
-        raise RegistrationError(f"conformance.strategy({op!r}, ...): no operator {op} is registered; load its library "
-                         "(or define the custom op) before the module that registers the strategy, or name a class "
-                         f"and its method: conformance.strategy('ns::Cls', 'method', arg=...)")
-    raise RegistrationError(f"conformance.strategy({op!r}, ...): {op} takes no TorchBind or Python custom class "
-                     f"({schemas[0]}), so no check calls it; a strategy for a class's method names both: "
-                     "conformance.strategy('ns::Cls', 'method', arg=...)")
+        raise RegistrationError(
+            f"conformance.strategy({op!r}, ...): no operator {op} is registered; load its library "
+            "(or define the custom op) before the module that registers the strategy, or name a class "
+            f"and its method: conformance.strategy('ns::Cls', 'method', arg=...)")
+    raise RegistrationError(
+        f"conformance.strategy({op!r}, ...): {op} takes no TorchBind or Python custom class "
+        f"({schemas[0]}), so no check calls it; a strategy for a class's method names both: "
+        "conformance.strategy('ns::Cls', 'method', arg=...)")
 
 
 def strategy(qualname: str, method: str | None = None, arg: str | int | None = None, *,
@@ -192,11 +196,13 @@ def strategy(qualname: str, method: str | None = None, arg: str | int | None = N
     call = f"conformance.strategy({qualname!r}" + (f", {method!r}" if method is not None else "") + (
         f", arg={arg!r})" if arg is not None else ")")
     if observer is not None and (method is None or arg is not None):
-        raise RegistrationError(f"{call[:-1]}, observer=...): observer= is said of a whole method: name the class and the "
-                         "method, and leave arg out")
+        raise RegistrationError(
+            f"{call[:-1]}, observer=...): observer= is said of a whole method: name the class and the "
+            "method, and leave arg out")
     if method is not None and not is_class_name(qualname):
-        raise RegistrationError(f"{call}: expected 'namespace::Class' (a TorchBind class) or 'module.QualName' (a Python "
-                         "custom class), then the method or 'ns::op'")
+        raise RegistrationError(
+            f"{call}: expected 'namespace::Class' (a TorchBind class) or 'module.QualName' (a Python "
+            "custom class), then the method or 'ns::op'")
     owners = classes_taking(qualname) if method is None else [qualname]
     if observer is not None:
         REGISTRY.set_observer(qualname, method, observer)
@@ -230,8 +236,9 @@ def examples(qualname: str, *, derive: bool = True) -> Callable[[Factory], Facto
     from .core.registry import REGISTRY
 
     if not is_class_name(qualname):
-        raise RegistrationError(f"conformance.examples({qualname!r}): expected 'namespace::Class' (a TorchBind "
-                         "class) or 'module.QualName' (a Python custom class)")
+        raise RegistrationError(
+            f"conformance.examples({qualname!r}): expected 'namespace::Class' (a TorchBind "
+            "class) or 'module.QualName' (a Python custom class)")
 
     def register(factory: Factory) -> Factory:
         REGISTRY.add_factory(qualname, factory, derive=derive)

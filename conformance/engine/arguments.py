@@ -66,8 +66,9 @@ def _resolve_override(factory, obj: Any = None) -> SearchStrategy | None:
         return factory
     out = factory(obj) if takes_object(factory) else factory()
     if out is not None and not isinstance(out, SearchStrategy):
-        raise RegistrationError(f"strategy factory {getattr(factory, '__name__', factory)!r} returned "
-                        f"{type(out).__name__}, not a hypothesis strategy (or None)")
+        raise RegistrationError(
+            f"strategy factory {getattr(factory, '__name__', factory)!r} returned "
+            f"{type(out).__name__}, not a hypothesis strategy (or None)")
     return out
 
 
@@ -85,8 +86,9 @@ def _as_value(x: Any) -> Value:
         if math.isinf(x):
             return Value("math.inf" if x > 0 else "-math.inf")
         return Value(repr(x))
-    raise RegistrationError(f"a strategy override drew {type(x).__name__} {x!r}; draw Python source (str) or a "
-                    "conformance.engine.values.Value so the reproducer can print it")
+    raise RegistrationError(
+        f"a strategy override drew {type(x).__name__} {x!r}; draw Python source (str) or a "
+        "conformance.engine.values.Value so the reproducer can print it")
 
 
 def _as_argument_set(x: Any) -> ArgumentSet:
@@ -106,8 +108,9 @@ def _as_argument_set(x: Any) -> ArgumentSet:
             raise RegistrationError(f"a whole-method strategy override drew {x!r}: no *args / **kwargs, please")
         return ArgumentSet(tuple(Value(ast.unparse(a)) for a in call.args),
                            tuple((k.arg, Value(ast.unparse(k.value))) for k in call.keywords))
-    raise RegistrationError(f"a whole-method strategy override drew {type(x).__name__} {x!r}; draw source text, a "
-                    "list, a dict or an ArgumentSet")
+    raise RegistrationError(
+        f"a whole-method strategy override drew {type(x).__name__} {x!r}; draw source text, a "
+        "list, a dict or an ArgumentSet")
 
 
 # ----- whole argument lists --------------------------------------------------------------------------------
@@ -226,16 +229,18 @@ class ArgumentSource:
         known = {a.name for a in arguments} | set(range(len(numbered)))
         for (m, a) in overrides:
             if m == key and a is not None and a not in known:
-                raise RegistrationError(f"conformance.strategy({self.qualname!r}, {key!r}, arg={a!r}): no such argument "
-                                 f"in {schema}")
+                raise RegistrationError(
+                    f"conformance.strategy({self.qualname!r}, {key!r}, arg={a!r}): no such argument "
+                    f"in {schema}")
         parts, names = [], []
         for a in arguments:
             factory = overrides.get((key, a.name), overrides.get((key, position.get(a.name, -1))))
             if factory is not None:
                 custom = _resolve_override(factory, obj)
                 if custom is None:
-                    raise RegistrationError(f"conformance.strategy({self.qualname!r}, {key!r}, arg={a.name!r}) returned "
-                                     "None; exclude a whole method with arg=None")
+                    raise RegistrationError(
+                        f"conformance.strategy({self.qualname!r}, {key!r}, arg={a.name!r}) returned "
+                        "None; exclude a whole method with arg=None")
                 parts.append(custom.map(_as_value))
             else:
                 parts.append(value_strategy(a.type, self.resolver))

@@ -45,8 +45,9 @@ def check_override(call: str, arg: str | int | None, factory: Any) -> None:
     argument. A factory that takes the object, or whose call or draw raises (it may need what is not loaded
     yet), is left to the checks, which call it where it is used."""
     if factory is not None and not isinstance(factory, SearchStrategy) and not callable(factory):
-        raise RegistrationError(f"{call}: registers {type(factory).__name__} {_short(factory)}; give a function returning a "
-                        "hypothesis strategy (or a strategy)")
+        raise RegistrationError(
+            f"{call}: registers {type(factory).__name__} {_short(factory)}; give a function returning a "
+            "hypothesis strategy (or a strategy)")
     if takes_object(factory):
         return
     name = getattr(factory, "__name__", None) or _short(factory)
@@ -56,13 +57,15 @@ def check_override(call: str, arg: str | int | None, factory: Any) -> None:
         return
     if strat is None:
         if arg is not None:
-            raise RegistrationError(f"{call}: {name} returned None, which excludes a whole method or op: leave arg out to "
-                             "exclude it, or return a strategy of the argument's values")
+            raise RegistrationError(
+                f"{call}: {name} returned None, which excludes a whole method or op: leave arg out to "
+                "exclude it, or return a strategy of the argument's values")
         return
     if not isinstance(strat, SearchStrategy):
-        raise RegistrationError(f"{call}: {name} returned {type(strat).__name__} {_short(strat)}, not a hypothesis "
-                        f"strategy; return a strategy (from hypothesis import strategies as st) that draws "
-                        f"{_ONE_VALUE if arg is not None else _ARGUMENT_LIST}")
+        raise RegistrationError(
+            f"{call}: {name} returned {type(strat).__name__} {_short(strat)}, not a hypothesis "
+            f"strategy; return a strategy (from hypothesis import strategies as st) that draws "
+            f"{_ONE_VALUE if arg is not None else _ARGUMENT_LIST}")
     try:
         drawn = draw_fixed(strat, DRAWS, call)
     except Exception:  # noqa: BLE001 - left to the checks (see the docstring)
@@ -71,7 +74,8 @@ def check_override(call: str, arg: str | int | None, factory: Any) -> None:
         try:
             _as_value(value) if arg is not None else _as_argument_set(value)
         except (TypeError, ValueError):
-            raise RegistrationError(f"{call}: the strategy of {name} drew {type(value).__name__} {_short(value)}, not "
-                            f"{'an argument' if arg is not None else 'an argument list'}; it must draw "
-                            f"{_ONE_VALUE if arg is not None else _ARGUMENT_LIST}, so that every call can be "
-                            "printed in a reproducer script") from None
+            raise RegistrationError(
+                f"{call}: the strategy of {name} drew {type(value).__name__} {_short(value)}, not "
+                f"{'an argument' if arg is not None else 'an argument list'}; it must draw "
+                f"{_ONE_VALUE if arg is not None else _ARGUMENT_LIST}, so that every call can be "
+                "printed in a reproducer script") from None

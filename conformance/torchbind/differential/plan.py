@@ -205,17 +205,20 @@ def plan_for(ctx: ClassContext) -> Plan:
     op_names = {op.qualname for op in info.ops}
     for (m, _a) in overrides:
         if m not in info.methods and m not in op_names:
-            raise RegistrationError(f"conformance.strategy({info.qualname!r}, {m!r}): {info.qualname} has no method or "
-                             f"op taking it named {m!r}; methods: {', '.join(info.user_methods)}; ops (named "
-                             f"'ns::op'): {', '.join(sorted(op_names)) or 'none'}")
+            raise RegistrationError(
+                f"conformance.strategy({info.qualname!r}, {m!r}): {info.qualname} has no method or "
+                f"op taking it named {m!r}; methods: {', '.join(info.user_methods)}; ops (named "
+                f"'ns::op'): {', '.join(sorted(op_names)) or 'none'}")
     declared = ctx.registry.observers(info.qualname)
     for m, said in declared.items():
         if m not in info.methods:
-            raise RegistrationError(f"conformance.strategy({info.qualname!r}, {m!r}, observer={said}): {info.qualname} has "
-                             f"no method named {m!r}; methods: {', '.join(info.user_methods)}")
+            raise RegistrationError(
+                f"conformance.strategy({info.qualname!r}, {m!r}, observer={said}): {info.qualname} has "
+                f"no method named {m!r}; methods: {', '.join(info.user_methods)}")
         if said and not _callable_without_args(info.methods[m]):
-            raise RegistrationError(f"conformance.strategy({info.qualname!r}, {m!r}, observer=True): an observer is called "
-                             f"without arguments after every step, and {info.methods[m]} needs some")
+            raise RegistrationError(
+                f"conformance.strategy({info.qualname!r}, {m!r}, observer=True): an observer is called "
+                f"without arguments after every step, and {info.methods[m]} needs some")
     notes: list[str] = []
     methods: list[tuple[str, Callee, Any]] = []  # (name, callee, driven)
     for method in info.user_methods:
