@@ -20,7 +20,7 @@ __all__ = ["main"]
 
 def _merge(args: argparse.Namespace) -> int:
     from .reports.merge import MergeError, load_run, merge_runs, write_merged
-    from .reports import FORMATS
+    from .reports import ReportFormatError, report_format
 
     from .plugin.baseline import BaselineError
 
@@ -29,11 +29,12 @@ def _merge(args: argparse.Namespace) -> int:
               "run's verdicts into one baseline), or both", file=sys.stderr)
         return 2
     out = Path(args.output) if args.output is not None else None
-    suffix = out.suffix.lower() if out is not None else ".json"
-    if suffix not in FORMATS:
-        print(f"torchbind-conformance merge: --output={out}: unsupported format {suffix or '(none)'}; use "
-              f"{', '.join(FORMATS)}", file=sys.stderr)
-        return 2
+    if out is not None:
+        try:
+            report_format(out, f"--output={out}")  # before reading any report
+        except ReportFormatError as exc:
+            print(f"torchbind-conformance merge: {exc}", file=sys.stderr)
+            return 2
     try:
         merged = merge_runs(load_run(Path(p)) for p in args.reports)
         if out is not None:

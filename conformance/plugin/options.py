@@ -17,7 +17,7 @@ from .baseline import BaselineError, Entry, load_baseline
 from ..core.files import check_writable
 from ..engine.loading import parse_spec
 from ..process import DEFAULT_TIMEOUT, ITEM_LIMIT_FACTOR, isolation_available
-from ..reports import FORMATS
+from ..reports import ReportFormatError, report_format
 from ..core.settings import DEFAULT_EXAMPLES, Settings
 
 __all__ = ["Option", "OPTIONS", "INI_KEYS", "given", "add_options", "claim_run", "check_ini_keys", "requested",
@@ -464,9 +464,10 @@ def _writable_report(path: Path, report: str) -> Path:
     accepts a new file (nothing is created). ``report``: the path as the user wrote it, for messages. Raises
     ``pytest.UsageError`` otherwise."""
     path = Path(path).resolve()
-    if path.suffix.lower() not in FORMATS:
-        raise pytest.UsageError(f"--torchbind-report={report}: unsupported format {path.suffix or '(none)'}; "
-                                f"use {', '.join(FORMATS)}")
+    try:
+        report_format(path, f"--torchbind-report={report}")
+    except ReportFormatError as exc:
+        raise pytest.UsageError(str(exc)) from None
     try:
         check_writable(path)  # creates nothing: a run that writes no report leaves no empty file behind
     except OSError as exc:

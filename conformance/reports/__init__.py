@@ -13,9 +13,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..core.files import write_text_atomically
-from ..core.results import Cell, Status, Verdict
+from ..core.results import Cell, ConformanceError, Status, Verdict
 
-__all__ = ["ClassMatrix", "MatrixReport", "build_report", "write_report", "encodable", "FORMATS", "SYMBOLS"]
+__all__ = ["ClassMatrix", "MatrixReport", "build_report", "write_report", "encodable", "FORMATS", "SYMBOLS",
+           "ReportFormatError", "report_format"]
 
 #: Cell symbols, as in the seed document's Coverage Matrix (Y / N / blank): passed, failed, unsupported, skipped.
 SYMBOLS = {Status.PASSED: "✓", Status.FAILED: "✗", Status.UNSUPPORTED: "–", Status.SKIPPED: "n/a"}
@@ -124,7 +125,26 @@ def _writers():
     return {".md": markdown.render, ".json": json_report.render, ".html": html.render}
 
 
+#: The report formats, by file suffix: every report (a run's, a merged one) is written in one of these.
 FORMATS = (".md", ".json", ".html")
+
+
+class ReportFormatError(ConformanceError, ValueError):
+    """A report path whose suffix names none of the :data:`FORMATS`."""
+
+
+def report_format(path: str | Path, given: str | None = None) -> str:
+    """The format ``path``'s suffix names (case-insensitive), one of :data:`FORMATS`: the one check of a report's
+    format, made for ``--torchbind-report``, for ``merge --output`` and by every writer. ``given``: how the user
+    named the path (``--torchbind-report=m.txt``), for the message; the path itself when not given.
+
+    Raises :class:`ReportFormatError` (``<given>: unsupported format .txt; use .md, .json, .html``) for another
+    suffix or none."""
+    suffix = Path(path).suffix
+    if suffix.lower() not in FORMATS:
+        raise ReportFormatError(f"{given or path}: unsupported format {suffix or '(none)'}; "
+                                f"use {', '.join(FORMATS)}")
+    return suffix.lower()
 
 
 def write_report(report: MatrixReport, path: Path) -> None:
@@ -132,9 +152,7 @@ def write_report(report: MatrixReport, path: Path) -> None:
     temporary file in the same directory, then ``os.replace``): a fault leaves the previous file, never an empty
     or truncated one.
 
-    Raises ``ValueError`` for another suffix and ``OSError`` when the file cannot be written.
+    Raises :class:`ReportFormatError` (a ``ValueError``) for another suffix (:func:`report_format`) and ``OSError``
+    when the file cannot be written.
     """
-    writer = _writers().get(path.suffix.lower())
-    if writer is None:
-        raise ValueError(f"unsupported report format {path.suffix!r}; use one of {', '.join(FORMATS)}")
-    write_text_atomically(path, writer(report))
+    write_text_atomically(path, _writers()[report_format(path)](report))

@@ -202,17 +202,19 @@ def merge_runs(reports: Iterable[RunReport]) -> MergedReport:
 def write_merged(merged: MergedReport, out: Path) -> None:
     """Write ``merged`` to ``out`` in the format its suffix names (``.md``, ``.html``, ``.json``), atomically: one
     run (the shards of one run) as exactly the report that run writes, several as the merged report
-    (:mod:`conformance.reports.merged`). Raises :class:`MergeError` for another suffix, and for a file that cannot
-    be written, naming ``out`` and the system's reason (not the temporary file the write goes through)."""
+    (:mod:`conformance.reports.merged`). Raises :class:`MergeError` for another suffix (the message of
+    :func:`~conformance.reports.report_format`), and for a file that cannot be written, naming ``out`` and the
+    system's reason (not the temporary file the write goes through)."""
     from ..core.files import describe_os_error, write_text_atomically
-    from . import FORMATS, _writers
+    from . import ReportFormatError, _writers, report_format
     from .merged import render
 
     out = Path(out)
-    suffix = out.suffix.lower()
-    if suffix not in FORMATS:
-        raise MergeError(f"--output={out}: unsupported format {suffix or '(none)'}; use {', '.join(FORMATS)}")
-    text = _writers()[suffix](merged.reports[0]) if len(merged.runs) == 1 else render(merged, suffix)
+    try:
+        suffix = report_format(out, f"--output={out}")
+    except ReportFormatError as exc:
+        raise MergeError(str(exc)) from None
+    text = _writers()[suffix](merged.reports[0]) if len(merged.runs) == 1 else render(merged, out)
     try:
         write_text_atomically(out, text)
     except OSError as exc:

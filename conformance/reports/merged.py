@@ -12,7 +12,7 @@ import json
 from html import escape
 
 from ..core.results import Status
-from . import SYMBOLS, encodable
+from . import SYMBOLS, encodable, report_format
 from . import html as single_html
 from .markdown import code_span, escape_text
 
@@ -127,10 +127,8 @@ def render_json(merged) -> str:
                                 ensure_ascii=False) + "\n")
 
 
-def render(merged, suffix: str) -> str:
-    """The merged report in the format ``suffix`` names (``.md``, ``.html``, ``.json``); ``ValueError`` for
-    another."""
+def render(merged, path) -> str:
+    """The merged report in the format ``path``'s suffix names (``.md``, ``.html``, ``.json``). Raises
+    :class:`~conformance.reports.ReportFormatError` for another (:func:`~conformance.reports.report_format`)."""
     writers = {".md": render_markdown, ".html": render_html, ".json": render_json}
-    if suffix not in writers:
-        raise ValueError(f"unsupported report format {suffix!r}; use one of {', '.join(writers)}")
-    return writers[suffix](merged)
+    return writers[report_format(path)](merged)
