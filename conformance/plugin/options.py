@@ -30,11 +30,12 @@ class Option:
     """One ``--torchbind-<name>`` option and its ini twin: the one place each is spelled. :func:`add_options`
     registers both, :data:`INI_KEYS` lists the twins, :func:`given` reads a value (the command line's, else the
     ini's) and :func:`read_options` validates it (``choices``: the values accepted from either place).
-    ``ini_type``: pytest's ``addini`` type (``None``: a string; ``"paths"`` are resolved against the ini file's
-    directory by pytest)."""
+    ``about``: what the option does; :attr:`help` adds the ini key (``Ini: torchbind_x``, with ``ini_note`` in
+    parentheses when given). ``ini_type``: pytest's ``addini`` type (``None``: a string; ``"paths"`` are resolved
+    against the ini file's directory by pytest)."""
 
     name: str
-    help: str
+    about: str
     metavar: str | None = None
     action: str | None = None  # "append" (repeatable, default []) or "store_true"; None: a value (default None)
     choices: tuple[str, ...] | None = None
@@ -42,6 +43,16 @@ class Option:
     ini: str | None = None
     ini_help: str = ""
     ini_type: str | None = None
+    ini_note: str = ""
+
+    @property
+    def help(self) -> str:
+        """The ``--help`` text: :attr:`about`, then the ini key when the option has one (``Ini: torchbind_load (a
+        file there is relative to the ini file's directory).``)."""
+        if self.ini is None:
+            return self.about
+        note = f" ({self.ini_note})" if self.ini_note else ""
+        return f"{self.about} Ini: {self.ini}{note}."
 
     @property
     def flag(self) -> str:
@@ -74,67 +85,65 @@ _ON_OFF = ("on", "off")
 OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("class", metavar="NS::CLS", action="append", ini="torchbind_classes",
            ini_help="TorchBind classes to check (NS::CLS or NS::*)", ini_type="linelist",
-           help="TorchBind class to check against its fake class; NS::* selects a whole namespace. A Python custom "
-                "class (opaque object) by its torch name, module.QualName, or an fnmatch pattern on those names. "
-                "Repeatable. Ini: torchbind_classes."),
+           about="TorchBind class to check against its fake class; NS::* selects a whole namespace. A Python custom "
+                 "class (opaque object) by its torch name, module.QualName, or an fnmatch pattern on those names. "
+                 "Repeatable."),
     Option("load", metavar="SPEC", action="append", ini="torchbind_load",
            ini_help="libraries / modules to load before collection", ini_type="linelist",
-           help="load before collection, in order: a .so (torch.ops.load_library), a .py file or dotted module "
-                "(imported), or module:function (imported, then called). Repeatable. Ini: torchbind_load (a file "
-                "there is relative to the ini file's directory)."),
+           ini_note="a file there is relative to the ini file's directory",
+           about="load before collection, in order: a .so (torch.ops.load_library), a .py file or dotted module "
+                 "(imported), or module:function (imported, then called). Repeatable."),
     Option("checks", metavar="NAMES",
-           help="comma-separated check names to run (default: all). Available: {checks}."),
+           about="comma-separated check names to run (default: all). Available: {checks}."),
     Option("backends", metavar="NAMES", ini="torchbind_backends", ini_help="coverage-matrix backends (comma-separated)",
-           help="comma-separated coverage-matrix backends (default: all): {backends}. Ini: torchbind_backends."),
+           about="comma-separated coverage-matrix backends (default: all): {backends}."),
     Option("report", metavar="PATH", action="append", ini="torchbind_report", ini_type="paths",
            ini_help="coverage-matrix report paths (.md, .json, .html)",
-           help="write the coverage-matrix report to PATH (.md, .json or .html). Repeatable: one report per option "
-                "(replaces the ini's). Ini: torchbind_report (paths, relative to the ini file's directory)."),
+           ini_note="paths, relative to the ini file's directory",
+           about="write the coverage-matrix report to PATH (.md, .json or .html). Repeatable: one report per option "
+                 "(replaces the ini's)."),
     Option("baseline", metavar="PATH", ini="torchbind_baseline", ini_type="paths",
-           ini_help="known-failures baseline file (JSON)",
-           help="JSON file of known failures (test id -> reason): listed tests are strict xfails; an empty value "
-                "switches off the ini's baseline. Ini: torchbind_baseline (a path relative to the ini file's "
-                "directory)."),
+           ini_help="known-failures baseline file (JSON)", ini_note="a path relative to the ini file's directory",
+           about="JSON file of known failures (test id -> reason): listed tests are strict xfails; an empty value "
+                 "switches off the ini's baseline."),
     Option("accept", action="store_true",
-           help="rewrite the --torchbind-baseline file from this run's failures, keeping their reasons."),
+           about="rewrite the --torchbind-baseline file from this run's failures, keeping their reasons."),
     Option("timeout", metavar="SECONDS", ini="torchbind_timeout",
            ini_help="seconds a call into the class's code may take (0: no limit)",
-           help="stop a call into the class's code (constructor, method, __obj_flatten__, pickling, custom op) that "
-                "runs longer than this and fail the item as a hang; a matrix cell (compiling included) gets this "
-                f"much as a whole, another item {ITEM_LIMIT_FACTOR}x as long. 0: no limit (default "
-                f"{DEFAULT_TIMEOUT:g}). Ini: torchbind_timeout."),
+           about="stop a call into the class's code (constructor, method, __obj_flatten__, pickling, custom op) that "
+                 "runs longer than this and fail the item as a hang; a matrix cell (compiling included) gets this "
+                 f"much as a whole, another item {ITEM_LIMIT_FACTOR}x as long. 0: no limit (default "
+                 f"{DEFAULT_TIMEOUT:g})."),
     Option("isolation", choices=("process", "none"), ini="torchbind_isolation",
            ini_help="process (default on Linux) or none",
-           help="process: run the checks in a worker process, so a crash (SIGSEGV, abort) or a hang in C++ code "
-                "fails one item and the run goes on (default on Linux); none: in the pytest process (no crash "
-                "protection, no timeout). Ini: torchbind_isolation."),
+           about="process: run the checks in a worker process, so a crash (SIGSEGV, abort) or a hang in C++ code "
+                 "fails one item and the run goes on (default on Linux); none: in the pytest process (no crash "
+                 "protection, no timeout)."),
     Option("memory-limit", metavar="SIZE", ini="torchbind_memory_limit",
            ini_help="own resident memory an isolation worker may hold (e.g. 12GiB; 0: no limit)",
-           help="kill an isolation worker process whose own resident memory exceeds SIZE (e.g. 12GiB, 512MiB, or "
-                "bytes) and fail the item it was running; 0: no limit (default: half of the physical memory). "
-                "Ini: torchbind_memory_limit."),
+           about="kill an isolation worker process whose own resident memory exceeds SIZE (e.g. 12GiB, 512MiB, or "
+                 "bytes) and fail the item it was running; 0: no limit (default: half of the physical memory)."),
     Option("device", metavar="DEVICE", ini="torchbind_device",
            ini_help="device of the examples' tensors and program inputs (cpu, cuda)",
-           help="the device of the example objects' tensors and the programs' inputs: cpu (default) or cuda "
-                "(cuda:N); the report is labelled with it. Ini: torchbind_device."),
+           about="the device of the example objects' tensors and the programs' inputs: cpu (default) or cuda "
+                 "(cuda:N); the report is labelled with it."),
     Option("examples", metavar="N", type=int, ini="torchbind_examples",
            ini_help="hypothesis examples per class for the differential test",
-           help=f"hypothesis examples per class for the differential test (default {DEFAULT_EXAMPLES}). "
-                "Ini: torchbind_examples."),
+           about=f"hypothesis examples per class for the differential test (default {DEFAULT_EXAMPLES})."),
     Option("reuse", choices=_ON_OFF, ini="torchbind_reuse",
            ini_help="on: reuse settled verdicts whose inputs did not change (off: default)",
-           help="on: an item that passed, was skipped (an unsupported matrix cell) or failed as the baseline "
-                "expects is not run again while nothing its verdict depends on changed (libraries, fakes, schemas, "
-                "examples, torch, the plugin, the plugin's options, torch's compile environment variables, "
-                "hypothesis's seed and profile, your modules' whole files, its baseline entry); its verdict is kept "
-                "in pytest's cache (.pytest_cache; --cache-clear forgets it). A failure the baseline does not list "
-                "always runs again. Default off. Ini: torchbind_reuse."),
+           about="on: an item that passed, was skipped (an unsupported matrix cell) or failed as the baseline "
+                 "expects is not run again while nothing its verdict depends on changed (libraries, fakes, schemas, "
+                 "examples, torch, the plugin, the plugin's options, torch's compile environment variables, "
+                 "hypothesis's seed and profile, your modules' whole files, its baseline entry); its verdict is kept "
+                 "in pytest's cache (.pytest_cache; --cache-clear forgets it). A failure the baseline does not list "
+                 "always runs again. Default off."),
     Option("check-repro", choices=_ON_OFF, ini="torchbind_check_repro",
            ini_help="on (default) or off: run failures' reproducers in a fresh interpreter",
-           help="on (default): before a failure prints its reproducer, run the script in a fresh interpreter from an "
-                "empty directory and say whether it reproduces (one that does not shows a divergence that depends "
-                "on state outside the object); off: print it unchecked (each check starts an interpreter that "
-                "imports torch). Ini: torchbind_check_repro."),
+           about="on (default): before a failure prints its reproducer, run the script in a fresh interpreter from "
+                 "an empty directory and say whether it reproduces (one that does not shows a divergence that "
+                 "depends on state outside the object); off: print it unchecked (each check starts an interpreter "
+                 "that imports torch)."),
 )}
 
 #: Every ini key :func:`add_options` registers (``tests/integration/test_docs.py`` keeps them and the docs in step).

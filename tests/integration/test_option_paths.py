@@ -142,9 +142,22 @@ def test_every_role_is_given_the_selected_classes_once_made(pytester):
     assert run.collection.classes is run.classes and run.recorder.classes is run.classes
 
 
-def test_each_options_help_names_its_own_ini_key():
-    # One table (plugin/options.py OPTIONS) makes the option, its ini key and the lookup: the help says the key.
+def test_each_options_help_names_its_own_ini_key(pytester):
+    # One table (plugin/options.py OPTIONS) makes the option, its ini key and the lookup: Option.help adds the key
+    # (``Ini: torchbind_x``) to what the option does, and --help shows it for every option that has one, once.
     from conformance.plugin.options import OPTIONS
 
     for option in OPTIONS.values():
         assert re.findall(r"Ini: (torchbind_\w+)", option.help) == ([option.ini] if option.ini else []), option.flag
+        assert "Ini:" not in option.about, option.flag  # said once, by Option.help
+    lines = pytester.runpytest("--help").stdout.lines
+    start = lines.index("TorchBind class conformance (torchbind-conformance):")
+    group = " " + " ".join(" ".join(lines[start + 1:lines.index("", start)]).split())  # the group, unwrapped
+    flags = [option.flag for option in OPTIONS.values()]
+    entries = [group.index(f" {flag}", group.index(f" {flags[i - 1]}") if i else 0) for i, flag in enumerate(flags)]
+    assert entries == sorted(entries)  # each option's entry in --help, in the table's order
+    for option, begin, end in zip(OPTIONS.values(), entries, entries[1:] + [len(group)]):
+        entry = group[begin:end]
+        assert re.findall(r"Ini: (torchbind_\w+)", entry) == ([option.ini] if option.ini else []), entry
+        if option.ini_note:
+            assert f"Ini: {option.ini} ({option.ini_note})." in entry, entry
