@@ -92,7 +92,8 @@ def compare_results(real: Any, fake: Any, where: str = "result", sides: tuple[st
             if key == "stride" and significant_strides_only and _meta_equal("shape", rm["shape"], fm["shape"]) \
                     and check_significant_strides(real, fake, only_cuda=False, allow_rhs_unbacked=True)[0]:
                 continue
-            diffs.append(f"{where}.{key}: {a} {_fmt(rm[key])}, {b} {_fmt(fm[key])}")
+            diffs.append(f"{where}.{key}: {a} {render(rm[key], None, style='field')}, "
+                         f"{b} {render(fm[key], None, style='field')}")
         return diffs
     if isinstance(real, (list, tuple)) or isinstance(fake, (list, tuple)):
         if type(real) is not type(fake):
@@ -269,12 +270,6 @@ def kept_differences(real: Any, kept: Any, where: str, real_side: str = "C++") -
     return [] if same else differ()
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, tuple):
-        return str(list(v))
-    return str(v).replace("torch.", "")
-
-
 @counted("state")
 def flat_state_differences(a: Any, b: Any, where: str = "state", sides: tuple[str, str] = ("first", "second")
                            ) -> list[str]:
@@ -341,9 +336,10 @@ def value_differences(expected: Any, actual: Any, where: str = "output", scalars
             isinstance(expected, (bool, int, float)):
         actual = type(expected)(actual.item())
     if isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor) and where in metadata_only:
-        return [f"{where}.{k}: expected {_fmt(e)}, got {_fmt(g)}" for k, e, g in (
-            ("shape", tuple(expected.shape), tuple(actual.shape)), ("dtype", expected.dtype, actual.dtype),
-            ("device", expected.device, actual.device)) if e != g]
+        fields = (("shape", tuple(expected.shape), tuple(actual.shape)), ("dtype", expected.dtype, actual.dtype),
+                  ("device", expected.device, actual.device))
+        return [f"{where}.{k}: expected {render(e, None, style='field')}, got {render(g, None, style='field')}"
+                for k, e, g in fields if e != g]
     if isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor):
         try:
             torch.testing.assert_close(actual, expected, equal_nan=True)

@@ -11,11 +11,13 @@ kind-aware: :func:`conformance.kinds.classes_taking`.)
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from hypothesis.strategies import SearchStrategy
 
 from .arguments import _as_argument_set, _as_value, draw_fixed, takes_object
+from .render import render
 from ..core.results import RegistrationError
 
 __all__ = ["check_override"]
@@ -30,9 +32,9 @@ _ARGUMENT_LIST = ("the argument list: source text (\"torch.ones(3), alpha=2.0\")
                   "conformance.engine.values.ArgumentSet")
 
 
-def _short(value: Any) -> str:
-    text = repr(value).replace("\n", " ")
-    return text if len(text) <= 80 else text[:77] + "..."
+#: A value in a registration message: its ``repr`` on one line, at most 80 characters (the one renderer,
+#: :func:`~conformance.engine.render.render`, in its ``line`` style).
+_short = functools.partial(render, limit=80, style="line")
 
 
 def check_override(call: str, arg: str | int | None, factory: Any) -> None:

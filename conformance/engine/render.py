@@ -1,12 +1,13 @@
 """Values rendered for messages: :func:`render`, the one renderer of every failure line, note and cell text.
 
 A message says what a value was without running the reader's torch: a tensor by the metadata a ``FakeTensor``
-carries (a fake has no data), TorchBind objects by their class, anything else by ``repr``. Three styles, for three
+carries (a fake has no data), TorchBind objects by their class, anything else by ``repr``. Five styles, for five
 kinds of message (:data:`STYLES`); each keeps the texts the reports and the expecttest-pinned messages show.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -16,8 +17,10 @@ __all__ = ["render", "STYLES", "tensor_meta", "script_class_name"]
 
 #: The styles of :func:`render`: ``metadata`` (a result compared with its fake: tensors by metadata only),
 #: ``cell`` (a coverage-matrix cell's eager and compiled outputs: ``metadata``, plus the numbers of a small real
-#: tensor and the type of a scalar), ``numbers`` (a Python custom class's results: tensors as their values).
-STYLES = ("metadata", "cell", "numbers")
+#: tensor and the type of a scalar), ``numbers`` (a Python custom class's results: tensors as their values),
+#: ``line`` (any value inside a sentence: its ``repr`` on one line), ``field`` (one field of a tensor's metadata,
+#: as ``metadata`` writes it inside ``Tensor(...)``).
+STYLES = ("metadata", "cell", "numbers", "line", "field")
 
 
 def tensor_meta(t: torch.Tensor) -> dict[str, Any]:
@@ -46,7 +49,12 @@ def render(value: Any, limit: int | None = 200, *, style: str = "metadata", numb
     * ``"numbers"``: a tensor as its first ``numbers`` values, shape and dtype (``tensor([3.0, 7.0], shape=[2],
       dtype=torch.float32)``, ``, ... (100 elements)`` when there are more), lists and tuples element-wise
       (``[1, "a", tensor(...)]``: the elements' texts unquoted, a string's own quotes double), anything else as
-      ``repr``.
+      ``repr``;
+    * ``"line"``: ``repr`` on one line (each line break, with the spaces around it, one space: ``tensor([[1, 2],
+      [3, 4]])``);
+    * ``"field"``: a field of :func:`tensor_meta` as ``metadata`` writes it inside ``Tensor(...)``: a shape or
+      stride as a list (``[2, 3]``), a dtype without ``torch.`` (``float32``), a device by name (``cpu``), anything
+      else as ``str``.
 
     Raises ``ValueError`` for another style; nothing else of its own (a ``repr`` that raises propagates)."""
     if style == "metadata":
@@ -63,6 +71,10 @@ def render(value: Any, limit: int | None = 200, *, style: str = "metadata", numb
         return _cut(text, limit)
     if style == "numbers":
         return _cut(_numbers(value, numbers), limit)
+    if style == "line":
+        return _cut(re.sub(r"\s*\n\s*", " ", repr(value)), limit)
+    if style == "field":
+        return _cut(_field(value), limit)
     raise ValueError(f"render(style={style!r}): one of {', '.join(STYLES)}")
 
 
@@ -70,13 +82,17 @@ def _cut(text: str, limit: int | None) -> str:
     return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _field(value: Any) -> str:
+    return str(list(value)) if isinstance(value, tuple) else str(value).replace("torch.", "")
+
+
 def _metadata(value: Any, limit: int | None) -> str:
     if isinstance(value, torch.Tensor):
         m = tensor_meta(value)
         extra = ", requires_grad=True" if m["requires_grad"] else ""
         return (
-            f"Tensor(shape={list(m['shape'])}, dtype={str(m['dtype']).replace('torch.', '')}, "
-            f"device={m['device']}, stride={list(m['stride'])}{extra})"
+            f"Tensor(shape={_field(m['shape'])}, dtype={_field(m['dtype'])}, device={_field(m['device'])}, "
+            f"stride={_field(m['stride'])}{extra})"
         )
     if isinstance(value, list):
         text = "[" + ", ".join(_metadata(v, limit) for v in value) + "]"

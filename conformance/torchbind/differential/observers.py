@@ -27,11 +27,13 @@ candidate's result: that one is driven as a step, and a note says so with the ev
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from ..calls import Callee
 from ..context import ClassContext
 from ..examples import Example, read_state, state_key
+from ...engine.render import render
 
 __all__ = ["Proof", "prove", "MAX_STATES"]
 
@@ -55,9 +57,9 @@ class Proof:
     reads_pure: bool = False
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = " ".join(repr(value).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+#: A value in an observer note: its ``repr`` on one line, at most 60 characters (the one renderer,
+#: :func:`~conformance.engine.render.render`, in its ``line`` style).
+_short = functools.partial(render, limit=60, style="line")
 
 
 class _Reader:

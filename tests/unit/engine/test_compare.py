@@ -78,3 +78,34 @@ def test_one_renderer_in_three_styles():
     assert numbers("x" * 300) == "'" + "x" * 300 + "'"  # never cut
     with pytest.raises(ValueError, match="one of metadata, cell, numbers"):
         render(1, style="json")
+
+
+def test_the_short_forms_are_styles_of_the_one_renderer():
+    """The value texts of observer notes and registration messages (``line``) and of metadata differences
+    (``field``) are styles of conformance.engine.render.render, with the texts those messages had."""
+    from conformance.core.results import RegistrationError
+    from conformance.engine import overrides
+    from conformance.engine.compare import value_differences
+    from conformance.engine.render import STYLES, render
+    from conformance.torchbind.differential import observers
+
+    assert STYLES[:3] == ("metadata", "cell", "numbers")  # the three styles before, kept
+    grid = torch.tensor([[1, 2], [3, 4]])
+    assert repr(grid) == "tensor([[1, 2],\n        [3, 4]])"
+    assert render(grid, None, style="line") == "tensor([[1, 2], [3, 4]])"  # a line break and its indent: a space
+    assert render("a  b", style="line") == "'a  b'"  # the spaces of one line are kept
+    assert render("x" * 100, 60, style="line") == "'" + "x" * 56 + "..."
+    assert overrides._short.func is render and observers._short.func is render
+    assert overrides._short("x" * 100) == "'" + "x" * 76 + "..."
+    assert observers._short("x" * 100) == "'" + "x" * 56 + "..."
+    with pytest.raises(RegistrationError, match=r"returned Tensor tensor\(\[\[1, 2\], \[3, 4\]\]\), not a hypothesis"):
+        overrides.check_override("conformance.strategy('ns::C', 'm')", None, lambda: grid)
+    assert observers._flat_change((("n", 3),), (("n", grid),)) == "n: 3 before, tensor([[1, 2], [3, 4]]) after"
+
+    t = torch.zeros(2, 3)
+    fields = [render(v, None, style="field") for v in (tuple(t.shape), t.dtype, t.device, tuple(t.stride()), True)]
+    assert fields == ["[2, 3]", "float32", "cpu", "[3, 1]", "True"]
+    assert render(t) == "Tensor(shape={}, dtype={}, device={}, stride={})".format(*fields[:4])  # the same texts
+    assert value_differences(torch.zeros(2), torch.zeros(3, dtype=torch.int64),
+                             metadata_only=frozenset({"output"})) == [
+        "output.shape: expected [2], got [3]", "output.dtype: expected float32, got int64"]
