@@ -242,7 +242,8 @@ class Verdict:
     again (``--torchbind-reuse`` never keeps it); ``evidence``: the comparisons the check made (a ``PASSED``
     verdict has at least one: :func:`conformance.runner.run_target` enforces it). ``item``: the item's name in
     its test id (``check[target]``; made from ``check`` and ``target`` when not given); ``baseline``: the
-    recorder's mark of a failure the baseline lists (the item was a strict xfail).
+    recorder's mark of a failure the baseline lists (the item was a strict xfail); ``read_rules``: the rule ids
+    of a verdict read back from a row of the JSON report, which holds no failures (:attr:`rules` gives them).
 
     ``conformance.Outcome`` is this class (:data:`Outcome`), its name in the public API.
     """
@@ -259,6 +260,7 @@ class Verdict:
     evidence: Evidence = dataclasses.field(default_factory=Evidence)
     item: str = ""
     baseline: bool = False
+    read_rules: list[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -294,6 +296,15 @@ class Verdict:
         return self.reason or self.status.value
 
     @property
+    def rules(self) -> list[str]:
+        """The stable rule ids of its failures (:attr:`Failure.rule`, e.g. ``signature.arg-type``), in order, each
+        once; ``[]`` for a verdict that did not fail. A verdict read back from a JSON report row, which holds no
+        failures, has the row's (:attr:`read_rules`). Tools match a failed verdict on these, not on its prose."""
+        if self.failures:
+            return list(dict.fromkeys(f.rule for f in self.failures if f.rule))
+        return list(self.read_rules)
+
+    @property
     def reused(self) -> bool:
         """Whether the verdict was read back from the reuse store (a note begins with :data:`REUSED`)."""
         return any(n.startswith(REUSED) for n in self.notes)
@@ -302,7 +313,8 @@ class Verdict:
         """The verdict as a JSON-serialisable dict: ``item``, ``check``, ``target``, ``status`` (its string
         value), ``summary``, ``baseline``, ``notes``, ``evidence`` (counts by kind) — in this order, the fields a
         row of the JSON report has (:mod:`conformance.reports.json_report`) — then ``qualname``, ``reason``,
-        ``lost``, ``failures`` (:meth:`Failure.to_json` each) and ``cell`` (:meth:`Cell.to_json`, or ``None``)."""
+        ``lost``, ``failures`` (:meth:`Failure.to_json` each) and ``cell`` (:meth:`Cell.to_json`, or ``None``).
+        The failures hold the :attr:`rules`; a row, which drops them, adds ``rules`` instead."""
         return {"item": self.item, "check": self.check, "target": self.target, "status": self.status.value,
                 "summary": self.summary, "baseline": self.baseline, "notes": list(self.notes),
                 "evidence": dict(self.evidence.counts), "qualname": self.qualname, "reason": self.reason,
@@ -313,14 +325,17 @@ class Verdict:
     def from_json(cls, data: dict[str, Any]) -> Verdict:
         """The inverse of :meth:`to_json`; every field but ``status`` may be missing (a row of a JSON report has
         no ``qualname``, ``failures`` or ``cell``). A ``summary`` that neither the failures nor the reason give
-        becomes the reason, so the verdict says the same line. Raises ``KeyError``, ``TypeError`` or
+        becomes the reason, so the verdict says the same line; the ``rules`` of a dict without failures (a row)
+        become :attr:`read_rules`, so it names the same rules. Raises ``KeyError``, ``TypeError`` or
         ``ValueError`` for a malformed dict."""
         cell = data.get("cell")
+        failures = [Failure.from_json(f) for f in data.get("failures", ())]
         verdict = cls(data.get("check"), data.get("qualname", ""), data.get("target"), Status(data["status"]),
-                      [Failure.from_json(f) for f in data.get("failures", ())], data.get("reason"),
-                      None if cell is None else Cell.from_json(cell), notes=list(data.get("notes", ())),
-                      lost=bool(data.get("lost", False)), evidence=Evidence(dict(data.get("evidence", {}))),
-                      item=data.get("item", ""), baseline=bool(data.get("baseline", False)))
+                      failures, data.get("reason"), None if cell is None else Cell.from_json(cell),
+                      notes=list(data.get("notes", ())), lost=bool(data.get("lost", False)),
+                      evidence=Evidence(dict(data.get("evidence", {}))), item=data.get("item", ""),
+                      baseline=bool(data.get("baseline", False)),
+                      read_rules=[] if failures else [str(r) for r in data.get("rules", ())])
         summary = data.get("summary")
         if summary is not None and verdict.summary != summary:
             verdict.reason = summary

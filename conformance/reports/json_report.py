@@ -11,14 +11,16 @@ __all__ = ["render", "SCHEMA", "VERDICT_ROW", "verdict_row"]
 #: Version 2: cell and count statuses are :class:`conformance.core.results.Status` values (``passed``, ``failed``,
 #: ``unsupported``, ``skipped``), the vocabulary items use too (version 1 wrote ``pass`` and ``fail``).
 SCHEMA = "torchbind-matrix/2"
-#: The fields of a verdict (:meth:`conformance.core.results.Verdict.to_json`, in its order) a row of ``verdicts`` has.
-VERDICT_ROW = ("item", "check", "target", "status", "summary", "baseline", "notes", "evidence")
+#: The fields of a row of ``verdicts``: those of a verdict's :meth:`conformance.core.results.Verdict.to_json` (in
+#: its order), then ``rules``, its :attr:`~conformance.core.results.Verdict.rules` (a row holds no failures).
+VERDICT_ROW = ("item", "check", "target", "status", "summary", "baseline", "notes", "evidence", "rules")
 
 
 def verdict_row(verdict) -> dict:
     """The JSON report's row of a :class:`~conformance.core.results.Verdict`: the :data:`VERDICT_ROW` fields of
-    its :meth:`~conformance.core.results.Verdict.to_json`."""
-    data = verdict.to_json()
+    its :meth:`~conformance.core.results.Verdict.to_json`, and the rule ids of its failures in place of the
+    failures (:meth:`~conformance.core.results.Verdict.from_json` reads them back)."""
+    data = {**verdict.to_json(), "rules": verdict.rules}
     return {name: data[name] for name in VERDICT_ROW}
 
 
@@ -26,9 +28,10 @@ def render(report: MatrixReport) -> str:
     """``{"schema", "torch", "run", "incomplete", "classes": [{"qualname", "rows", "backends", "cells": [...],
     "counts", "verdicts"}], "limitations"}`` (``run``: the run's labels — torch, device, platform, date — that
     :mod:`conformance.reports.merge` tells runs apart by; ``verdicts``: every item of the class, ``{"item", "check",
-    "target", "status", "summary", "baseline", "notes", "evidence"}``, ``notes`` being what the check found that does
-    not change its status, e.g. a fake that returns where C++ raises, ``evidence`` the comparisons the verdict rests
-    on by kind, ``{"result": 12}``: a pass has at least one) (``incomplete``: ``null``, or why cells are missing,
+    "target", "status", "summary", "baseline", "notes", "evidence", "rules"}``, ``notes`` being what the check found
+    that does not change its status, e.g. a fake that returns where C++ raises, ``evidence`` the comparisons the
+    verdict rests on by kind, ``{"result": 12}``: a pass has at least one, ``rules`` the stable rule ids of a failed
+    verdict's failures, ``["agreement.result-differs"]``) (``incomplete``: ``null``, or why cells are missing,
     e.g. ``"interrupted: 47 of 91 cells ran"``); each cell: ``row``, ``backend``, ``status``, ``reason``,
     ``details`` (on a passing cell too, e.g. outputs compared by metadata only), ``limitation``, ``footnote``,
     ``program``."""

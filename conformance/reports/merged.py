@@ -106,7 +106,8 @@ def render_html(merged) -> str:
 def render_json(merged) -> str:
     """``{"schema": "torchbind-matrix-merged/1", "runs": [labels + "incomplete"], "classes": [{"qualname", "rows",
     "backends", "cells": [{"row", "backend", "runs": [{"status", "reason", "limitation"} | null], "change"}],
-    "verdicts": [{"item", "runs": [{"status", "summary"} | null]}]}]}``."""
+    "verdicts": [{"item", "runs": [{"status", "summary", "rules"} | null]}]}]}`` (``rules``: the stable rule ids of a
+    failed verdict's failures, as the run's report gave them)."""
     from .merge import MERGED_SCHEMA
 
     classes = []
@@ -117,8 +118,8 @@ def render_json(merged) -> str:
                                                    "limitation": c.limitation} for c in cells],
                   "change": merged.change(cells)}
                  for row, line in grid for b, cells in zip(backends, line)]
-        verdicts = [{"item": item, "runs": [None if v is None else {"status": v.status.value, "summary": v.summary}
-                                            for v in per_run]}
+        verdicts = [{"item": item, "runs": [None if v is None else {"status": v.status.value, "summary": v.summary,
+                                                                    "rules": v.rules} for v in per_run]}
                     for item, per_run in merged.verdicts(qualname)]
         classes.append({"qualname": qualname, "rows": rows, "backends": backends, "cells": cells,
                         "verdicts": verdicts})

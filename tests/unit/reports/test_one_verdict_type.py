@@ -8,13 +8,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import conformance
 from conformance.core.faults import UserFault, fault_failure
 from conformance.core.results import REUSED, Cell, Evidence, Failure, Outcome, Status, Verdict
 from conformance.process.lost import WorkerLost
 from conformance.reports import build_report
-from conformance.reports.json_report import VERDICT_ROW, render
+from conformance.reports.json_report import VERDICT_ROW, render, verdict_row
 
 
 def _failed() -> Verdict:
@@ -44,11 +45,55 @@ def test_a_row_of_the_json_report_is_the_verdicts_own_fields_and_reads_back():
     assert list(row) == list(VERDICT_ROW)
     assert row == {"item": "matrix[push-inductor]", "check": "matrix", "target": "push-inductor", "status": "failed",
                    "summary": "ns::Q.push-inductor: differs from eager", "baseline": False, "notes": ["a note"],
-                   "evidence": {"output": 3}}
-    # A row has no failures: its summary is kept as the verdict's reason, so it says the same line again.
+                   "evidence": {"output": 3}, "rules": ["matrix.differs"]}
+    # A row has no failures: its summary is kept as the verdict's reason and its rules as the verdict's, so it says
+    # the same line and names the same rules again.
     again = Verdict.from_json({**row, "qualname": "ns::Q"})
     assert again.summary == row["summary"] and again.status is Status.FAILED and again.failures == []
-    assert {k: again.to_json()[k] for k in VERDICT_ROW} == row
+    assert again.rules == ["matrix.differs"]
+    assert verdict_row(again) == row
+
+
+def test_a_verdict_names_the_rules_of_its_failures_once_each_in_order():
+    failures = [Failure("a", rule="signature.arg-type"), Failure("b", rule="signature.return-type"),
+                Failure("c", rule="signature.arg-type"), Failure("d")]  # the last names no rule
+    verdict = Verdict("signature", "ns::Q", "push", Status.FAILED, failures)
+    assert verdict.rules == ["signature.arg-type", "signature.return-type"]
+    assert verdict_row(verdict)["rules"] == verdict.rules and "rules" not in verdict.to_json()  # failures hold them
+    assert Verdict.from_json(json.loads(json.dumps(verdict.to_json()))).rules == verdict.rules
+    assert Verdict("signature", "ns::Q", "push").rules == [] and Verdict.skip("c", "ns::Q", None, "why").rules == []
+    # Failures read back win over a stale list: the rules are always the failures' own.
+    assert Verdict.from_json({**verdict_row(verdict), **verdict.to_json(), "rules": ["other.rule"]}).rules == \
+        verdict.rules
+
+
+def test_merge_keeps_each_verdicts_rules(tmp_path):
+    from conformance.reports import write_report
+    from conformance.reports.merge import load_run, merge_runs, write_merged
+
+    def run(torch: str, shard: int) -> Path:
+        verdicts = [_failed(), Verdict("signature", "ns::Q", "push", Status.FAILED,
+                                       [Failure("bad type", rule="signature.arg-type")]),
+                    Verdict("agreement", "ns::Q", "pop", evidence=Evidence({"result": 1}))][shard::2]
+        path = tmp_path / f"{torch}-{shard}.json"
+        write_report(build_report([v.cell for v in verdicts if v.cell], verdicts={"ns::Q": verdicts},
+                                  labels={"torch": torch, "device": "cpu", "platform": "linux"}), path)
+        return path
+
+    expected = {"matrix[push-inductor]": ["matrix.differs"], "signature[push]": ["signature.arg-type"],
+                "agreement[pop]": []}
+    shards = [run("2.13.0", 0), run("2.13.0", 1)]
+    read = load_run(shards[1]).verdicts["ns::Q"]
+    assert {v.item: v.rules for v in read} == {"signature[push]": ["signature.arg-type"]}
+    # The shards of one run: exactly the run's own report, rules included.
+    write_merged(merge_runs(load_run(p) for p in shards), tmp_path / "one.json")
+    [cls] = json.loads((tmp_path / "one.json").read_text())["classes"]
+    assert {row["item"]: row["rules"] for row in cls["verdicts"]} == expected
+    # Two runs: each run's verdict has its rules.
+    write_merged(merge_runs(load_run(p) for p in [*shards, run("2.14.1", 0), run("2.14.1", 1)]), tmp_path / "two.json")
+    [cls] = json.loads((tmp_path / "two.json").read_text())["classes"]
+    assert {row["item"]: [r["rules"] for r in row["runs"]] for row in cls["verdicts"]} == {
+        item: [rules, rules] for item, rules in expected.items()}
 
 
 def test_a_reused_verdict_is_known_by_its_note():
