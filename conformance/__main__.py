@@ -55,11 +55,11 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def accept_runs(runs, path: Path) -> list[str]:
-    """Accept every run's verdicts (:class:`~conformance.reports.merge.RunReport`, each on its own torch) into the baseline
-    at ``path`` (created when missing), as ``--torchbind-accept`` on each would, and write it; returns the changes
-    (:func:`~conformance.plugin.baseline.accept_changes`). Stale entries are not judged here (a report has no plan).
-    Raises :class:`~conformance.plugin.baseline.BaselineError` for a malformed file, ``OSError`` when it cannot be
-    written."""
+    """Accept every run's verdicts (:class:`~conformance.reports.merge.RunReport`, each on its own torch) into the
+    baseline at ``path`` (created when missing), as ``--torchbind-accept`` on each would, and write it; returns the
+    changes (:func:`~conformance.plugin.baseline.accept_changes`). Stale entries are not judged here (a report has
+    no plan). Raises :class:`~conformance.plugin.baseline.BaselineError` for a malformed file, ``OSError`` when it
+    cannot be written."""
     from .plugin.baseline import accept_changes, load_baseline, merge_accepted, save_baseline
     from .core.qualname import node_id
     from .core.results import Status

@@ -88,8 +88,9 @@ def build_report(cells: Iterable[Cell], *, incomplete: str | None = None,
                  labels: dict[str, str] | None = None) -> MatrixReport:
     """Group cells into matrices, ordered by the plan's row/backend indices (never by arrival order, so a
     serial and an xdist run give identical reports). ``incomplete`` becomes :attr:`MatrixReport.incomplete`;
-    ``verdicts`` (``{ns::Cls: [Verdict, ...]}``) every item's verdict, sorted by item id; ``labels`` the run's labels (``torch``, ``device``, ``platform``, ``date``; the
-    running torch when not given). A class with verdicts but no cells gets an empty matrix."""
+    ``verdicts`` (``{ns::Cls: [Verdict, ...]}``) every item's verdict, sorted by item id; ``labels`` the run's
+    labels (``torch``, ``device``, ``platform``, ``date``; the running torch when not given). A class with
+    verdicts but no cells gets an empty matrix."""
     import torch
 
     from ..matrix.backend import all_backends

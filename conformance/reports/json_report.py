@@ -1,4 +1,5 @@
-"""JSON writer: the machine-readable report (schema in docs/reference/report-json.md, ``"schema": "torchbind-matrix/2"``)."""
+"""JSON writer: the machine-readable report (schema in docs/reference/report-json.md,
+``"schema": "torchbind-matrix/2"``)."""
 
 from __future__ import annotations
 

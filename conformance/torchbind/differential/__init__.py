@@ -12,8 +12,8 @@ example object and whose rules are the class's methods, written as a drawn list 
   own methods (the fake's run under the mode, the ``call_torchbind`` path);
 * the rules are the class's methods that the fake class defines and the custom ops that take the class and can
   run on a fakified object, with arguments drawn from strategies derived from the schema types
-  (:func:`value_strategy`), or from the user's overrides (:func:`conformance.strategy`), both from the class's argument source
-  (:mod:`conformance.engine.arguments`);
+  (:func:`value_strategy`), or from the user's overrides (:func:`conformance.strategy`), both from the class's
+  argument source (:mod:`conformance.engine.arguments`);
 * every step runs on the C++ object first: a step C++ rejects (raises) is not applied to the fake and is not a
   comparison (a sequence in which C++ rejects every step is rejected); otherwise it compares the two sides: the
   fake raising where C++ returned, tensor metadata (shape, dtype, device, strides,

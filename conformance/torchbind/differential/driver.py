@@ -33,9 +33,9 @@ __all__ = ["DEFAULT_EXAMPLES", "CI_PROFILE", "DEV_PROFILE", "STEP_COUNT", "MAX_E
 
 @contextlib.contextmanager
 def _quiet():
-    """:func:`conformance.torchbind.context.quiet_torch_logs`, and FakeTensorMode's own error log ("failed while attempting
-    to run meta for ...", logged for every fake op that raises): expected raises are compared, not logged.
-    Entered once per run: ``Logger.setLevel`` clears every logger's cache."""
+    """:func:`conformance.torchbind.context.quiet_torch_logs`, and FakeTensorMode's own error log ("failed while
+    attempting to run meta for ...", logged for every fake op that raises): expected raises are compared, not
+    logged. Entered once per run: ``Logger.setLevel`` clears every logger's cache."""
     logger = logging.getLogger("torch._subclasses.fake_tensor")
     old = logger.level
     logger.setLevel(logging.CRITICAL)

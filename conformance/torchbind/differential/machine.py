@@ -72,7 +72,8 @@ def _storage(t: torch.Tensor):
 
 
 def _opaque(value: Any) -> bool:
-    """Only lists, tuples and dicts are looked into for tensors, as :func:`conformance.engine.compare.compare_results` does."""
+    """Only lists, tuples and dicts are looked into for tensors, as
+    :func:`conformance.engine.compare.compare_results` does."""
     return not isinstance(value, (list, tuple, dict))
 
 
@@ -107,8 +108,9 @@ class _Side:
         self.keep: list[Any] = []
 
     def _args(self, args: ArgumentSet, tracer=None):
-        """Fresh arguments; on a fake side tensors become fake tensors (as :func:`conformance.torchbind.context.to_fake`)
-        and TorchBind objects are fakified, as they would be while tracing."""
+        """Fresh arguments; on a fake side tensors become fake tensors (as
+        :func:`conformance.torchbind.context.to_fake`) and TorchBind objects are fakified, as they would be while
+        tracing."""
         if not args.args and not args.kwargs:
             return [], {}
         a, kw = args.make()

@@ -35,8 +35,8 @@ def repro_script(ctx: ClassContext, drift: Drift) -> str:
     example object twice, fakifies one copy, replays ``drift.steps`` on both sides — calling the observers after
     each step as the test did — and prints every result, marking the disagreement ``<-- DIFFERS``.
 
-    ``drift`` is a :class:`~conformance.torchbind.differential.machine.Drift` found on ``ctx``'s class. Returns the script's
-    text; raises ``OSError`` only if the package's ``repro_runtime.py`` cannot be read."""
+    ``drift`` is a :class:`~conformance.torchbind.differential.machine.Drift` found on ``ctx``'s class. Returns
+    the script's text; raises ``OSError`` only if the package's ``repro_runtime.py`` cannot be read."""
     body = []
     for _rule, args in drift.steps:
         body += _extra_defs(args)

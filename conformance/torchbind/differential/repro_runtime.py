@@ -2,9 +2,9 @@
 """The runtime of a differential reproducer script: NOT imported, but inlined as text into every script that
 :func:`conformance.torchbind.differential.repro.repro_script` writes (everything below this docstring, verbatim).
 
-It runs after the script's own header (:meth:`conformance.torchbind.context.ClassContext.repro`), which imports ``torch``,
-``torch.utils._pytree as pytree``, ``FakeTensorMode``, ``ShapeEnv`` and ``maybe_to_fake_obj``, loads the user's
-libraries and defines ``make_obj()`` (builds the example object); the script calls :func:`step` and
+It runs after the script's own header (:meth:`conformance.torchbind.context.ClassContext.repro`), which imports
+``torch``, ``torch.utils._pytree as pytree``, ``FakeTensorMode``, ``ShapeEnv`` and ``maybe_to_fake_obj``, loads
+the user's libraries and defines ``make_obj()`` (builds the example object); the script calls :func:`step` and
 :func:`observe` after it, once per step of the failing sequence.
 """
 

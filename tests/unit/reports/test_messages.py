@@ -1,8 +1,8 @@
 """Whole texts a library author reads, pinned with expecttest: a failure, a reproducer, a matrix program and report.
 
-A wording change is one accept away (``EXPECTTEST_ACCEPT=1 python -m pytest tests/unit/reports/test_messages.py`` rewrites the
-expected strings in this file; expecttest cannot write non-ASCII text, so the two matrix texts, with their ✓ ✗ –,
-are updated by hand from the diff) and a broken message shows as a diff of the whole text.
+A wording change is one accept away (``EXPECTTEST_ACCEPT=1 python -m pytest tests/unit/reports/test_messages.py``
+rewrites the expected strings in this file; expecttest cannot write non-ASCII text, so the two matrix texts, with
+their ✓ ✗ –, are updated by hand from the diff) and a broken message shows as a diff of the whole text.
 """
 
 from __future__ import annotations
