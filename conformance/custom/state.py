@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+import math
 import textwrap
 import weakref
 from typing import Any
@@ -35,10 +36,14 @@ _MEMOS: weakref.WeakKeyDictionary[type, frozenset[str]] = weakref.WeakKeyDiction
 
 def same_value(a: Any, b: Any) -> bool:
     """Whether two field values of objects are the same: tensors of one shape and dtype with equal values, else
-    the same type and ``==`` (values that cannot be compared are not the same)."""
+    the same type and ``==`` (values that cannot be compared are not the same). Floats are the same value when a
+    call cannot tell them apart: ``0.0`` and ``-0.0`` differ (``x / 0.0`` is ``inf``, ``x / -0.0`` is ``-inf``)
+    though ``==`` calls them equal, and a NaN is the same as a NaN though ``==`` says not."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
                 and a.dtype == b.dtype and bool(torch.equal(a, b)))
+    if type(a) is float and type(b) is float:
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1.0, a) == math.copysign(1.0, b))
     try:
         return type(a) is type(b) and bool(a == b)
     except Exception:  # noqa: BLE001 - incomparable values are not the same

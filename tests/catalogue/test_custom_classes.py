@@ -25,7 +25,7 @@ from conformance.core.registry import REGISTRY
 from conformance.runner import Engine, run_class
 from conformance.core.settings import Settings
 
-from conftest import run_inprocess
+from conftest import engine_of, run_inprocess
 
 MOD = "sample_classes.custom_classes"
 
@@ -158,6 +158,67 @@ def test_guards_names_the_ignored_field_and_the_stale_numbers(cc):
     assert "(stale)" in stale and eager_b.split(":", 1)[1].split("(stale)")[0].strip() != \
         stale.split(":", 1)[1].split("(stale)")[0].strip()
     assert all(o.status == "passed" for o in verdicts("Affine").values())
+
+
+class Divisor:
+    """A constant class whose ``__eq__`` compares its one field, ``d``, with ``==``: ``Divisor(0.0) ==
+    Divisor(-0.0)``, though ``x / 0.0`` is ``inf`` and ``x / -0.0`` is ``-inf``."""
+
+    def __init__(self, d: float):
+        self.d = d
+
+    def __eq__(self, other):
+        return isinstance(other, Divisor) and self.d == other.d
+
+    def __hash__(self):
+        return hash(self.d)
+
+    def __fx_repr__(self):
+        return f"Divisor({self.d!r})", {"Divisor": Divisor}
+
+
+def _register_divisor():
+    from sample_classes.custom_classes import register_constant
+
+    register_constant(Divisor)
+
+    @torch.library.custom_op("cc_catalogue::divide", mutates_args=())
+    def divide(x: torch.Tensor, q: Divisor) -> torch.Tensor:
+        return x / q.d
+
+    @divide.register_fake
+    def _(x, q):
+        return torch.empty_like(x)
+
+
+_register_divisor()
+
+
+def divisors():
+    """Example objects of :class:`Divisor`: the two signed zeros."""
+    return [Divisor(0.0), Divisor(-0.0)]
+
+
+def test_plain_torch_a_signed_zero_that_eq_calls_equal_reuses_a_stale_program():
+    x = torch.ones(1)
+    program = compiled(lambda x, q: torch.ops.cc_catalogue.divide(x, q))
+    assert program(x, Divisor(0.0)).item() == float("inf")
+    assert program(x, Divisor(-0.0)).item() == float("inf")  # stale: eager gives -inf
+    assert torch.ops.cc_catalogue.divide(x, Divisor(-0.0)).item() == float("-inf")
+
+
+def test_guards_names_a_field_whose_equal_values_a_call_tells_apart():
+    name = f"{__name__}.Divisor"
+
+    def register():
+        conformance.examples(name)(divisors)
+
+    outcomes = {(o.check, o.target): o for o in run_class(name, engine=engine_of(register, Settings(examples=10)),
+                                                          skip={"matrix"})}
+    failure, text = only_failure(outcomes, ("guards", "divide"), "guards.eq-ignores-state")
+    assert "Divisor.__eq__ ignores 'd' (0.0 and -0.0, which == calls equal): a == b, but cc_catalogue::divide" \
+           in text, text
+    assert "a = list(divisors())[0]" in text and "b = Divisor(-0.0) (b is a with d changed)" in text, text
 
 
 def test_plain_torch_a_hoisted_object_is_a_graph_input_so_its_equality_cannot_make_a_result_stale(cc):
@@ -405,8 +466,10 @@ def new_classes(pytester, request):
 
 
 def test_traps_in_classes_never_seen_are_found_by_the_gate(pytester, new_classes):
+    # A fixed seed: without one the draws are random (hypothesis's profile for local runs), and a rare draw finds
+    # a second, real trap in Quant first (scale 0.0 and -0.0, which its __eq__ calls equal; pinned on Divisor).
     result = run_inprocess(pytester, f"--torchbind-load={new_classes}", f"--torchbind-class={new_classes}.*",
-                           "--torchbind-backends=eager", "-rA")
+                           "--torchbind-backends=eager", "-rA", "--hypothesis-seed=0")
     out = result.stdout.str()
     # One trap per class: Quant (guards), Cache (guards), Window (fx_repr and its matrix cell), Cursor (baked).
     # Quant's matrix cell passes: its first object (the simplest drawn: scale 0.0) makes every result inf or nan,

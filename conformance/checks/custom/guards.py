@@ -36,6 +36,8 @@ objects are tried.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
@@ -100,13 +102,27 @@ def _violation(ctx, op, draw):
     return None
 
 
+def _field_told(field: str, a: Any, b: Any) -> str:
+    """``'field'``, and where a's and b's values of it compare equal with ``==`` though a call tells them apart
+    (``0.0`` and ``-0.0``): both values, since ``__eq__`` then compares the field and still misses the difference."""
+    sa, sb = state_of(a), state_of(b)
+    if field in sa and field in sb:
+        try:
+            if bool(sa[field] == sb[field]):
+                return f"{field!r} ({show(sa[field])} and {show(sb[field])}, which == calls equal)"
+        except Exception:  # noqa: BLE001 - incomparable values: the field alone says it
+            pass
+    return repr(field)
+
+
 def _stale_failure(ctx, op, finding) -> Failure:
     """The failure for an equal pair found by the search, confirmed by a compiled program: a's result for b."""
     a_recipe, b_recipe, label, fields, args, ra, rb = finding
     first, stale = _stale(ctx, op, args, a_recipe.build(), b_recipe.build())
     call_a, call_b = ctx.call_code(op, args, "a"), ctx.call_code(op, args, "b")
     short = ctx.info.cls.__qualname__
-    ignored = ", ".join(repr(f) for f in fields) or f"what {label} changes"
+    ignored = ", ".join(_field_told(f, a_recipe.build(), b_recipe.build()) for f in fields) or \
+        f"what {label} changes"
     how = f" (b is a with {label} changed)" if label != "another object" else ""
     return Failure(
         f"{short}.__eq__ ignores {ignored}: a == b, but {op.qualname} gives different results for them, "
