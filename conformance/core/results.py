@@ -52,7 +52,8 @@ def exception_line(exc: BaseException, limit: int | None = None) -> str:
 class ConformanceError(Exception):
     """The base of the errors a user sees about their own input — a class selector (``SelectorError``), a load
     spec (``LoadError``), a baseline file (``BaselineError``), reports to merge (``MergeError``), a scaffold request
-    (``ScaffoldError``): the message says what is wrong and what to do, and the plugin turns it into a usage error
+    (``ScaffoldError``), a report path of an unsupported format (``ReportFormatError``), misuse of
+    ``conformance.examples``/``conformance.strategy`` (``RegistrationError``): the message says what is wrong and what to do, and the plugin turns it into a usage error
     (exit status 4) or the command line into exit status 2. Findings about the class under test are
     :class:`Failure` objects, not errors."""
 
