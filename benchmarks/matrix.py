@@ -46,7 +46,7 @@ def floor_wall() -> tuple[float, int]:
 
     import sample_classes  # noqa: F401
     from conformance.runner import Engine
-    from conformance.matrix.scenarios import row_names, scenario
+    from conformance.matrix.torchbind.rows import row_names, scenario
     from conformance.core.results import NotApplicable
 
     ctx = Engine().context(CLASS)

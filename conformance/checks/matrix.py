@@ -1,21 +1,29 @@
-"""Check ``matrix``: one item per coverage-matrix cell — a scenario (row) through a backend (column) — compared
-with plain eager (for a Python custom class, a row is an op taking it: :mod:`conformance.matrix.custom`). The work is in :mod:`conformance.matrix`; this module maps cells onto the check registry, so
-each cell is an ordinary item ``torchbind[ns.Cls]::matrix[<row>-<backend>]`` and its data reaches the reports.
+"""Check ``matrix``: one item per coverage-matrix cell — a row (a TorchBind scenario, or an op taking a Python
+custom class) through a backend (column) — compared with plain eager. The work is in :mod:`conformance.matrix`;
+this module maps cells onto the check registry, so that each cell is an ordinary item
+``torchbind[ns.Cls]::matrix[<row>-<backend>]`` and its data reaches the reports.
+
+The kind of class picks its rows from :data:`ROWS_OF_KIND` (``ctx.kind`` -> the kind's
+:class:`~conformance.matrix.cell.Rows`, in :mod:`conformance.matrix.torchbind.run` or
+:mod:`conformance.matrix.custom.run`); every cell then runs through the one skeleton,
+:meth:`conformance.matrix.cell.Rows.run_cell`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from ..engine.arguments import Excluded
-from ..matrix.backend import all_backends
-from ..matrix.cell import new_cell, run_cell
-from ..matrix.custom import custom_rows, run_custom_cell
-from ..matrix.scenarios import row_names
-from ..core.results import Cell, NotApplicable, Status
-from ..torchbind.context import ClassContext
+from ..core.results import Cell, Status
 from ..custom.context import CustomClassContext
+from ..matrix.backends import all_backends
+from ..matrix.cell import Rows
+from ..matrix.custom.run import ROWS as CUSTOM_ROWS
+from ..matrix.torchbind.run import ROWS as TORCHBIND_ROWS
+from ..torchbind.context import ClassContext
 from . import with_targets
+
+#: Each kind of class's matrix rows, by ``ctx.kind`` (:data:`conformance.kinds.KINDS`).
+ROWS_OF_KIND: dict[str, Rows] = {"torchbind": TORCHBIND_ROWS, "custom": CUSTOM_ROWS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +42,7 @@ class CellTarget:
 
 def _targets(ctx) -> list[CellTarget]:
     names = [b.name for b in all_backends()]
-    rows = custom_rows(ctx) if ctx.kind == "custom" else row_names(ctx)
+    rows = ROWS_OF_KIND[ctx.kind].names(ctx)
     return [CellTarget(r, b, i, j) for i, r in enumerate(rows) for j, b in enumerate(names)]
 
 
@@ -47,28 +55,4 @@ def _lost(qualname: str, target: CellTarget, reason: str) -> Cell:
 def matrix(ctx: ClassContext | CustomClassContext, target: CellTarget) -> Cell:
     """The scenario runs through the backend and matches plain eager: outputs, final object state, and an
     untouched traced object."""
-    if ctx.kind == "custom":  # a Python custom class: an op called with a sequence of objects
-        return run_custom_cell(ctx, target.row, target.backend)
-    # A cell that cannot run still appears in every report, saying why.
-    cell = new_cell(ctx, target.row, target.backend)
-    try:
-        if not ctx.traces_with_real_object:
-            ctx.require_fake()  # without a fake class no backend can fakify the object; fake_class reports it
-    except NotApplicable as exc:
-        cell.status, cell.reason = Status.SKIPPED, f"{exc}: no backend can fakify the object"
-        return cell
-    flatten_error = ctx.example_set.flatten_error
-    if flatten_error:  # every cell compares flattened states, and no backend can fakify such an object
-        cell.status, cell.reason = Status.SKIPPED, (
-            f"the matrix compares the object's flattened state after each program, and {ctx.info.qualname}."
-            f"__obj_flatten__() raised {flatten_error} on the example objects, so no backend can fakify it either "
-            f"(see {ctx.info.test_name}::flatten)")
-        return cell
-    try:
-        return run_cell(ctx, target.row, target.backend)
-    except Excluded as exc:
-        cell.status, cell.reason = Status.SKIPPED, str(exc)
-        return cell
-    except NotApplicable as exc:
-        cell.status, cell.reason = Status.SKIPPED, f"no eager reference: {exc}"
-        return cell
+    return ROWS_OF_KIND[ctx.kind].run_cell(ctx, target.row, target.backend)

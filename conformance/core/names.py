@@ -7,7 +7,7 @@ coverage-matrix backends, in column order.
 ``scope``; the check's kinds of class follow from the module's folder (:attr:`CheckRow.kinds`).
 :func:`conformance.checks.all_checks` imports those modules and builds the checks from these rows, so neither the
 order nor a check's scope or kinds is written anywhere else. ``tests/integration/test_docs.py`` keeps
-:data:`BACKEND_NAMES` equal to :func:`conformance.matrix.backend.all_backends`, which imports torch."""
+:data:`BACKEND_NAMES` equal to :func:`conformance.matrix.backends.all_backends`, which imports torch."""
 
 from __future__ import annotations
 

@@ -171,7 +171,8 @@ class Cell:
     ``reason``: one line for the report's footnote; ``details``: further lines (mismatches, traceback tail);
     ``program``: the scenario's source and objects; ``limitation``: the key of the matching
     :data:`~conformance.matrix.limitations.LIMITATIONS` entry of an ``UNSUPPORTED`` cell; ``repro``: a failed
-    cell's standalone script (:mod:`conformance.matrix.repro`), or empty."""
+    cell's standalone script (:mod:`conformance.matrix.torchbind.repro`), or empty; ``rule``: a failed cell's rule
+    id (:data:`conformance.matrix.cell.RULES`), which its item's :class:`Failure` carries."""
 
     qualname: str
     row: str
@@ -184,6 +185,7 @@ class Cell:
     program: str = ""
     limitation: str | None = None
     repro: str = ""
+    rule: str = ""
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)

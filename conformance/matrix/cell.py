@@ -1,85 +1,220 @@
-"""Run one matrix cell (a scenario through a backend) and compare it with plain eager.
+"""Run one coverage-matrix cell (a row's program through a backend) and compare it with plain eager: the one
+skeleton both kinds of class share.
 
-A cell passes when, for both runs (the second on an object in another state, or on the same attribute object
-again), the backend's outputs equal eager's (``torch.testing.assert_close``) and the object's final state
-(``__obj_flatten__``) equals eager's; and, for ahead-of-time backends, tracing left the traced object unchanged
-("tracing must not mutate the real object or cause side effects", PT2 custom-class notes).
+A kind gives its :class:`Rows` (:mod:`conformance.matrix.torchbind.run`, :mod:`conformance.matrix.custom.run`): its
+row names, the scenario of a row (the program and the objects it runs on), and how the program runs through a
+backend and differs from eager. :meth:`Rows.run_cell` does the rest the same way for both: a cell that cannot run
+skips saying why, a difference or an error is ``UNSUPPORTED`` when an entry of the limitation table
+(:mod:`conformance.matrix.limitations`) shows it by its evidence and ``FAILED`` otherwise, with the rule id of
+what went wrong (:data:`RULES`); a cell that found nothing passes, saying when its objects could not tell a stale
+program from a right one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-
 import traceback
+from typing import Any
 
-import torch
-
-from ..engine.compare import flat_state_differences
-from ..engine.dynamo_state import skip_reason
 from ..core.evidence import collecting, replay
-from ..torchbind.examples import read_state
-from ..core.results import Cell, Failure, Status, exception_line
-from .backend import Backend, all_backends, get_backend
-from .explain import cannot_tell, fake_cause, output_differences, state_differences
-from .export_strict import fake_tensors_left
-from .repro import cell_repro
+from ..core.results import Cell, Evidence, Failure, NotApplicable, Status, exception_line
+from ..engine.arguments import Excluded
+from ..engine.dynamo_state import skip_reason
+from .backends import Backend, all_backends, get_backend
 from .limitations import observation, raised_at
-from .scenarios import NoEagerReference, Scenario, argument_objects, row_names, scenario
 
-__all__ = ["run_cell", "cell_failure", "cell_skip_reason", "new_cell"]
+__all__ = ["Rows", "Difference", "RULES", "RAISES", "OUTPUT_DIFFERS", "STALE_RESULT", "STATE_DIFFERS",
+           "TRACING_CHANGED_OBJECT", "FOLLOWS_FROM_FAKE", "new_cell", "cell_failure", "cell_skip_reason"]
 
-
-def _run(scn: Scenario, backend: Backend) -> list[str]:
-    """Compile/export, run twice, and list every difference from the eager reference."""
-    ref = scn.reference
-    diffs: list[str] = []
-    traced = scn.first.build()
-    before = read_state(traced, scn.first.tracer)
-    try:
-        runner = backend.prepare(scn, scn.module(traced), scn.args(traced, 0))
-    except Exception as exc:
-        changed = _traced_object_changed(scn, before, traced) if backend.ahead_of_time else []
-        if changed:  # tracing ran the real object's code, changed it, then failed: the change is the cause
-            return changed + [f"then {backend.group} {backend.title} failed: {exception_line(exc, limit=300)}"]
-        raise
-    changed = _traced_object_changed(scn, before, traced) if backend.ahead_of_time else []
-    if changed:  # strict export traced the real object (with fake tensors): say so
-        diffs += changed
-        traced = scn.first.build()  # run on an object in the intended state anyway
-    for run in (0, 1):
-        if scn.placement == "input":
-            if run == 0 and not backend.ahead_of_time:
-                obj = traced  # torch.compile traces on its first call, with this object
-            else:
-                obj = (scn.first if run == 0 else scn.second).build()
-        else:
-            # The object the program holds: the traced one, or the program's own copy when loading rebuilt it
-            # (torch.export.load deserializes attribute constants).
-            held = getattr(runner, "obj", None)
-            obj = held if isinstance(held, torch.ScriptObject) else traced
-        args = scn.args(obj, run)
-        out = runner(*args)
-        diffs += output_differences(scn, run, out, backend.side, scalars_as_tensors=backend.scalars_as_tensors)
-        if backend.state_visible:
-            diffs += state_differences(scn, run, read_state(obj, scn.first.tracer), backend.side)
-            # Every other object the program was given (an op's second object of the class) ends as in eager.
-            for k, (other, expected) in enumerate(zip(argument_objects(args, obj), ref.argument_states[run])):
-                diffs += flat_state_differences(expected, read_state(other, scn.first.tracer),
-                                                f"run {run} state of the argument object {k + 1} (not the row's "
-                                                f"own object)", ("eager", backend.side))
-    return diffs
+RAISES = "matrix.raises"
+OUTPUT_DIFFERS = "matrix.output-differs"
+STALE_RESULT = "matrix.stale-result"
+STATE_DIFFERS = "matrix.state-differs"
+TRACING_CHANGED_OBJECT = "matrix.tracing-changed-object"
+FOLLOWS_FROM_FAKE = "matrix.follows-from-fake"
+#: The rule id of each way a cell fails (the ``rule`` of a failed :class:`~conformance.core.results.Cell` and of
+#: its item's :class:`~conformance.core.results.Failure`), listed in docs/reference/checks.md.
+RULES = {
+    RAISES: "compiling, exporting, loading or running the program through the backend raised where plain eager ran "
+            "it, and no known limitation has that exception's type and site",
+    OUTPUT_DIFFERS: "an output of the program differs from plain eager's",
+    STALE_RESULT: "on an object in another state, an output (or the object's state) is what plain eager gives on "
+                  "the traced object: the program kept the traced object's result (burned in, or no guard on the "
+                  "object), where no known limitation says the backend does",
+    STATE_DIFFERS: "the object's state after the program (or that of another object passed to it) differs from what "
+                   "plain eager leaves",
+    TRACING_CHANGED_OBJECT: "tracing ahead of time changed the real object it traced with, or left FakeTensors in it",
+    FOLLOWS_FROM_FAKE: "the cell fails because a fake returns a wrong result: a method's or op's fake disagrees with "
+                       "C++ on the program's calls (the agreement, custom_op or return_type item that reports it is "
+                       "named)",
+}
 
 
-def _traced_object_changed(scn: Scenario, before, traced) -> list[str]:
-    """What tracing left in the real object it traced with (FakeTensors, or a changed state), as the first lines
-    of a cell's differences; none when it left the object as it was, or when its state cannot be read."""
-    try:
-        after = read_state(traced, scn.first.tracer)
-    except Exception:  # noqa: BLE001 - a state that no longer reads: nothing to show
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """One line of what a cell's program did differently from plain eager: ``line`` (the text the cell reports) and
+    ``rule`` (its rule id, one of :data:`RULES`: the cell's, when it is the first line)."""
+
+    rule: str
+    line: str
+
+    @classmethod
+    def each(cls, rule: str, texts: list[str]) -> list[Difference]:
+        """Each of ``texts`` as a :class:`Difference` of ``rule``."""
+        return [cls(rule, text) for text in texts]
+
+
+class Rows:
+    """A kind's coverage-matrix rows, and the skeleton that runs one cell of them (:meth:`run_cell`). A kind
+    overrides the hooks below; :meth:`run_cell` is the same for both."""
+
+    #: What a hang inside the compile-and-run stretch is blamed on (``side`` of the tracer's ``calling``).
+    side: str | None = None
+
+    def names(self, ctx) -> list[str]:
+        """The class's rows, in report order (no objects are built)."""
+        raise NotImplementedError
+
+    def qualname(self, ctx) -> str:
+        """The class's name, as its cells carry it."""
+        raise NotImplementedError
+
+    def cannot_run(self, ctx) -> str | None:
+        """Why no cell of the class can run at all (its cells skip with it), or ``None``."""
+        return None
+
+    def scenario(self, ctx, row: str) -> Any:
+        """The scenario of ``row``. Raises :class:`~conformance.core.results.NotApplicable` when plain eager runs
+        no program of the row (with the program as ``program`` where it has one), or
+        :class:`~conformance.engine.arguments.Excluded` when the adopter excluded what the row calls."""
+        raise NotImplementedError
+
+    def program(self, scn) -> str:
+        """The scenario's program and objects, for the cell and its failure."""
+        raise NotImplementedError
+
+    def label(self, ctx, row: str, backend: Backend, program: str) -> Any:
+        """The tracer's label of the compile-and-run stretch (a string, or a function making one)."""
+        raise NotImplementedError
+
+    def run(self, ctx, scn, backend: Backend) -> list[Difference]:
+        """Prepare the program through ``backend``, run it, and list every difference from plain eager; raises what
+        torch or the class raised."""
+        raise NotImplementedError
+
+    def cache(self, ctx) -> dict | None:
+        """Where the class's cells are kept by program, so that two rows with the same program and objects compile
+        and run it once (``None``: never)."""
+        return None
+
+    def preface(self, scn) -> list[str]:
+        """Detail lines every cell of the scenario starts with (after its evidence)."""
         return []
-    left = fake_tensors_left(after)
-    changed = [] if left else flat_state_differences(before, after, "state", ("before", "after"))
-    return left or (["tracing changed the real object used to trace: " + "; ".join(changed)] if changed else [])
+
+    def repro(self, ctx, scn, backend: Backend) -> str | None:
+        """A standalone script that reproduces a failed cell, or ``None``."""
+        return None
+
+    def fake_cause(self, ctx, scn, backend: Backend):
+        """A ``FakeCause`` (``reference``, ``detail``) when the cell's failure follows from a fake's wrong result,
+        else ``None``."""
+        return None
+
+    def unsure(self, ctx, scn) -> list[str]:
+        """The notes of a cell that passed whose objects could not tell a stale program from a right one."""
+        return []
+
+    def notes(self, scn) -> list[str]:
+        """The notes every cell of the scenario ends with (how its inputs were chosen)."""
+        return []
+
+    # ----- the skeleton ----------------------------------------------------------------------------------------
+
+    def new_cell(self, ctx, row: str, backend: str) -> Cell:
+        """A ``PASSED`` :class:`Cell` of ``ctx``'s class for ``row`` through ``backend`` (both by name)."""
+        return new_cell(self.qualname(ctx), self.names(ctx).index(row), row, backend)
+
+    def run_cell(self, ctx, row: str, backend: str | Backend) -> Cell:
+        """Run the cell of ``ctx``'s class for ``row`` through ``backend`` (by name, or a :class:`Backend`
+        object) and compare it with plain eager. Never raises for errors in torch or the class: they make the
+        cell ``FAILED`` (with its :data:`RULES` id) or ``UNSUPPORTED`` (a known limitation, by its evidence). A
+        cell that cannot run is ``SKIPPED`` saying why: a class no backend can trace, dynamo disabled for a
+        ``torch.compile`` backend, a row the adopter excluded, or one whose program plain eager rejects (n/a,
+        keeping the program)."""
+        backend = get_backend(backend) if isinstance(backend, str) else backend
+        cell = self.new_cell(ctx, row, backend.name)
+        why = self.cannot_run(ctx)
+        if why is None and backend.dynamo:  # torch.compile would run the program eagerly: nothing to judge
+            why = skip_reason(f"the {backend.group} {backend.title} cell")
+        if why is not None:
+            cell.status, cell.reason = Status.SKIPPED, why
+            return cell
+        try:
+            scn = self.scenario(ctx, row)
+        except Excluded as exc:
+            cell.status, cell.reason = Status.SKIPPED, str(exc)
+            return cell
+        except NotApplicable as exc:  # n/a: say what eager raised, and keep the program it raised on
+            cell.status, cell.reason = Status.SKIPPED, f"no eager reference: {exc}"
+            program = getattr(exc, "program", None)  # the row's program, where the kind built one
+            if program is not None:
+                cell.program = program or None
+            return cell
+        cell.program = self.program(scn)
+        cache = self.cache(ctx)
+        same = (cell.program, bool(scn.dynamic), backend)  # backend: the object (a test's may reuse a name)
+        earlier, compared = (cache or {}).get(same, (None, None))
+        if earlier is not None:  # another row generated the same program and objects: compiled and run once
+            replay(compared)  # the verdict rests on the comparisons made then
+            return dataclasses.replace(earlier, row=row, row_index=cell.row_index, details=[
+                *earlier.details, f"the same program and objects as row {earlier.row}: compiled and run once for "
+                                  "both"])
+        compared = self._judge(ctx, scn, backend, cell)
+        replay(compared)
+        if cache is not None:
+            cache[same] = (cell, compared)  # only once its verdict is set (a BaseException leaves nothing)
+        return cell
+
+    def _judge(self, ctx, scn, backend: Backend, cell: Cell) -> Evidence:
+        """Run the scenario through the backend and set the cell's verdict from what it did. Returns the
+        comparisons of the program with eager (what a twin row's cell rests on too)."""
+        compared = Evidence()
+        try:
+            # The label carries the program: a worker lost in here (a hang in torch's compiler) shows it.
+            with ctx.tracer.calling(self.label(ctx, cell.row, backend, cell.program), timed=False, side=self.side), \
+                    collecting() as compared:
+                found = self.run(ctx, scn, backend)
+            evidence = [d.line for d in found]
+            failure_details, matched, rule = evidence, evidence[0] if evidence else "", found[0].rule if found else ""
+        except Exception as exc:  # noqa: BLE001 - compile/export/runtime errors are this cell's result
+            tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+            evidence, rule = [exception_line(exc, limit=400)], RAISES
+            failure_details = [ln.rstrip() for ln in tb[-4:]] + _compiler_hint(f"{type(exc).__name__}: {exc}")
+            matched = exc  # the limitation table matches the exception itself (its type and site), not its text
+        cell.details = self.preface(scn)
+        if not evidence:
+            cell.details += self.unsure(ctx, scn) + self.notes(scn)
+            return compared
+        found_limitation = observation(backend.name, scn, matched)
+        if found_limitation is not None:
+            limitation, seen = found_limitation
+            cell.status, cell.limitation = Status.UNSUPPORTED, limitation.key
+            cell.reason = f"{limitation.reason} (observed for this class: {seen})"
+            cell.details = evidence + [f"known limitation {limitation.key}: {limitation.source}"] + cell.details
+        else:
+            cell.status, cell.reason, cell.rule = Status.FAILED, evidence[0], rule
+            raised = [] if isinstance(matched, str) else [f"{raised_at(matched)}: no known limitation has this "
+                                                          "exception type and site"]
+            cell.details = failure_details + raised + cell.details
+            cell.repro = self.repro(ctx, scn, backend) or ""
+        cause = self.fake_cause(ctx, scn, backend)  # a fake's wrong result makes the program wrong: name its item
+        if cause is not None:
+            cell.reason = f"{cell.reason} ({cause.reference})"
+            cell.details.insert(0, cause.detail)
+            if cell.status is Status.FAILED:
+                cell.rule = FOLLOWS_FROM_FAKE
+        cell.details += self.notes(scn)
+        return compared
 
 
 def _compiler_hint(error: str) -> list[str]:
@@ -100,97 +235,21 @@ def _compiler_hint(error: str) -> list[str]:
             f"same way.{spaced}"]
 
 
-def new_cell(ctx, row: str, backend: str) -> Cell:
-    """A ``PASSED`` :class:`Cell` of ``ctx``'s class for ``row`` through ``backend`` (both by name), placed by
-    their order in the report (a backend that is not one of the plugin's, e.g. a test's, goes last)."""
+def new_cell(qualname: str, row_index: int, row: str, backend: str) -> Cell:
+    """A ``PASSED`` :class:`Cell` of ``qualname`` for ``row`` (at ``row_index``) through ``backend`` (by name),
+    placed by the backends' order in the report (a backend that is not one of the plugin's, e.g. a test's, goes
+    last)."""
     names = [b.name for b in all_backends()]
-    column = names.index(backend) if backend in names else len(names)
-    return Cell(ctx.info.qualname, row, backend, row_names(ctx).index(row), column)
-
-
-def run_cell(ctx, row: str, backend: str | Backend) -> Cell:
-    """Run the cell of ``ctx``'s class (a :class:`~conformance.torchbind.context.ClassContext`) for ``row`` through
-    ``backend`` (by name, or a :class:`Backend` object); never raises for errors in torch or the class (they
-    become ``FAILED`` or ``UNSUPPORTED``).
-
-    A row whose program plain eager rejects on every example object is ``SKIPPED`` (n/a), saying what eager
-    raised and keeping the program. Raises :class:`~conformance.core.results.NotApplicable` only when the row has no
-    program at all (e.g. no method runs in eager for a sequence).
-    """
-    backend = get_backend(backend) if isinstance(backend, str) else backend
-    backend_name = backend.name
-    qualname = ctx.info.qualname
-    if backend.dynamo and (disabled := skip_reason(f"the {backend.group} {backend.title} cell")) is not None:
-        cell = new_cell(ctx, row, backend_name)  # torch.compile would run the program eagerly: nothing to judge
-        cell.status, cell.reason = Status.SKIPPED, disabled
-        return cell
-    try:
-        scn = scenario(ctx, row)
-    except NoEagerReference as exc:  # n/a: say what eager raised, and keep the program it raised on
-        cell = new_cell(ctx, row, backend_name)
-        cell.status, cell.reason, cell.program = Status.SKIPPED, f"no eager reference: {exc}", exc.program or None
-        return cell
-    cell = new_cell(ctx, row, backend_name)
-    cell.program = scn.code()
-    same = (cell.program, bool(scn.dynamic), backend)  # backend: the object (a test's may reuse a name)
-    earlier, compared = ctx.cells_by_program.get(same, (None, None))
-    if earlier is not None:  # another row generated the same program and objects: compiled and run once
-        replay(compared)  # the verdict rests on the comparisons made then
-        return dataclasses.replace(earlier, row=row, row_index=cell.row_index, details=[
-            *earlier.details, f"the same program and objects as row {earlier.row}: compiled and run once for both"])
-    try:
-        # The label carries the program: a worker lost in here (a hang in torch's compiler) shows it.
-        with ctx.calling(lambda: f"scenario {row} of {qualname} through {backend.title} (compile and run)\n"
-                                 f"{cell.program}", timed=False, side="torch"), \
-                collecting() as compared:
-            diffs = _run(scn, backend)
-        evidence, failure_details, matched = diffs, diffs, diffs[0] if diffs else ""
-    except Exception as exc:  # noqa: BLE001 - compile/export/runtime errors are this cell's result
-        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        evidence = [exception_line(exc, limit=400)]
-        failure_details, matched = [ln.rstrip() for ln in tb[-4:]], f"{type(exc).__name__}: {exc}"
-        failure_details += _compiler_hint(matched)
-        matched = exc  # the limitation table matches the exception itself (its type and site), not its text
-    if scn.reference.unstable:
-        cell.details = [f"{path}: its values differ between two identical eager runs (uninitialised memory, e.g. "
-                        "torch::empty), so it is compared by shape, dtype and device only"
-                        for path in sorted(scn.reference.unstable)]
-    if evidence:
-        found = observation(backend_name, scn, matched)
-        if found is not None:
-            limitation, seen = found
-            cell.status, cell.limitation = Status.UNSUPPORTED, limitation.key
-            cell.reason = f"{limitation.reason} (observed for this class: {seen})"
-            cell.details = evidence + [f"known limitation {limitation.key}: {limitation.source}"] + cell.details
-        else:
-            cell.status, cell.reason = Status.FAILED, evidence[0]
-            raised = [] if isinstance(matched, str) else [f"{raised_at(matched)}: no known limitation has this "
-                                                          "exception type and site"]
-            cell.details = failure_details + raised + cell.details
-            cell.repro = cell_repro(ctx, scn, backend_name) or ""
-        cause = fake_cause(ctx, scn, backend)  # a fake's wrong result makes the program wrong: name its item
-        if cause is not None:
-            cell.reason = f"{cell.reason} ({cause.reference})"
-            cell.details.insert(0, cause.detail)
-    elif not scn.telling:
-        cell.details.append(cannot_tell(
-            "no example object gives this program another eager output than the traced object",
-            "give example objects in states the row's calls read differently (@conformance.examples; the examples "
-            "keep one object per __obj_flatten__ state), or argument strategies under which they do "
-            "(conformance.strategy)"))
-    cell.details += scn.notes
-    replay(compared)
-    ctx.cells_by_program[same] = (cell, compared)  # only once its verdict is set (a BaseException leaves nothing)
-    return cell
+    return Cell(qualname, row, backend, row_index, names.index(backend) if backend in names else len(names))
 
 
 def cell_failure(cell: Cell) -> Failure:
-    """The :class:`Failure` a ``FAILED`` cell's item reports: which backend does not reproduce eager, why, and
-    the program."""
+    """The :class:`Failure` a ``FAILED`` cell's item reports, with the cell's rule id (:data:`RULES`): which
+    backend does not reproduce eager, why, and the program."""
     backend = get_backend(cell.backend)
     return Failure(f"{backend.group} {backend.title} does not reproduce plain eager for {cell.row}: {cell.reason}",
                    details=tuple(cell.details), program=cell.program or None, repro=cell.repro or None,
-                   rule="matrix.differs-from-eager")
+                   rule=cell.rule)
 
 
 def cell_skip_reason(cell: Cell) -> str:

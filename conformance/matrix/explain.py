@@ -1,31 +1,15 @@
-"""What a coverage-matrix cell says about its result, so that a failed cell explains itself.
-
-* :func:`output_differences`: each output of a run that differs from plain eager, named by its position and the
-  program line that computes it, with eager's value, the backend's, and — on the run with an object in another
-  state — the value eager gives on an object in the traced state: a result that stayed there is a program that
-  kept the traced object's result (burned in as a constant, or a missing guard), not a wrong computation.
-* :func:`fake_cause`: a failed cell whose program calls a method or op whose fake disagrees with C++ on the traced
-  object (the comparison of the ``agreement`` / ``custom_op`` and ``return_type`` checks,
-  :func:`conformance.engine.compare.disagreement` and :func:`conformance.engine.jit_types.value_mismatch`) names that item.
-* :func:`cannot_tell`: the note of a cell whose objects never change the program's output (shared by the
-  TorchBind and the Python custom-class matrix): a program that baked the traced object in passes there too.
-"""
+"""What a coverage-matrix cell says about its result, for either kind of class: how it shows a value
+(:data:`show`), the words that mark a result which stayed at the traced object's (:data:`STAYED`), and the note of
+a cell whose objects never change the program's output (:func:`cannot_tell`). What a TorchBind cell says of each
+output and state is :mod:`conformance.matrix.torchbind.explain`."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from typing import Any
 
-import torch
-
-from ..torchbind.calls import Call, Callee
-from ..engine.compare import disagreement, flat_state_differences, side_text, value_differences
-from ..torchbind.context import new_fake_mode
-from ..engine.jit_types import return_type, value_mismatch
 from ..engine.render import render
 
-__all__ = ["show", "output_differences", "state_differences", "fake_cause", "FakeCause", "cannot_tell", "STAYED"]
+__all__ = ["show", "cannot_tell", "STAYED"]
 
 #: The words that mark an output which stayed at the traced object's value (the limitation table matches them).
 STAYED = "it stayed at the traced object's value"
@@ -34,169 +18,6 @@ STAYED = "it stayed at the traced object's value"
 #: A value for a cell's message (:func:`conformance.engine.render.render`, style ``cell``): scalars with their type
 #: (``3 (int)``), tensors by metadata and, when small, their values (``Tensor(shape=[2], ...) = [0.0, 3.0]``).
 show = functools.partial(render, limit=160, style="cell")
-
-
-def _as_expected(expected: Any, got: Any, scalars_as_tensors: bool) -> Any:
-    """AOTInductor's 0-dim tensor for an int/float/bool result, as the Python scalar (as ``value_differences``
-    compares it)."""
-    if scalars_as_tensors and isinstance(got, torch.Tensor) and got.dim() == 0 and \
-            isinstance(expected, (bool, int, float)):
-        return type(expected)(got.item())
-    return got
-
-
-def output_differences(scn, run: int, got: Any, side: str, *, scalars_as_tensors: bool = False) -> list[str]:
-    """One line per output of run ``run`` of scenario ``scn`` that differs from plain eager
-    (:func:`conformance.engine.compare.value_differences`, tensors through ``torch.testing.assert_close``; positions
-    whose values eager itself does not reproduce compared by metadata): ``run 1 output[0] (r0 =
-    obj.get_default_index(), on another object): eager 3 (int), export 2 (int); eager on an object in the traced
-    state gives 2: it stayed at the traced object's value``. ``side`` names the backend's result. Raises nothing
-    of its own."""
-    ref = scn.reference
-    expected, traced = ref.outputs[run], ref.traced[run] if ref.traced else None
-    where = f"run {run} output"
-    found = value_differences(expected, got, where, scalars_as_tensors, ref.unstable)
-    if not found:
-        return []
-    if not (isinstance(expected, (list, tuple)) and isinstance(got, (list, tuple)) and len(expected) == len(got)):
-        return [f"{found[0]} (eager {show(expected)}, {side} {show(got)})", *found[1:]]
-    labels = scn.output_labels
-    whose = ("the traced object" if run == 0 else
-             "the same object, run again" if scn.placement == "attr" else "an object in another state")
-    lines = []
-    for i, (e, g) in enumerate(zip(expected, got)):
-        found = value_differences(e, g, f"{where}[{i}]", scalars_as_tensors, ref.unstable)
-        if not found:
-            continue
-        g = _as_expected(e, g, scalars_as_tensors)
-        label = labels[i] if i < len(labels) else f"output {i}"
-        line = f"{where}[{i}] ({label}, on {whose}): eager {show(e)}, {side} {show(g)}"
-        if run == 1 and traced is not None and i < len(traced) and \
-                value_differences(traced[i], e, f"{where}[{i}]", metadata_only=ref.unstable):
-            line += f"; eager on an object in the traced state gives {show(traced[i])}"
-            if not value_differences(traced[i], g, f"{where}[{i}]", scalars_as_tensors, ref.unstable):
-                line += f": {STAYED}"
-        # What the comparison found, where a value alone does not say it (tensor values, nested positions).
-        extra = [d for d in found if not d.startswith(f"{where}[{i}]: expected ")]
-        lines.append(line + (f" [{'; '.join(extra)}]" if extra else ""))
-    return lines
-
-
-def _pairs(state: Any) -> list[tuple[str, Any]] | None:
-    """A flattened state's ``(key, value)`` pairs, or ``None`` when it is not a tuple of such pairs."""
-    if isinstance(state, (list, tuple)) and all(isinstance(p, (list, tuple)) and len(p) == 2 and
-                                                isinstance(p[0], str) for p in state):
-        return [(p[0], p[1]) for p in state]
-    return None
-
-
-def state_differences(scn, run: int, got: Any, side: str) -> list[str]:
-    """The differences of the object's state after run ``run`` (``got``, its ``__obj_flatten__``) from eager's,
-    compared as :func:`conformance.engine.compare.flat_state_differences` compares (tensor values included), one line per
-    flattened key that differs: ``run 1 object state 'default_index': eager left 3 (int), export left 2 (int)``,
-    with — on the run with an object in another state — what eager leaves in an object in the traced state.
-    Falls back to the comparison's own lines for a state that is not ``(key, value)`` pairs. Raises nothing of
-    its own."""
-    ref = scn.reference
-    where = f"run {run} object state"
-    found = flat_state_differences(ref.states[run], got, where, ("eager", side))
-    expected, actual = _pairs(ref.states[run]), _pairs(got)
-    if not found or expected is None or actual is None or [k for k, _ in expected] != [k for k, _ in actual]:
-        return found
-    traced = _pairs(ref.traced_states[run]) if ref.traced_states else None
-    lines = []
-    for i, ((key, e), (_, g)) in enumerate(zip(expected, actual)):
-        detail = flat_state_differences(e, g, f"{where} {key!r}", ("eager", side))
-        if not detail:
-            continue
-        line = f"{where} {key!r}: eager left {show(e)}, {side} left {show(g)}"
-        if run == 1 and traced is not None and i < len(traced) and traced[i][0] == key and \
-                flat_state_differences(traced[i][1], e):
-            line += f"; eager leaves {show(traced[i][1])} in an object in the traced state"
-            if not flat_state_differences(traced[i][1], g):
-                line += f": {STAYED}"
-        extra = [d for d in detail if not d.startswith(f"{where} {key!r}: eager gave ")]
-        lines.append(line + (f" [{'; '.join(extra)}]" if extra else ""))
-    return lines or found
-
-
-def fake_cause(ctx, scn, backend=None) -> FakeCause | None:
-    """Why a failed cell may follow from a fake's wrong result: the scenario's calls replayed in order on a real
-    object and on its fake (``maybe_to_fake_obj`` under a new ``FakeTensorMode``, as tracing does) — in the traced
-    state, then, for a ``backend`` that traces on its first call (torch.compile, which traces again for an object
-    its guards reject), in the second run's state — each result compared as ``agreement`` compares it
-    (:func:`conformance.engine.compare.disagreement`) and against the schema's return type as ``return_type`` does. Returns a :class:`FakeCause` naming the first call that
-    disagrees, what each side did and the items that report it (``torchbind[ns.Cls]::agreement[m]``,
-    ``return_type[m]``, or ``custom_op[op]`` for an op), or ``None`` when every call agrees or nothing could be
-    compared (no fake class, an object that cannot be fakified, a call C++ rejects)."""
-    if ctx.traces_with_real_object or ctx.info.fake_class is None:
-        return None
-    states = [(scn.first, "an object in the traced state")]
-    if scn.placement == "input" and scn.second is not scn.first and not getattr(backend, "ahead_of_time", True):
-        states.append((scn.second, "the second run's object"))
-    for example, where in states:
-        cause = _replay(ctx, scn, example, where)
-        if cause is not None:
-            return cause
-    return None
-
-
-def _replay(ctx, scn, example, where: str) -> FakeCause | None:
-    """:func:`fake_cause` on objects in ``example``'s state (``where`` names it in the message)."""
-    try:
-        real_obj, other = example.build(), example.build()
-        mode = new_fake_mode()
-        fake_obj = ctx.fakify(other, mode, state=example.label)
-    except Exception:  # noqa: BLE001 - the roundtrip and examples checks report objects that cannot be fakified
-        return None
-    for program_call in scn.calls:
-        callee = program_call.call.callee
-        # A dunder reached through its operator (obj["a"]) is the method the agreement check calls by name.
-        call = program_call.call if callee.op is not None else Call(Callee.method(callee.name), program_call.args)
-        with ctx.calling(f"{call.code()} on {where}, checking the fake's result for a failed matrix cell",
-                         timed=False):
-            real = ctx.call_real(real_obj, call)
-            fake = ctx.call_fake(fake_obj, mode, call)
-        if real.raised:
-            return None  # not a comparison (validity rule); eager ran the program, so this is not the cause
-        found = disagreement(real, fake)
-        items = []
-        if callee.op is not None:
-            if found:
-                items.append(f"custom_op[{callee.op.short_name}]")
-        else:
-            if found:
-                items.append(f"agreement[{callee.name}]")
-            schema = ctx.info.methods.get(callee.name)
-            if schema is not None and not fake.raised and value_mismatch(fake.value, return_type(schema)):
-                items.append(f"return_type[{callee.name}]")
-        if items:
-            # The comparison's own lines where the values alone do not say it (a tensor's shape, a list's element).
-            plain = not isinstance(real.value, (torch.Tensor, list, tuple, dict))
-            detail = "; ".join(found[1]) if found and found[1] and not plain else ""
-            return FakeCause(tuple(f"{ctx.info.test_name}::{item}" for item in items),
-                             f"{call.code()} on {where}: C++ {side_text(real)}, fake "
-                             f"{side_text(fake)}{f' ({detail})' if detail else ''}")
-    return None
-
-
-@dataclasses.dataclass(frozen=True)
-class FakeCause:
-    """A failed cell's program calls a method or op whose fake is wrong: ``items`` are the ids of the items that
-    report it (``torchbind[ns.Cls]::agreement[m]``), ``call`` what the call did on each side."""
-
-    items: tuple[str, ...]
-    call: str
-
-    @property
-    def reference(self) -> str:
-        """For the cell's reason: ``follows from the fake's wrong result, see <items>``."""
-        return f"follows from the fake's wrong result, see {' and '.join(self.items)}"
-
-    @property
-    def detail(self) -> str:
-        """For the cell's details: the call that disagrees and the items."""
-        return f"this {self.reference}: {self.call}"
 
 
 def cannot_tell(what: str, hint: str) -> str:

@@ -72,7 +72,7 @@ class Limitation:
     that site (its file is in ``source``); ``confirm(scenario)``: a further check on the class itself, returning
     what it observed or ``None``.
     Or, for a wrong result, ``difference``: a regex over the cell's first difference from eager (the plugin's own
-    comparison, :mod:`conformance.matrix.cell`), ``observed`` saying what that shows.
+    comparison, :meth:`conformance.matrix.cell.Rows.run_cell`), ``observed`` saying what that shows.
 
     ``received(exc, scenario)``: a further check on the exception that matched, reading what torch passed where it
     raised (a frame's arguments), returning what it observed or ``None``. ``also``: further forms of the same
@@ -232,7 +232,7 @@ _CUSTOM_AOTI_SOURCE = ("torch/csrc/inductor/aoti_torch/oss_proxy_executor.cpp: '
                        "Nones' (torch 2.13, 2.14.1)")
 
 LIMITATIONS: tuple[Limitation, ...] = (
-    # ----- Python custom classes (opaque objects): conformance.matrix.custom ---------------------------------------
+    # ----- Python custom classes (opaque objects): conformance.matrix.custom -----------------------------------------
     Limitation(
         key="custom-aoti-object",
         kind="custom",
@@ -294,7 +294,7 @@ LIMITATIONS: tuple[Limitation, ...] = (
         key="burned-in-constants",
         backends=frozenset({"export", "export_strict", "export_saveload", "aoti"}),
         returns=_NON_TENSOR,
-        # The evidence: run 1's output equals eager's on an object in the traced state (conformance.matrix.explain).
+        # The evidence: run 1's output equals eager's on an object in the traced state (matrix.torchbind.explain).
         difference=r"^run 1 output\S* \(.*\): eager .*: it stayed at the traced object's value",
         observed="run 1 (an object in another state) returned the traced object's value",
         # AOTInductor's runtime checks the burned-in int against what the method returns now (a C++ error).

@@ -41,7 +41,7 @@ from ..core.faults import watch_interrupts
 from .items import Collection
 from ..engine.loading import repro_lines, selecting
 from ..process.loading import LoadError, apply_load_spec
-from ..matrix.backend import all_backends
+from ..matrix.backends import all_backends
 from .options import RunOptions, read_options, replaced_ini_lists
 from ..process import Supervisor, WorkerLost
 from .recorder import CrashHook, Recorder

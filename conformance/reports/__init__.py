@@ -93,7 +93,7 @@ def build_report(cells: Iterable[Cell], *, incomplete: str | None = None,
     verdicts but no cells gets an empty matrix."""
     import torch
 
-    from ..matrix.backend import all_backends
+    from ..matrix.backends import all_backends
     from ..matrix.limitations import LIMITATIONS
 
     backend_info = {b.name: {"name": b.name, "group": b.group, "title": b.title} for b in all_backends()}

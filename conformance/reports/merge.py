@@ -67,7 +67,7 @@ def load_run(path: Path) -> RunReport:
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise MergeError(f"{path}: not a JSON matrix report (expected \"schema\": \"{SCHEMA}\"; write one with "
                          "--torchbind-report=PATH.json)")
-    from ..matrix.backend import BACKEND_MODULES, all_backends
+    from ..matrix.backends import BACKEND_MODULES, all_backends
 
     order = [b.name for b in all_backends()] or list(BACKEND_MODULES)
     cells: list[Cell] = []

@@ -144,7 +144,7 @@ class ClassContext:
     strategies), ``tracer`` (where calls into the class are reported, :mod:`conformance.core.breadcrumbs`) and
     ``lookup`` (``ns::Cls`` -> that class's context, for arguments typed as another TorchBind class; raises
     ``KeyError`` for a class torch does not know). ``scenarios`` caches the class's coverage-matrix scenarios
-    (:func:`conformance.matrix.scenarios.scenario`). ``kind`` is ``"torchbind"``: the checks registered for
+    (:func:`conformance.matrix.torchbind.rows.scenario`). ``kind`` is ``"torchbind"``: the checks registered for
     TorchBind classes apply."""
 
     kind = "torchbind"
@@ -155,7 +155,7 @@ class ClassContext:
         self.settings, self.registry, self.tracer, self.lookup = settings, registry, tracer, lookup
         self.scenarios: dict[str, Any] = {}
         #: Matrix cells already run, by (program and objects as source, dynamic shapes, the Backend): two rows whose
-        #: programs are the same are compiled once (:func:`conformance.matrix.cell.run_cell`).
+        #: programs are the same are compiled once (:meth:`conformance.matrix.cell.Rows.run_cell`).
         self.cells_by_program: dict[tuple[str, bool, Any], Any] = {}
         self._examples: ExampleSet | None = None
         self._building = False

@@ -754,7 +754,7 @@ def test_baked_names_the_object_the_op_and_both_calls(cc):
 
 
 def _cell(name: str, row: str, backend: str):
-    from conformance.matrix.custom import run_custom_cell
+    from conformance.matrix.custom.run import run_cell as run_custom_cell
 
     return run_custom_cell(Engine(Settings(examples=20)).context(f"{MOD}.{name}"), row, backend)
 
@@ -841,7 +841,7 @@ def _(x, c):
 def test_the_matrix_picks_objects_that_change_the_output(pytester, request):
     import importlib
 
-    from conformance.matrix.custom import run_custom_cell
+    from conformance.matrix.custom.run import run_cell as run_custom_cell
 
     ns = f"t{zlib.crc32(request.node.name.encode()) % 10**8}"
     pytester.makepyfile(**{f"clamplib_{ns}": CLAMP_CLASSES.replace("{NS}", ns)})

@@ -144,7 +144,7 @@ def test_ci_runs_the_readme_test_command_in_a_fresh_virtualenv():
 def test_the_light_lists_match_the_registries():
     """The plugin offers check and backend names, and knows its ini keys, without importing torch."""
     from conformance.checks import all_checks
-    from conformance.matrix.backend import all_backends
+    from conformance.matrix.backends import all_backends
     from conformance.core.names import BACKEND_NAMES, CHECK_NAMES
     from conformance.plugin.options import INI_KEYS
 

@@ -122,7 +122,8 @@ def test_a_failed_matrix_cell_prints_a_script_that_shows_it_from_any_directory()
     TorchBind cell now carries a standalone script (the row's program, both runs' objects, the backend's call),
     which judges itself. Plain torch beside it: export bakes the traced queue's empty clone_queue() in."""
     import sample_classes  # noqa: F401
-    from conformance.matrix.cell import cell_failure, run_cell
+    from conformance.matrix.cell import cell_failure
+    from conformance.matrix.torchbind.run import run_cell
 
     queue = torch.classes.samples.TensorQueue(torch.zeros(1))
 

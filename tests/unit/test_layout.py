@@ -14,7 +14,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "conformance"
 
 #: What each part of the package may import of the package, besides itself. A part is a subpackage, a top-level
-#: module (``kinds``, ``runner``, ``__main__``), or a kind's folder of checks (``checks.torchbind``).
+#: module (``kinds``, ``runner``, ``__main__``), or a kind's folder of checks or of matrix rows (``checks.torchbind``,
+#: ``matrix.custom``).
 ALLOWED = {
     "core": set(),
     "engine": {"core"},
@@ -22,8 +23,11 @@ ALLOWED = {
     "torchbind": {"core", "engine"},
     "custom": {"core", "engine"},
     "kinds": {"core", "engine", "torchbind", "custom"},
-    "matrix": {"core", "engine", "torchbind", "custom"},
-    "checks": {"core", "engine", "matrix", "kinds", "torchbind", "custom"},  # the registry types checks by kind
+    "matrix": {"core", "engine"},  # the kind-neutral matrix: backends, the one cell skeleton, the limitations
+    "matrix.torchbind": {"core", "engine", "torchbind", "matrix"},
+    "matrix.custom": {"core", "engine", "custom", "matrix"},
+    "checks": {"core", "engine", "matrix", "kinds", "torchbind", "custom",  # the registry types checks by kind,
+               "matrix.torchbind", "matrix.custom"},  # and the matrix check picks each kind's rows
     "checks.torchbind": {"checks", "core", "engine", "torchbind", "matrix"},
     "checks.custom": {"checks", "core", "engine", "custom", "matrix"},
     "runner": {"core", "engine", "kinds", "checks", "matrix"},  # a kind only through kinds.py
@@ -36,13 +40,16 @@ ALLOWED = {
 #: Third-party packages the torch-free core must not import anywhere (the command line's --help and the report
 #: writers run on it without torch).
 HEAVY = ("torch", "hypothesis", "pytest", "_pytest", "numpy")
+#: The packages that hold a folder per kind of class, each folder a part of its own.
+BY_KIND = ("checks", "matrix")
+KIND_FOLDERS = ("torchbind", "custom")
 
 
 def part_of(path: Path) -> str:
     """The part (a key of :data:`ALLOWED`) the module at ``path`` belongs to."""
     parts = path.relative_to(PACKAGE).with_suffix("").parts
-    if parts[0] == "checks" and len(parts) > 2:
-        return f"checks.{parts[1]}"
+    if parts[0] in BY_KIND and len(parts) > 2 and parts[1] in KIND_FOLDERS:
+        return f"{parts[0]}.{parts[1]}"
     return parts[0]
 
 
@@ -67,8 +74,8 @@ def imported(path: Path) -> set[str]:
         if len(parts) < 2 or parts[0] != "conformance":
             continue
         rel = parts[1:]
-        if rel[0] == "checks" and len(rel) > 2 and rel[1] in ("torchbind", "custom"):
-            found.add(f"checks.{rel[1]}")
+        if rel[0] in BY_KIND and len(rel) > 2 and rel[1] in KIND_FOLDERS:
+            found.add(f"{rel[0]}.{rel[1]}")
         elif (PACKAGE / rel[0]).is_dir() or (PACKAGE / f"{rel[0]}.py").exists():
             found.add(rel[0])
     return found
@@ -121,8 +128,10 @@ def test_the_core_imports_no_torch_hypothesis_or_pytest():
 
 def test_the_kinds_are_kept_apart():
     # A TorchBind check never reaches into the custom-class code, nor the reverse; only kinds.py knows both.
-    assert "custom" not in ALLOWED["torchbind"] | ALLOWED["checks.torchbind"]
-    assert "torchbind" not in ALLOWED["custom"] | ALLOWED["checks.custom"]
+    assert "custom" not in ALLOWED["torchbind"] | ALLOWED["checks.torchbind"] | ALLOWED["matrix.torchbind"]
+    assert "torchbind" not in ALLOWED["custom"] | ALLOWED["checks.custom"] | ALLOWED["matrix.custom"]
+    # The matrix's kind-neutral part (the cell skeleton both kinds run through) knows neither kind.
+    assert not {"torchbind", "custom", "matrix.torchbind", "matrix.custom"} & ALLOWED["matrix"]
     # The engine, the kinds and the checks never import the process layer: isolation wraps them from above.
     assert "process" not in ALLOWED["engine"] | ALLOWED["torchbind"] | ALLOWED["custom"] | ALLOWED["checks"]
     assert "process" not in ALLOWED["checks.torchbind"] | ALLOWED["checks.custom"] | ALLOWED["runner"]
@@ -134,6 +143,9 @@ def test_the_import_reader_sees_every_form_of_import():
     assert "process" in imported(PACKAGE / "scaffold" / "worker.py")  # from ..process import ...
     assert {"torchbind", "custom"} <= imported(PACKAGE / "kinds.py")  # lazy and TYPE_CHECKING imports
     assert "torchbind" in imported(PACKAGE / "checks" / "torchbind" / "agreement.py")  # from ...torchbind.calls
+    assert {"matrix.torchbind", "matrix.custom"} <= imported(PACKAGE / "checks" / "matrix.py")
+    assert part_of(PACKAGE / "matrix" / "custom" / "run.py") == "matrix.custom"
+    assert part_of(PACKAGE / "matrix" / "backends" / "aoti.py") == "matrix"
     assert "reports" in imported(PACKAGE / "reports" / "terminal.py")  # from . import SYMBOLS
 
 

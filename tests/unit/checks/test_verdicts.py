@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import conformance
-from conformance.matrix.cell import run_cell
-from conformance.matrix.scenarios import row_names, scenario
+from conformance.matrix.torchbind.run import run_cell
+from conformance.matrix.torchbind.rows import row_names, scenario
 from conformance.runner import run_class
 from conformance.runner import Engine
 from conftest import engine_of
@@ -145,7 +145,7 @@ def test_dunders_get_matrix_rows_through_their_operators(samples):
     assert "def forward(self, obj, x0):" in eq.source and "r0 = obj == x0" in eq.source  # the other Bag: an input
     assert all(not c.call.callee.name.startswith("__") for c in scenario(ctx, "sequence").calls)
     # The eager reference runs the operator on the real object; a faithful backend reproduces it.
-    from conformance.matrix.backend import Backend
+    from conformance.matrix.backends import Backend
 
     faithful = Backend("faithful", "test", "faithful", lambda scn, module, args: module)
     assert run_cell(ctx, "operator.len", faithful).status == "passed"

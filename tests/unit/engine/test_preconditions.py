@@ -20,7 +20,7 @@ from torch._library.fake_class_registry import maybe_to_fake_obj
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import conformance
-from conformance.matrix.cell import run_cell
+from conformance.matrix.torchbind.run import run_cell
 from conformance.core.registry import REGISTRY
 from conformance.runner import Engine, plan, run_target
 from conformance.core.settings import Settings

@@ -12,7 +12,9 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import conformance
-from conformance.matrix.custom import run_custom_cell
+from conformance.matrix.backends import Backend
+from conformance.matrix.custom.run import run_cell as run_custom_cell
+from conformance.matrix.explain import STAYED
 from conformance.matrix.limitations import observation, raised_at
 from conformance.core.results import Status
 from conformance.core.settings import Settings
@@ -47,6 +49,32 @@ def test_every_example_object_reaches_the_sequence(opfake):
     assert "another state: obj = list(crops())[2]" in objects and "another state: obj = list(crops())[3]" in objects
 
 
+def test_a_custom_cell_fails_with_the_rule_of_what_went_wrong(opfake):
+    """The one cell skeleton judges a Python custom class's cell as it judges a TorchBind class's: a program that
+    keeps the first object's result is stale, and a backend that raises fails with its error and says that no
+    known limitation has that exception's type and site."""
+    def keeps_first(scn, module, args):
+        kept = []
+
+        def run(*a):
+            kept.append(module(*a))
+            return kept[0]
+
+        return run
+
+    def explodes(scn, module, args):
+        raise RuntimeError("backend exploded")
+
+    ctx = engine_of(lambda: conformance.examples(f"{MOD}.Crop")(crops), Settings(examples=5)).context(f"{MOD}.Crop")
+    stale = run_custom_cell(ctx, "crop", Backend("keeps", "test", "keeps", keeps_first))
+    assert (stale.status, stale.rule) == (Status.FAILED, "matrix.stale-result"), stale.reason
+    assert stale.reason.startswith("another state: obj = list(crops())[2]: eager ") and stale.reason.endswith(STAYED)
+    broken = run_custom_cell(ctx, "crop", Backend("exploding", "test", "exploding", explodes))
+    assert (broken.status, broken.rule, broken.reason) == (Status.FAILED, "matrix.raises",
+                                                           "RuntimeError: backend exploded")
+    assert "RuntimeError: no known limitation has this exception type and site" in broken.details
+
+
 def test_plain_torch_aotinductor_hands_the_fake_kernel_none_for_a_symbolic_object(opfake):
     class Program(torch.nn.Module):
         def forward(self, x, t):
@@ -72,7 +100,7 @@ def test_the_aoti_cell_of_a_symbolic_class_is_the_known_limitation_by_its_eviden
 def test_a_fake_given_none_outside_aotinductor_is_not_the_limitation(opfake):
     """The same exception type and site, without AOTInductor's compile on the stack (or with the object passed):
     no match; the evidence is where torch raised it and what torch handed the fake."""
-    from conformance.matrix.custom import scenario
+    from conformance.matrix.custom.rows import scenario
 
     engine = engine_of(settings=Settings(examples=5))
     scn = scenario(engine.context(f"{MOD}.Tiles"), "tile")
@@ -120,8 +148,8 @@ def test_dynamo_disabled_in_a_pytest_run_skips_the_compiled_cells(pytester, opfa
 
 def test_dynamo_disabled_skips_a_torchbind_class_compiled_cells_too(monkeypatch):
     import sample_classes  # noqa: F401 - builds (cached) and loads the TorchBind samples
-    from conformance.matrix.cell import run_cell
-    from conformance.matrix.scenarios import row_names
+    from conformance.matrix.torchbind.run import run_cell
+    from conformance.matrix.torchbind.rows import row_names
 
     monkeypatch.setenv("TORCHDYNAMO_DISABLE", "1")
     ctx = engine_of(settings=Settings(examples=5)).context("samples::Counter")

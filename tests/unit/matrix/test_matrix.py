@@ -11,10 +11,10 @@ import expecttest
 import pytest
 import torch
 
-from conformance.matrix.backend import Backend, all_backends
-from conformance.matrix.cell import run_cell
+from conformance.matrix.backends import Backend, all_backends
+from conformance.matrix.torchbind.run import run_cell
 from conformance.matrix.limitations import LIMITATIONS, find_limitation
-from conformance.matrix.scenarios import row_names, scenario
+from conformance.matrix.torchbind.rows import row_names, scenario
 from conformance.runner import Engine
 from conftest import run_inprocess, undated_report
 
@@ -41,6 +41,17 @@ def test_rows_and_columns(samples):
     assert rows[-4:] == ["sequence", "sequence.attr", "tensors.attr", "dynamic"]
     assert [b.name for b in all_backends()] == ["eager", "aot_eager", "inductor", "aoti", "export",
                                                 "export_strict", "export_saveload"]
+
+
+def test_each_kind_of_class_has_its_rows():
+    # The matrix check reaches a kind's rows through one table, keyed as contexts name their kind.
+    from conformance.checks.matrix import ROWS_OF_KIND
+    from conformance.kinds import KINDS
+    from conformance.matrix.custom.run import CustomRows
+    from conformance.matrix.torchbind.run import TorchBindRows
+
+    assert {k: type(v) for k, v in ROWS_OF_KIND.items()} == {"torchbind": TorchBindRows, "custom": CustomRows}
+    assert set(ROWS_OF_KIND) == set(KINDS)
 
 
 def test_sequence_program_mutates_then_reads(samples):
@@ -72,7 +83,7 @@ def test_stale_outputs_fail(samples):
         return run
 
     result = run_cell(ENGINE.context(COUNTER), "increment", Backend("stale", "test", "stale", prepare))
-    assert result.status == "failed"
+    assert (result.status, result.rule) == ("failed", "matrix.stale-result")
     # The cell says which output, what eager gave, what the program gave, and that it is the traced object's value.
     assert re.match(r"run 1 output\[0\] \(r0 = obj\.increment\(\d+\), on an object in another state\): eager \d+ "
                     r"\(int\), stale \d+ \(int\); eager on an object in the traced state gives \d+ \(int\): it stayed "
@@ -88,7 +99,7 @@ def test_program_that_runs_on_a_copy_fails_the_state_comparison(samples):
         return run
 
     result = run_cell(ENGINE.context(QUEUE), "push", Backend("copying", "test", "copying", prepare))
-    assert result.status == "failed"
+    assert (result.status, result.rule) == ("failed", "matrix.state-differs")
     assert result.reason.startswith("run 0 object state")
 
 
@@ -98,7 +109,7 @@ def test_tracing_that_mutates_the_object_fails(samples):
         return module
 
     result = run_cell(ENGINE.context(QUEUE), "push", Backend("mutating", "test", "mutating", prepare, ahead_of_time=True))
-    assert result.status == "failed"
+    assert (result.status, result.rule) == ("failed", "matrix.tracing-changed-object")
     assert result.reason.startswith("tracing changed the real object used to trace")
 
 
@@ -107,7 +118,19 @@ def test_compile_errors_fail_with_the_error(samples):
         raise RuntimeError("backend exploded")
 
     result = run_cell(ENGINE.context(COUNTER), "value", Backend("exploding", "test", "exploding", prepare))
-    assert (result.status, result.reason) == ("failed", "RuntimeError: backend exploded")
+    assert (result.status, result.reason, result.rule) == ("failed", "RuntimeError: backend exploded", "matrix.raises")
+
+
+def test_a_wrong_output_fails_with_its_rule(samples):
+    def prepare(scn, module, args):
+        def run(*a):  # a program that computes something else: every tensor it returns, plus one
+            return tuple(x + 1 if isinstance(x, torch.Tensor) else x for x in module(*a))
+
+        return run
+
+    result = run_cell(ENGINE.context(QUEUE), "pop", Backend("off_by_one", "test", "off by one", prepare))
+    assert (result.status, result.rule) == ("failed", "matrix.output-differs")
+    assert result.reason.startswith("run 0 output[0] (r0 = obj.pop(), on the traced object): eager "), result.reason
 
 
 def test_limitations_only_cover_matching_errors(samples):
@@ -247,7 +270,7 @@ def test_a_failed_load_names_the_error_torch_logged(monkeypatch):
     import io
     import logging
 
-    from conformance.matrix.export_saveload import load_program
+    from conformance.matrix.backends.export_saveload import load_program
 
     def load(buffer):
         try:
@@ -275,7 +298,7 @@ def test_a_failed_load_names_the_error_torch_logged(monkeypatch):
 def test_two_rows_with_the_same_program_compile_it_once(samples, monkeypatch):
     """Bag's ``sequence.attr`` and ``tensors.attr`` rows generate the same program and objects (its methods take
     no tensors): each backend compiles and runs it once, and both cells carry the verdict."""
-    import conformance.matrix.cell as cell_module
+    import conformance.matrix.torchbind.run as cell_module
 
     bag = Engine().context("samples_patterns::Bag")
     assert scenario(bag, "sequence.attr").code() == scenario(bag, "tensors.attr").code()
@@ -293,7 +316,7 @@ def test_two_rows_with_the_same_program_compile_it_once(samples, monkeypatch):
 def test_a_cell_interrupted_by_a_base_exception_is_not_taken_for_its_twin_row(samples, monkeypatch):
     """A fake raising SystemExit (a BaseException) ends row A's cell without a verdict: row B, the same program,
     runs for itself instead of inheriting a default pass."""
-    import conformance.matrix.cell as cell_module
+    import conformance.matrix.torchbind.run as cell_module
 
     bag = Engine().context("samples_patterns::Bag")
     real_run = cell_module._run

@@ -27,10 +27,10 @@ import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensor
 
 from conformance.core.breadcrumbs import Tracer
-from conformance.matrix.backend import Backend
-from conformance.matrix.cell import run_cell
+from conformance.matrix.backends import Backend
+from conformance.matrix.torchbind.run import run_cell
 from conformance.matrix.limitations import LIMITATIONS, find_limitation, raised_at
-from conformance.matrix.scenarios import scenario
+from conformance.matrix.torchbind.rows import scenario
 from conformance.process import Supervisor
 from conformance.process.stacks import Frame, hang_site, parse_dump
 from conformance.core.results import Outcome
@@ -132,8 +132,8 @@ def test_plain_torch_a_program_taking_the_object_saves_and_loads_but_one_with_a_
 
 def test_the_save_load_cell_fails_with_the_real_error(samples):
     cell = run_cell(ENGINE.context(COUNTER), "value", "export_saveload")
-    assert (cell.status.value, cell.limitation) == ("failed", None)  # was saveload-object-input (weights_only)
-    assert "Node redefined name call_torchbind!" in cell.reason
+    assert (cell.status.value, cell.limitation, cell.rule) == ("failed", None, "matrix.raises")  # was
+    assert "Node redefined name call_torchbind!" in cell.reason                              # saveload-object-input
     assert ("RuntimeError raised in torch/fx/graph.py lint: no known limitation has this exception type and site"
             in cell.details)
     assert run_cell(ENGINE.context(QUEUE), "pop", "export_saveload").status.value == "passed"
@@ -172,7 +172,7 @@ def test_explicit_dunder_cells_say_what_was_observed_and_the_operator_cell_fails
             "this cell") in cell.reason
     assert "works" not in cell.reason  # the old footnote said the operator form works
     operator = run_cell(ctx, "operator.len", "eager")
-    assert (operator.status.value, operator.limitation) == ("failed", None)
+    assert (operator.status.value, operator.limitation, operator.rule) == ("failed", None, "matrix.raises")
     assert operator.reason.startswith("Unsupported: Observed exception")
     assert any(d.endswith("no known limitation has this exception type and site") for d in operator.details)
     getitem = run_cell(ctx, "operator.getitem", "eager")
@@ -197,7 +197,7 @@ def test_a_known_message_raised_elsewhere_is_a_failure(samples):
 
     liar = Backend("aoti", "AOTInductor", "AOTInductor", prepare, ahead_of_time=True)
     cell = run_cell(engine_of().context(COUNTER), "scale", liar)
-    assert (cell.status.value, cell.limitation) == ("failed", None)
+    assert (cell.status.value, cell.limitation, cell.rule) == ("failed", None, "matrix.raises")
     assert cell.reason.startswith("UserError: TorchBind objects found in inputs")
     assert run_cell(ENGINE.context(COUNTER), "scale", "aoti").limitation == "aoti-object-input"
 
@@ -255,7 +255,7 @@ Current thread 0x00007f01 (most recent call first):
   File "/v/lib/python3.11/site-packages/torch/_dynamo/variables/functions.py", line {line} in call_function
   File "/v/lib/python3.11/site-packages/torch/_dynamo/symbolic_convert.py", line 1603 in step
   File "/v/lib/python3.11/site-packages/torch/_dynamo/convert_frame.py", line 935 in run_tracer
-  File "/repo/conformance/matrix/cell.py", line 40 in _run
+  File "/repo/conformance/matrix/torchbind/run.py", line 40 in _run
   File "/repo/conformance/process/supervisor.py", line 400 in _worker_main
   File "/v/lib/python3.11/site-packages/_pytest/main.py", line 10 in main
 """
@@ -265,7 +265,7 @@ def test_stacks_tell_a_compiler_loop_from_a_call_into_the_class():
     moving = hang_site(parse_dump(_DUMP.format(line=519) + _DUMP.format(line=890)))
     assert moving.in_compiler and moving.moving and moving.compiler == ("dynamo tracing the program",)
     assert str(moving.frame) == "torch/_dynamo/variables/functions.py:890 in call_function"
-    assert [str(f) for f in moving.stack][-1] == "cell.py:40 in _run"  # the worker loop and pytest are left out
+    assert [str(f) for f in moving.stack][-1] == "run.py:40 in _run"  # the worker loop and pytest are left out
     still = hang_site([[Frame("/v/torch/_higher_order_ops/torchbind.py", 96, "call_torchbind_impl"),
                         Frame("/v/torch/_dynamo/convert_frame.py", 935, "run_tracer")]] * 2)
     assert still.class_call and not still.in_compiler  # standing still where torch calls the class's method
@@ -405,7 +405,7 @@ def test_strict_export_that_changes_the_real_object_then_fails_is_that_limitatio
     The cell rests on the change it observed (the limitation's evidence), and names the error that followed."""
     import sample_classes  # noqa: F401
     import sample_classes.fakes_evidence  # noqa: F401
-    from conformance.matrix.cell import run_cell
+    from conformance.matrix.torchbind.run import run_cell
     from conftest import engine_of
 
     # Plain torch: strict export raises, and the object it was given has booked an entry.
@@ -419,6 +419,6 @@ def test_strict_export_that_changes_the_real_object_then_fails_is_that_limitatio
         torch.export.export(Program(), (ledger, torch.ones(2)), strict=True)
     assert ledger.entries() == 1
     cell = run_cell(engine_of().context("samples_evidence::Ledger"), "spend", "export_strict")
-    assert (cell.status, cell.limitation) == ("unsupported", "strict-export-real-object")
+    assert (cell.status, cell.limitation, cell.rule) == ("unsupported", "strict-export-real-object", "")
     assert cell.details[0].startswith("tracing changed the real object used to trace: ")
     assert cell.details[1].startswith("then export strict failed: RuntimeError: ")

@@ -16,9 +16,9 @@ from torch._library.fake_class_registry import maybe_to_fake_obj
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import conformance
-from conformance.matrix.backend import Backend
-from conformance.matrix.cell import run_cell
-from conformance.matrix.scenarios import scenario
+from conformance.matrix.backends import Backend
+from conformance.matrix.torchbind.run import run_cell
+from conformance.matrix.torchbind.rows import scenario
 from conformance.runner import plan, run_target
 from conftest import engine_of
 
@@ -93,7 +93,7 @@ def test_a_program_that_keeps_the_traced_value_is_never_a_pass(engine):
         return run
 
     cell = run_cell(engine.context(VOCAB), "get_default_index", Backend("keeps", "test", "keeps", keeps_first_result))
-    assert cell.status == "failed" and cell.limitation is None
+    assert (cell.status, cell.limitation, cell.rule) == ("failed", None, "matrix.stale-result")
     assert cell.reason.endswith("(int): it stayed at the traced object's value"), cell.reason
     assert cell.reason.startswith("run 1 output[0] (r0 = obj.get_default_index(), on an object in another state): ")
 
@@ -170,11 +170,17 @@ def test_a_cell_failing_because_of_the_fake_names_the_agreement_item(stale):
         assert outcome.status == "failed"
         item = f"{ITEM}::agreement[get_default_index]"
         cell = run_cell(ctx, "get_default_index", "eager")
-        assert cell.status == "failed"
+        assert (cell.status, cell.rule) == ("failed", "matrix.follows-from-fake")
         assert cell.reason.endswith(f"(follows from the fake's wrong result, see {item})"), cell.reason
         assert cell.details[0] == (f"this follows from the fake's wrong result, see {item}: obj.get_default_index() on "
                                    "an object in the traced state: C++ returned 2, fake returned 0")
         assert item == f"{ITEM}::{agreement.name}"  # the id the plugin gives the agreement item
+        # The matrix item reports the cell with its rule (what tools match on, not the reason's prose).
+        [unit] = [u for u in plan(VOCAB, engine, only={"matrix"}, backends=["eager"])
+                  if u.target.row == "get_default_index"]
+        verdict = run_target(unit, engine)
+        assert [f.rule for f in verdict.failures] == ["matrix.follows-from-fake"]
+        assert verdict.cell.rule == "matrix.follows-from-fake" and verdict.cell.reason == cell.reason
 
 
 class LookupOnly(torch.nn.Module):
@@ -201,7 +207,7 @@ def test_an_inductor_error_from_a_wrong_fake_shape_names_the_agreement_item(stal
         assert run_target(agreement, engine).status == "failed"
         item = f"{ITEM}::{agreement.name}"
         cell = run_cell(engine.context(VOCAB), "lookup", "inductor")
-        assert cell.status == "failed" and cell.limitation is None
+        assert (cell.status, cell.limitation, cell.rule) == ("failed", None, "matrix.follows-from-fake")
         assert "wrong number of dimensions" in cell.reason
         assert cell.reason.endswith(f"(follows from the fake's wrong result, see {item})"), cell.reason
         assert cell.details[0].startswith(f"this follows from the fake's wrong result, see {item}: obj.lookup(")
@@ -224,7 +230,7 @@ def test_a_state_difference_names_the_flattened_key(engine):
     copy.deepcopy(obj).set_default_index(2)
     assert obj.get_default_index() == 1
     cell = run_cell(engine.context(VOCAB), "set_default_index", Backend("copying", "test", "copying", on_a_copy))
-    assert cell.status == "failed"
+    assert (cell.status, cell.rule) == ("failed", "matrix.state-differs")
     assert cell.reason.startswith("run 1 object state 'default_index': eager left "), cell.reason
     assert ", copying left " in cell.reason and "(int)" in cell.reason
 
@@ -244,7 +250,7 @@ def test_a_fake_wrong_only_in_the_second_state_is_named_for_torch_compile(stale)
         assert (compiled(vocab(0)), compiled(vocab(3))) == (0, 0)
         torch._dynamo.reset()
         cell = run_cell(engine.context(VOCAB), "get_default_index", "eager")
-        assert cell.status == "failed"
+        assert (cell.status, cell.rule) == ("failed", "matrix.follows-from-fake")
         assert cell.reason.startswith("run 1 output[0] (r0 = obj.get_default_index(), on an object in another "
                                       "state): eager 3 (int), torch.compile eager 0 (int)"), cell.reason
         assert cell.reason.endswith(f"(follows from the fake's wrong result, see {ITEM}::agreement[get_default_index])")

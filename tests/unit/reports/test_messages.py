@@ -12,7 +12,7 @@ import dataclasses
 import expecttest
 
 from conformance.torchbind.calls import Call, Callee
-from conformance.matrix.scenarios import scenario
+from conformance.matrix.torchbind.rows import scenario
 from conformance.reports import build_report
 from conformance.reports.markdown import render as render_markdown
 from conformance.reports.terminal import render_lines

@@ -296,8 +296,8 @@ def test_the_matrix_compares_every_object_an_op_was_given(multi):
     rebuilt argument objects would) fails, naming that argument; the faithful program passes on that comparison."""
     import copy
 
-    from conformance.matrix.backend import Backend
-    from conformance.matrix.cell import run_cell
+    from conformance.matrix.backends import Backend
+    from conformance.matrix.torchbind.run import run_cell
 
     def faithful(scn, module, args):
         return module
@@ -328,7 +328,7 @@ def test_an_ops_argument_position_counts_only_arguments_that_are_not_objects(mul
     in custom_op's paired calls and in the matrix row alike (a new user's arg=0 once reached the second object in
     the matrix, whose eager reference then failed on every call, and was dropped by custom_op)."""
     import conformance
-    from conformance.matrix.scenarios import scenario
+    from conformance.matrix.torchbind.rows import scenario
 
     engine = engine_of(lambda: conformance.strategy(GUARD, "samples_multi::enter_compute_stream", arg=0)(
         lambda: __import__("hypothesis").strategies.just(3)))

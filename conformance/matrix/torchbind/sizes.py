@@ -1,4 +1,4 @@
-"""Input sizes of the coverage matrix's ``dynamic`` row (:mod:`conformance.matrix.scenarios`).
+"""Input sizes of the coverage matrix's ``dynamic`` row (:mod:`conformance.matrix.torchbind.rows`).
 
 torch specialises a dimension of size 0 or 1 even when it is marked dynamic (``torch.export.Dim.AUTO`` records
 the hint 1 as a constant, ``torch._dynamo.maybe_mark_dynamic`` likewise), so a program traced on a batch of one
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..engine.values import Value
+from ...engine.values import Value
 
 __all__ = ["dynamic_inputs"]
 

@@ -1,10 +1,13 @@
-"""Backends (the matrix columns): how a scenario's program is compiled or exported and then run.
+"""Backends (the matrix columns): how a scenario's program is compiled or exported and then run, for either kind of
+class.
 
-Each backend is one module in this package defining ``BACKEND``; :data:`conformance.core.names.BACKEND_NAMES` (the
-torch-free list ``--help`` offers) fixes the column order, and :data:`BACKEND_MODULES` follows from it. A backend's
-``prepare(scenario, module, example_args)`` returns a callable that runs the program on
-``forward``'s arguments; for ``torch.compile`` backends tracing happens on the first call, for export and
-AOTInductor inside ``prepare`` (``ahead_of_time``), which lets the cell check that tracing left the object alone.
+Each backend is one module in this package defining ``BACKEND``, which carries all there is to that backend: how a
+cell prepares the program, and the lines with which a reproducer script does the same (:attr:`Backend.script`).
+:data:`conformance.core.names.BACKEND_NAMES` (the torch-free list ``--help`` offers) fixes the column order, and
+:data:`BACKEND_MODULES` follows from it. A backend's ``prepare(scenario, module, example_args)`` returns a callable
+that runs the program on ``forward``'s arguments; for ``torch.compile`` backends tracing happens on the first call,
+for export and AOTInductor inside ``prepare`` (``ahead_of_time``), which lets the cell check that tracing left the
+object alone.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from typing import Any
 
 import torch
 
-from ..core.names import BACKEND_NAMES
+from ...core.names import BACKEND_NAMES
 
-__all__ = ["Backend", "all_backends", "get_backend", "torch_compile", "export_program", "BACKEND_MODULES"]
+__all__ = ["Backend", "all_backends", "get_backend", "torch_compile", "compile_script", "export_program",
+           "export_script", "BACKEND_MODULES"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +36,10 @@ class Backend:
     ``scalars_as_tensors``: the backend returns int/float/bool outputs as 0-dim tensors (AOTInductor's calling
     convention), compared by value. ``dynamo``: ``prepare`` compiles with ``torch.compile`` (dynamo), so with dynamo
     disabled (``TORCHDYNAMO_DISABLE=1``, :mod:`conformance.engine.dynamo_state`) nothing would be compiled and the cell
-    skips saying so.
+    skips saying so. ``script``: the lines of a reproducer script (:mod:`conformance.matrix.torchbind.repro`) that
+    do what ``prepare`` does: they turn ``module(traced)`` into a callable ``program``, given ``example`` (run 0's
+    arguments) and ``DYNAMIC`` (the ``dynamic_shapes``, or ``None``); empty for a backend no script can rebuild (a
+    test's own), whose failed cells come without a reproducer.
     """
 
     name: str
@@ -43,6 +50,7 @@ class Backend:
     state_visible: bool = True
     scalars_as_tensors: bool = False
     dynamo: bool = False
+    script: tuple[str, ...] = ()
 
     @property
     def side(self) -> str:
@@ -96,6 +104,19 @@ def torch_compile(backend: str) -> Callable[[Any, torch.nn.Module, tuple], Calla
         return run
 
     return prepare
+
+
+def compile_script(backend: str) -> tuple[str, ...]:
+    """The :attr:`Backend.script` of a ``torch.compile`` backend: the program compiled with ``backend``, its sizes
+    left to torch (``dynamic=None``: a size that changes becomes dynamic), as the cell's marks make them."""
+    return (f"program = torch.compile(module(traced), backend={backend!r})",)
+
+
+def export_script(strict: bool, name: str = "program") -> str:
+    """The line of a :attr:`Backend.script` that exports as :func:`export_program` does, into ``name`` (the
+    exported program itself, not its ``module()``)."""
+    return (f"{name} = torch.export.export(module(traced), example, dynamic_shapes=DYNAMIC, "
+            f"strict={strict})")
 
 
 def export_program(scenario, module: torch.nn.Module, example_args: tuple, *, strict: bool):

@@ -12,7 +12,7 @@ import tempfile
 
 import torch
 
-from .backend import Backend, export_program
+from . import Backend, export_program, export_script
 
 
 def prepare(scenario, module, example_args):
@@ -23,4 +23,9 @@ def prepare(scenario, module, example_args):
 
 
 BACKEND = Backend(name="aoti", group="AOTInductor", title="AOTInductor", prepare=prepare,
-                  ahead_of_time=True, state_visible=False, scalars_as_tensors=True)
+                  ahead_of_time=True, state_visible=False, scalars_as_tensors=True, script=(
+                      "import os, tempfile",
+                      export_script(strict=False, name="exported"),
+                      "package = torch._inductor.aoti_compile_and_package(exported, package_path=os.path.join("
+                      "tempfile.mkdtemp(), 'program.pt2'))",
+                      "program = torch._inductor.aoti_load_package(package)"))

@@ -1,6 +1,6 @@
 """Backend ``eager``: ``torch.compile(program, backend="eager", fullgraph=True)``."""
 
-from .backend import Backend, torch_compile
+from . import Backend, compile_script, torch_compile
 
 BACKEND = Backend(name="eager", group="torch.compile", title="eager", prepare=torch_compile("eager"),
-                  dynamo=True)
+                  script=compile_script("eager"), dynamo=True)

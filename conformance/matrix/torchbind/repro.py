@@ -1,6 +1,7 @@
 """The reproducer of a failed TorchBind matrix cell: a standalone script that builds the row's program and objects,
-runs it in plain eager and through the cell's backend, the way :func:`conformance.matrix.cell.run_cell` does, and
-prints both runs' outputs and the objects' states side by side.
+runs it in plain eager and through the cell's backend, the way the cell does (:mod:`conformance.matrix.torchbind.run`),
+and prints both runs' outputs and the objects' states side by side. How the script prepares the program is the
+backend's own (:attr:`conformance.matrix.backends.Backend.script`).
 
 The script judges itself (:mod:`conformance.engine.reproducers`): it prints ``no disagreement reproduced`` when the
 backend gives eager's outputs and leaves the objects as eager does (tensors by ``torch.testing.assert_close``,
@@ -12,31 +13,11 @@ with the same ``Dim.AUTO`` on every tensor dimension; their torch.compile cells 
 
 from __future__ import annotations
 
-from ..engine.reproducers import NOT_REPRODUCED
+from ...engine.reproducers import NOT_REPRODUCED
+from ..backends import Backend
 from .scenarios import Scenario
 
 __all__ = ["cell_repro"]
-
-#: How each backend turns ``module(traced)`` into a callable ``program`` (``example`` holds run 0's arguments).
-_PREPARE = {
-    "eager": ["program = torch.compile(module(traced), backend='eager')"],
-    "aot_eager": ["program = torch.compile(module(traced), backend='aot_eager')"],
-    "inductor": ["program = torch.compile(module(traced), backend='inductor')"],
-    "export": ["program = torch.export.export(module(traced), example, dynamic_shapes=DYNAMIC, strict=False)"
-               ".module()"],
-    "export_strict": ["program = torch.export.export(module(traced), example, dynamic_shapes=DYNAMIC, strict=True)"
-                      ".module()"],
-    "export_saveload": ["import io",
-                        "exported = torch.export.export(module(traced), example, dynamic_shapes=DYNAMIC, "
-                        "strict=False)",
-                        "buffer = io.BytesIO()", "torch.export.save(exported, buffer)", "buffer.seek(0)",
-                        "program = torch.export.load(buffer).module()"],
-    "aoti": ["import os, tempfile",
-             "exported = torch.export.export(module(traced), example, dynamic_shapes=DYNAMIC, strict=False)",
-             "package = torch._inductor.aoti_compile_and_package(exported, package_path=os.path.join("
-             "tempfile.mkdtemp(), 'program.pt2'))",
-             "program = torch._inductor.aoti_load_package(package)"],
-}
 
 _COMPARE = [
     "def same(a, b):",
@@ -60,11 +41,10 @@ _COMPARE = [
 ]
 
 
-def cell_repro(ctx, scn: Scenario, backend: str) -> str | None:
-    """The script reproducing the cell of ``scn`` (a TorchBind scenario of ``ctx``'s class) through the backend
-    named ``backend``; ``None`` for a backend it has no recipe for (a test's own)."""
-    prepare = _PREPARE.get(backend)
-    if prepare is None:
+def cell_repro(ctx, scn: Scenario, backend: Backend) -> str | None:
+    """The script reproducing the cell of ``scn`` (a TorchBind scenario of ``ctx``'s class) through ``backend``;
+    ``None`` for a backend without a :attr:`~conformance.matrix.backends.Backend.script` (a test's own)."""
+    if not backend.script:
         return None
     attr = scn.placement == "attr"
     inputs = [", ".join(v.code for v in run) for run in scn.tensor_inputs]
@@ -92,14 +72,14 @@ def cell_repro(ctx, scn: Scenario, backend: str) -> str | None:
             "traced = make_first()",
             "example = args(traced, 0)",
             f"DYNAMIC = {dims}",
-            *prepare,
+            *backend.script,
             # torch.compile traces on its first call, with the traced object; an exported program runs on a new
             # object in the first state (the traced one went into tracing), unless it holds its object.
-            f"start = {'traced' if backend in ('eager', 'aot_eager', 'inductor') or attr else 'make_first()'}",
+            f"start = {'make_first()' if backend.ahead_of_time and not attr else 'traced'}",
             "held = getattr(program, 'obj', None)  # an attribute object the program keeps a copy of (export)",
             "got = run_twice(program, held if isinstance(held, torch.ScriptObject) else start)",
             "print('eager:  ', expected)",
-            f"print('{backend}:', got)",
+            f"print('{backend.name}:', got)",
             "", *_COMPARE,
             "if same(expected, got):",
             f"    print({NOT_REPRODUCED!r})"]

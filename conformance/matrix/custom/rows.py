@@ -1,39 +1,30 @@
-"""The coverage matrix of a Python custom class (opaque object): one row per custom op taking the class, through
-each backend, called with a sequence of objects and compared call by call with eager.
+"""The rows of a Python custom class's coverage matrix (opaque object): one row per custom op taking the class,
+called with a sequence of objects and compared call by call with eager (how a cell runs it:
+:mod:`conformance.matrix.custom.run`).
 
 The sequence: the first object (the program is compiled or exported with it), an equal one built the same way, the
 objects in another state (labelled so whatever ``__eq__`` says of them: an object ``==`` calls equal in another
 state is exactly what a stale program shows on), and the first changed: for a symbolic class after a
 state-changing method call, for a constant one given the state its constructor builds with one argument taken
-from another object. Each call runs the
-backend's program on one object and plain eager on a twin built the same way; outputs must be equal, and for a
-symbolic class the objects' states afterwards too. An object the op rejects in eager is not a comparison: that
-call is left out. Backends and their ``prepare`` are the TorchBind matrix's
-(:mod:`conformance.matrix.backend`); what torch does not support is a row of the limitation table
-(:mod:`conformance.matrix.limitations`, entries with ``kind="custom"``).
+from another object. An object the op rejects in eager is not a comparison: that call is left out.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ..engine.arguments import draw_fixed
-from ..engine.compare import value_differences
-from ..engine.dynamo_state import skip_reason
-from ..custom.context import CustomClassContext, Recipe, same_value, show, state_of
-from ..core.results import Cell, NotApplicable, Status, exception_line
-from ..engine.values import ArgumentSet
-from .backend import Backend, all_backends, get_backend
-from .explain import STAYED, cannot_tell
-from .limitations import observation
+from ...core.results import NotApplicable
+from ...custom.context import CustomClassContext, Recipe, same_value, state_of
+from ...engine.arguments import draw_fixed
+from ...engine.compare import value_differences
+from ...engine.values import ArgumentSet
 
-__all__ = ["custom_rows", "run_custom_cell", "CustomScenario"]
+__all__ = ["custom_rows", "scenario", "CustomScenario"]
 
 
 def custom_rows(ctx: CustomClassContext) -> list[str]:
@@ -62,7 +53,7 @@ class CustomScenario:
     placement: str = "input"
     calls: tuple = ()
     has_object_input: bool = True
-    telling: bool = True  # some object after the first changes the op's output on ``args`` (see run_custom_cell)
+    telling: bool = True  # some object after the first changes the op's output on ``args`` (see .run)
     silent: tuple[str, ...] = ()  # the changed-field steps whose object gives the first object's output
 
     def dynamic_shapes(self) -> None:
@@ -202,90 +193,3 @@ def scenario(ctx: CustomClassContext, row: str) -> CustomScenario:
     silent = tuple(label for (label, _make), t in zip(steps[2:], told) if not t and label.startswith("changed: "))
     return CustomScenario(row, op, args, steps, program, tensor_positions, ctx.info.kind, telling=any(told),
                           silent=silent)
-
-
-def _run(ctx: CustomClassContext, scn: CustomScenario, backend: Backend) -> list[str]:
-    """Compile/export with the first object, then call the program with each object of the sequence; every
-    difference from eager on a twin object."""
-    reference = scn.module()
-    program = backend.prepare(scn, scn.module(), (*scn.inputs(), scn.steps[0][1]()))
-    traced = reference(*scn.inputs(), scn.steps[0][1]())  # eager on an object like the one traced
-    diffs: list[str] = []
-    for label, make in scn.steps:
-        expected_obj, obj = make(), make()
-        try:
-            expected = reference(*scn.inputs(), expected_obj)
-        except Exception:  # noqa: BLE001 - an object the op rejects in eager: not a comparison
-            if label.startswith("first"):
-                raise
-            continue
-        got = program(*scn.inputs(), obj)
-        differences = value_differences(expected, got, "output")
-        if differences:
-            line = f"{label}: eager {show(expected)}, {backend.side} {show(got)}"
-            if not label.startswith("first") and value_differences(traced, expected):
-                # What a program holding the first object baked in returns: the traced object's eager output.
-                line += f"; eager on the first object gives {show(traced)}"
-                if not value_differences(traced, got):
-                    line += f": {STAYED}"
-            diffs += [line]
-            diffs += [f"{label}: {d}" for d in differences]
-        if ctx.info.kind == "symbolic" and backend.state_visible:
-            before, after = state_of(expected_obj), state_of(obj)
-            diffs += [f"{label}: object state {k}: eager {before.get(k)!r}, {backend.side} {after.get(k)!r}"
-                      for k in sorted(set(before) | set(after), key=str)
-                      if not same_value(before.get(k), after.get(k))]
-    return diffs
-
-
-def run_custom_cell(ctx: CustomClassContext, row: str, backend: str | Backend) -> Cell:
-    """Run the cell of ``ctx``'s class for ``row`` (an op) through ``backend``; never raises for errors in torch
-    or the class (they become ``FAILED`` or ``UNSUPPORTED``); a row with no eager reference is ``SKIPPED``."""
-    backend = get_backend(backend) if isinstance(backend, str) else backend
-    names = [b.name for b in all_backends()]
-    rows = custom_rows(ctx)
-    cell = Cell(ctx.info.name, row, backend.name, rows.index(row),
-                names.index(backend.name) if backend.name in names else len(names))
-    if backend.dynamo and (disabled := skip_reason(f"the {backend.group} {backend.title} cell")) is not None:
-        cell.status, cell.reason = Status.SKIPPED, disabled  # torch.compile would run eagerly: nothing to judge
-        return cell
-    try:
-        scn = scenario(ctx, row)
-    except NotApplicable as exc:
-        cell.status, cell.reason = Status.SKIPPED, f"no eager reference: {exc}"
-        return cell
-    cell.program = scn.program + "\n# objects, in order:\n" + "\n".join(f"#   {label}" for label, _ in scn.steps)
-    try:
-        with ctx.calling(f"{row} of {ctx.info.name} through {backend.title} (compile and run)", timed=False):
-            torch._dynamo.reset()
-            # One recompilation per object at most: never dynamo's limit, past which it would run eagerly unseen.
-            with torch._dynamo.config.patch(recompile_limit=max(torch._dynamo.config.recompile_limit,
-                                                                len(scn.steps) + 1),
-                                            fail_on_recompile_limit_hit=True):
-                diffs = _run(ctx, scn, backend)
-        evidence, failure_details, matched = diffs, diffs, diffs[0] if diffs else ""
-    except Exception as exc:  # noqa: BLE001 - compile/export/runtime errors are this cell's result
-        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        evidence = [exception_line(exc, limit=400)]
-        failure_details, matched = [ln.rstrip() for ln in tb[-4:]], exc  # the limitation table: type and site
-    finally:
-        torch._dynamo.reset()
-    if evidence:
-        found = observation(backend.name, scn, matched)  # by evidence: the exception's type and site, or the diff
-        if found is not None:
-            limitation, seen = found
-            cell.status, cell.limitation = Status.UNSUPPORTED, limitation.key
-            cell.reason = f"{limitation.reason} (observed for this class: {seen})"
-            cell.details = evidence + [f"known limitation {limitation.key}: {limitation.source}"]
-        else:
-            cell.status, cell.reason, cell.details = Status.FAILED, evidence[0], failure_details
-    elif not scn.telling:
-        cell.details = [cannot_tell(f"no object drawn after the first changes {scn.op.qualname}'s output on these "
-                                    "arguments", "give objects that do (@conformance.examples, or strategies for "
-                                    "the op's arguments)")]
-    elif scn.silent:
-        cell.details = [cannot_tell(f"{label.split('; ', 1)[-1]} leaves {scn.op.qualname}'s output on these arguments "
-                                    "as the first object's", "give objects whose value of that field changes the "
-                                    "output (@conformance.examples), or arguments on which it does (strategies)")
-                        for label in scn.silent]
-    return cell

@@ -15,7 +15,7 @@ from typing import Any
 import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensor
 
-from .backend import Backend, export_program
+from . import Backend, export_program, export_script
 
 __all__ = ["BACKEND", "fake_tensors_left", "LEFT_FAKE_TENSORS"]
 
@@ -41,4 +41,4 @@ def fake_tensors_left(state: Any, label: str = "state") -> list[str]:
 
 
 BACKEND = Backend(name="export_strict", group="export", title="strict", prepare=prepare,
-                  ahead_of_time=True)
+                  ahead_of_time=True, script=(export_script(strict=True) + ".module()",))

@@ -8,7 +8,7 @@ import logging
 
 import torch
 
-from .backend import Backend, export_program
+from . import Backend, export_program, export_script
 
 
 def prepare(scenario, module, example_args):
@@ -63,4 +63,8 @@ class _Records(logging.Handler):
 
 
 BACKEND = Backend(name="export_saveload", group="export", title="save/load", prepare=prepare,
-                  ahead_of_time=True)
+                  ahead_of_time=True, script=(
+                      "import io",
+                      export_script(strict=False, name="exported"),
+                      "buffer = io.BytesIO()", "torch.export.save(exported, buffer)", "buffer.seek(0)",
+                      "program = torch.export.load(buffer).module()"))

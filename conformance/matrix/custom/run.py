@@ -1,0 +1,101 @@
+"""How a Python custom class's matrix cell runs (the hooks of :class:`conformance.matrix.cell.Rows`): the row's
+program is compiled or exported with the first object of its sequence (:mod:`conformance.matrix.custom.rows`), then
+called with each object of the sequence while plain eager runs on a twin built the same way; outputs must be equal,
+and for a symbolic class the objects' states afterwards too. What torch does not support is an entry of the
+limitation table with ``kind="custom"`` (:mod:`conformance.matrix.limitations`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...custom.context import CustomClassContext, same_value, show, state_of
+from ...engine.compare import value_differences
+from ..backends import Backend
+from ..cell import OUTPUT_DIFFERS, STALE_RESULT, STATE_DIFFERS, Difference, Rows
+from ..explain import STAYED, cannot_tell
+from .rows import CustomScenario, custom_rows, scenario
+
+__all__ = ["CustomRows", "ROWS", "run_cell"]
+
+
+class CustomRows(Rows):
+    """The rows of a Python custom class (:func:`~conformance.matrix.custom.rows.custom_rows`), each an op called
+    with a sequence of objects."""
+
+    def names(self, ctx: CustomClassContext) -> list[str]:
+        return custom_rows(ctx)
+
+    def qualname(self, ctx: CustomClassContext) -> str:
+        return ctx.info.name
+
+    def scenario(self, ctx: CustomClassContext, row: str) -> CustomScenario:
+        return scenario(ctx, row)
+
+    def program(self, scn: CustomScenario) -> str:
+        return scn.program + "\n# objects, in order:\n" + "\n".join(f"#   {label}" for label, _ in scn.steps)
+
+    def label(self, ctx: CustomClassContext, row: str, backend: Backend, program: str) -> str:
+        return f"{row} of {ctx.info.name} through {backend.title} (compile and run)"
+
+    def run(self, ctx: CustomClassContext, scn: CustomScenario, backend: Backend) -> list[Difference]:
+        """Compile/export with the first object, then call the program with each object of the sequence, dynamo's
+        caches reset before and after."""
+        try:
+            torch._dynamo.reset()
+            # One recompilation per object at most: never dynamo's limit, past which it would run eagerly unseen.
+            with torch._dynamo.config.patch(recompile_limit=max(torch._dynamo.config.recompile_limit,
+                                                                len(scn.steps) + 1),
+                                            fail_on_recompile_limit_hit=True):
+                return _run(ctx, scn, backend)
+        finally:
+            torch._dynamo.reset()
+
+    def unsure(self, ctx: CustomClassContext, scn: CustomScenario) -> list[str]:
+        if not scn.telling:
+            return [cannot_tell(f"no object drawn after the first changes {scn.op.qualname}'s output on these "
+                                "arguments", "give objects that do (@conformance.examples, or strategies for the "
+                                "op's arguments)")]
+        return [cannot_tell(f"{label.split('; ', 1)[-1]} leaves {scn.op.qualname}'s output on these arguments as the "
+                            "first object's", "give objects whose value of that field changes the output "
+                            "(@conformance.examples), or arguments on which it does (strategies)")
+                for label in scn.silent]
+
+
+def _run(ctx: CustomClassContext, scn: CustomScenario, backend: Backend) -> list[Difference]:
+    """Compile/export with the first object, then call the program with each object of the sequence; every
+    difference from eager on a twin object."""
+    reference = scn.module()
+    program = backend.prepare(scn, scn.module(), (*scn.inputs(), scn.steps[0][1]()))
+    traced = reference(*scn.inputs(), scn.steps[0][1]())  # eager on an object like the one traced
+    diffs: list[Difference] = []
+    for label, make in scn.steps:
+        expected_obj, obj = make(), make()
+        try:
+            expected = reference(*scn.inputs(), expected_obj)
+        except Exception:  # noqa: BLE001 - an object the op rejects in eager: not a comparison
+            if label.startswith("first"):
+                raise
+            continue
+        got = program(*scn.inputs(), obj)
+        differences = value_differences(expected, got, "output")
+        if differences:
+            line, rule = f"{label}: eager {show(expected)}, {backend.side} {show(got)}", OUTPUT_DIFFERS
+            if not label.startswith("first") and value_differences(traced, expected):
+                # What a program holding the first object baked in returns: the traced object's eager output.
+                line += f"; eager on the first object gives {show(traced)}"
+                if not value_differences(traced, got):
+                    line, rule = f"{line}: {STAYED}", STALE_RESULT
+            diffs += Difference.each(rule, [line] + [f"{label}: {d}" for d in differences])
+        if ctx.info.kind == "symbolic" and backend.state_visible:
+            before, after = state_of(expected_obj), state_of(obj)
+            diffs += Difference.each(STATE_DIFFERS, [
+                f"{label}: object state {k}: eager {before.get(k)!r}, {backend.side} {after.get(k)!r}"
+                for k in sorted(set(before) | set(after), key=str) if not same_value(before.get(k), after.get(k))])
+    return diffs
+
+
+#: The Python custom class kind's rows.
+ROWS = CustomRows()
+#: Run one cell of a Python custom class: :meth:`conformance.matrix.cell.Rows.run_cell` with its rows.
+run_cell = ROWS.run_cell

@@ -1,0 +1,153 @@
+"""How a TorchBind class's matrix cell runs (the hooks of :class:`conformance.matrix.cell.Rows`): the program is
+compiled or exported with the first object and run twice — the second time on an object in another state, or on
+the same attribute object again — and each run's outputs and the objects' final states (``__obj_flatten__``) must
+equal eager's; for ahead-of-time backends, tracing must leave the traced object unchanged ("tracing must not mutate
+the real object or cause side effects", PT2 custom-class notes).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...core.results import NotApplicable, exception_line
+from ...engine.compare import flat_state_differences
+from ...torchbind.context import ClassContext
+from ...torchbind.examples import read_state
+from ..backends import Backend
+from ..backends.export_strict import fake_tensors_left
+from ..cell import STATE_DIFFERS, TRACING_CHANGED_OBJECT, Difference, Rows
+from ..explain import cannot_tell
+from .explain import fake_cause, output_differences, state_differences
+from .repro import cell_repro
+from .rows import row_names, scenario
+from .scenarios import Scenario, argument_objects
+
+__all__ = ["TorchBindRows", "ROWS", "run_cell"]
+
+
+class TorchBindRows(Rows):
+    """The rows of a TorchBind class (:func:`~conformance.matrix.torchbind.rows.row_names`), each a program over
+    its object run twice."""
+
+    side = "torch"  # a hang while compiling is torch's compiler, unless the stacks say otherwise
+
+    def names(self, ctx: ClassContext) -> list[str]:
+        return row_names(ctx)
+
+    def qualname(self, ctx: ClassContext) -> str:
+        return ctx.info.qualname
+
+    def cannot_run(self, ctx: ClassContext) -> str | None:
+        """No fake class (for a class that does not trace with the real object), or example objects whose
+        ``__obj_flatten__`` raises: no backend can fakify the object."""
+        try:
+            if not ctx.traces_with_real_object:
+                ctx.require_fake()  # without a fake class no backend can fakify the object; fake_class reports it
+        except NotApplicable as exc:
+            return f"{exc}: no backend can fakify the object"
+        flatten_error = ctx.example_set.flatten_error
+        if flatten_error:  # every cell compares flattened states, and no backend can fakify such an object
+            return (f"the matrix compares the object's flattened state after each program, and {ctx.info.qualname}."
+                    f"__obj_flatten__() raised {flatten_error} on the example objects, so no backend can fakify it "
+                    f"either (see {ctx.info.test_name}::flatten)")
+        return None
+
+    def scenario(self, ctx: ClassContext, row: str) -> Scenario:
+        return scenario(ctx, row)
+
+    def program(self, scn: Scenario) -> str:
+        return scn.code()
+
+    def label(self, ctx: ClassContext, row: str, backend: Backend, program: str):
+        return lambda: f"scenario {row} of {ctx.info.qualname} through {backend.title} (compile and run)\n{program}"
+
+    def run(self, ctx: ClassContext, scn: Scenario, backend: Backend) -> list[Difference]:
+        """Compile/export, run twice, and list every difference from the eager reference."""
+        return _run(scn, backend)
+
+    def cache(self, ctx: ClassContext) -> dict:
+        return ctx.cells_by_program
+
+    def preface(self, scn: Scenario) -> list[str]:
+        return [f"{path}: its values differ between two identical eager runs (uninitialised memory, e.g. "
+                "torch::empty), so it is compared by shape, dtype and device only"
+                for path in sorted(scn.reference.unstable)]
+
+    def repro(self, ctx: ClassContext, scn: Scenario, backend: Backend) -> str | None:
+        return cell_repro(ctx, scn, backend)
+
+    def fake_cause(self, ctx: ClassContext, scn: Scenario, backend: Backend):
+        return fake_cause(ctx, scn, backend)
+
+    def unsure(self, ctx: ClassContext, scn: Scenario) -> list[str]:
+        if scn.telling:
+            return []
+        return [cannot_tell(
+            "no example object gives this program another eager output than the traced object",
+            "give example objects in states the row's calls read differently (@conformance.examples; the examples "
+            "keep one object per __obj_flatten__ state), or argument strategies under which they do "
+            "(conformance.strategy)")]
+
+    def notes(self, scn: Scenario) -> list[str]:
+        return list(scn.notes)
+
+
+def _run(scn: Scenario, backend: Backend) -> list[Difference]:
+    """Compile/export, run twice, and list every difference from the eager reference."""
+    ref = scn.reference
+    diffs: list[Difference] = []
+    traced = scn.first.build()
+    before = read_state(traced, scn.first.tracer)
+    try:
+        runner = backend.prepare(scn, scn.module(traced), scn.args(traced, 0))
+    except Exception as exc:
+        changed = _traced_object_changed(scn, before, traced) if backend.ahead_of_time else []
+        if changed:  # tracing ran the real object's code, changed it, then failed: the change is the cause
+            return Difference.each(TRACING_CHANGED_OBJECT, changed + [
+                f"then {backend.group} {backend.title} failed: {exception_line(exc, limit=300)}"])
+        raise
+    changed = _traced_object_changed(scn, before, traced) if backend.ahead_of_time else []
+    if changed:  # strict export traced the real object (with fake tensors): say so
+        diffs += Difference.each(TRACING_CHANGED_OBJECT, changed)
+        traced = scn.first.build()  # run on an object in the intended state anyway
+    for run in (0, 1):
+        if scn.placement == "input":
+            if run == 0 and not backend.ahead_of_time:
+                obj = traced  # torch.compile traces on its first call, with this object
+            else:
+                obj = (scn.first if run == 0 else scn.second).build()
+        else:
+            # The object the program holds: the traced one, or the program's own copy when loading rebuilt it
+            # (torch.export.load deserializes attribute constants).
+            held = getattr(runner, "obj", None)
+            obj = held if isinstance(held, torch.ScriptObject) else traced
+        args = scn.args(obj, run)
+        out = runner(*args)
+        diffs += output_differences(scn, run, out, backend.side, scalars_as_tensors=backend.scalars_as_tensors)
+        if backend.state_visible:
+            diffs += state_differences(scn, run, read_state(obj, scn.first.tracer), backend.side)
+            # Every other object the program was given (an op's second object of the class) ends as in eager.
+            for k, (other, expected) in enumerate(zip(argument_objects(args, obj), ref.argument_states[run])):
+                diffs += Difference.each(STATE_DIFFERS, flat_state_differences(
+                    expected, read_state(other, scn.first.tracer),
+                    f"run {run} state of the argument object {k + 1} (not the row's own object)",
+                    ("eager", backend.side)))
+    return diffs
+
+
+def _traced_object_changed(scn: Scenario, before, traced) -> list[str]:
+    """What tracing left in the real object it traced with (FakeTensors, or a changed state), as the first lines
+    of a cell's differences; none when it left the object as it was, or when its state cannot be read."""
+    try:
+        after = read_state(traced, scn.first.tracer)
+    except Exception:  # noqa: BLE001 - a state that no longer reads: nothing to show
+        return []
+    left = fake_tensors_left(after)
+    changed = [] if left else flat_state_differences(before, after, "state", ("before", "after"))
+    return left or (["tracing changed the real object used to trace: " + "; ".join(changed)] if changed else [])
+
+
+#: The TorchBind kind's rows.
+ROWS = TorchBindRows()
+#: Run one cell of a TorchBind class: :meth:`conformance.matrix.cell.Rows.run_cell` with its rows.
+run_cell = ROWS.run_cell
