@@ -75,6 +75,17 @@ def test_a_custom_cell_fails_with_the_rule_of_what_went_wrong(opfake):
     assert "RuntimeError: no known limitation has this exception type and site" in broken.details
 
 
+def test_an_op_the_adopter_excluded_skips_saying_so(opfake):
+    # The one skeleton treats an excluded row alike for both kinds: skipped with the exclusion's own words, not as
+    # a program plain eager rejects ("no eager reference: ...", which a Python custom class's cell said before).
+    def excluded():
+        conformance.strategy(f"{MOD}.Crop", "samples_opfake::crop")(lambda: None)
+
+    cell = run_custom_cell(engine_of(excluded, Settings(examples=5)).context(f"{MOD}.Crop"), "crop", "eager")
+    assert (cell.status, cell.reason) == (Status.SKIPPED, f"samples_opfake::crop is excluded by conformance.strategy("
+                                          f"'{MOD}.Crop', 'samples_opfake::crop') returning None: nothing calls it")
+
+
 def test_plain_torch_aotinductor_hands_the_fake_kernel_none_for_a_symbolic_object(opfake):
     class Program(torch.nn.Module):
         def forward(self, x, t):
