@@ -26,6 +26,9 @@ changed by ``bump``; ``guard_fn`` covers ``step``), with the op ``samples_custom
 
 * :class:`StepperGuardMissesStep`: ``guard_fn`` returns nothing, so a program that read ``get_step()`` keeps the
   value it baked in after ``bump(3)``: 2 where eager gives 5.
+* :class:`StepperGuardById`: ``guard_fn`` returns ``id(obj)`` beside ``step``: sound (a change to ``step`` is
+  guarded), but no two objects share a guard value, so a program calling ``samples_custom::scale`` compiles again
+  for every new object, twins included (3 compiles for 3 ``StepperGuardById(2)``, where ``Stepper`` needs 1).
 * :class:`StepperFakeReadsStep`: the fake kernel of ``samples_custom::widen`` reads ``s.step``, which is not a
   registered member: torch.compile fails with an ``AttributeError`` on the ``FakeScriptObject``.
 
@@ -50,7 +53,8 @@ except ImportError:  # torch 2.11-2.13
 __all__ = ["Affine", "AffineEqIgnoresOffset", "AffineReprDropsOffset", "AffineHashById", "AffineEqIdentity",
            "AffineHoisted", "AffineHoistedEqIgnoresOffset",
            "affine", "register_constant", "register_symbolic", "Stepper", "StepperGuardMissesStep",
-           "StepperFakeReadsStep", "scale", "widen", "Gauge", "GaugeInlinedReadsLevel", "Ticker", "tick"]
+           "StepperGuardById", "StepperFakeReadsStep", "scale", "widen", "Gauge", "GaugeInlinedReadsLevel", "Ticker",
+           "tick"]
 
 
 def register_constant(cls: type | None = None, *, hoist: bool = False):
@@ -195,6 +199,12 @@ def _scale_fake(x, s):
 @register_symbolic(guard_fn=lambda s: [], use_real=("get_step",))
 class StepperGuardMissesStep(Stepper):
     """Broken: ``guard_fn`` guards on nothing, so compiled programs keep the ``get_step()`` they baked in."""
+
+
+@register_symbolic(guard_fn=lambda s: [s.step, id(s)], use_real=("get_step",))
+class StepperGuardById(Stepper):
+    """Broken (wasteful, not unsound): ``guard_fn`` returns the object's ``id`` beside ``step``, so a compiled
+    program never holds for another object, even one built the same way: a compile per object."""
 
 
 @register_symbolic(guard_fn=lambda s: [s.step], use_real=("get_step",))

@@ -62,6 +62,7 @@ CHECKS: tuple[CheckRow, ...] = (
     CheckRow("eq_hash", "custom.eq_hash"),
     CheckRow("fx_repr", "custom.fx_repr"),
     CheckRow("guards", "custom.guards", "op"),
+    CheckRow("recompiles", "custom.recompiles", "op"),
     CheckRow("fake_kernel", "custom.fake_kernel", "op"),
     CheckRow("inlined", "custom.inlined", "method"),
     CheckRow("baked", "custom.baked", "op"),

@@ -111,7 +111,7 @@ def test_the_old_api_spelling_is_recognised():
 def test_selectors_ids_and_unknown_names(cc):
     assert expand_selector(f"{MOD}.Affine") == [f"{MOD}.Affine"]
     assert expand_selector(f"{MOD}.Stepper*") == [f"{MOD}.Stepper", f"{MOD}.StepperFakeReadsStep",
-                                                 f"{MOD}.StepperGuardMissesStep"]
+                                                 f"{MOD}.StepperGuardById", f"{MOD}.StepperGuardMissesStep"]
     with pytest.raises(SelectorError, match=r"no Python custom class sample_classes\.nope\.X is registered.*"
                                             r"Registered: .*sample_classes\.custom_classes\.Affine"):
         expand_selector("sample_classes.nope.X")
@@ -125,13 +125,13 @@ def test_the_torchbind_checks_do_not_apply_and_the_custom_ones_do_not_apply_to_t
 
     engine = Engine(Settings(examples=5, backends=("eager",)))
     checks = {o.check for o in run_class(f"{MOD}.Affine", engine=engine, backends=("eager",))}
-    assert checks == {"eq_hash", "fx_repr", "guards", "fake_kernel", "matrix"}  # op fakes of every class kind
+    assert checks == {"eq_hash", "fx_repr", "guards", "recompiles", "fake_kernel", "matrix"}  # op fakes: every kind
     symbolic = {o.check for o in run_class(f"{MOD}.Stepper", engine=engine, backends=("eager",))}
-    assert symbolic == {"guards", "fake_kernel", "baked", "matrix"}
+    assert symbolic == {"guards", "recompiles", "fake_kernel", "baked", "matrix"}
     from conformance.runner import plan
 
-    assert not {u.check.name for u in plan("samples::Counter")} & {"eq_hash", "fx_repr", "guards", "fake_kernel",
-                                                                    "inlined", "baked"}
+    assert not {u.check.name for u in plan("samples::Counter")} & {"eq_hash", "fx_repr", "guards", "recompiles",
+                                                                    "fake_kernel", "inlined", "baked"}
 
 
 # ----- constant (value) types: plain torch first, then the verdicts ---------------------------------------------
@@ -292,7 +292,12 @@ def test_plain_torch_identity_equality_recompiles_for_every_object(cc):
 
 
 def test_eq_hash_contract(cc):
-    only_failure(verdicts("AffineEqIdentity"), ("eq_hash", None), "eq_hash.equal-state-unequal")
+    # Identity equality breaks the contract (eq_hash) and costs a compile per object (recompiles, whose message and
+    # plain-torch lines tests/catalogue/test_recompiles.py pins): both items fail, every other item passes.
+    outcomes = verdicts("AffineEqIdentity")
+    assert {k for k, o in outcomes.items() if o.status == "failed"} == {("eq_hash", None), ("recompiles", "affine")}
+    assert [f.rule for f in outcomes[("eq_hash", None)].failures] == ["eq_hash.equal-state-unequal"]
+    assert [f.rule for f in outcomes[("recompiles", "affine")].failures] == ["recompiles.twins-recompile"]
     failure, _ = only_failure(verdicts("AffineHashById"), ("eq_hash", None), "eq_hash.hash-differs")
     assert failure.target == "__hash__"
 
@@ -474,7 +479,10 @@ def test_traps_in_classes_never_seen_are_found_by_the_gate(pytester, new_classes
     # One trap per class: Quant (guards), Cache (guards), Window (fx_repr and its matrix cell), Cursor (baked).
     # Quant's matrix cell passes: its first object (the simplest drawn: scale 0.0) makes every result inf or nan,
     # whatever the zero point, so the stale result cannot show there; the guards search is what finds it.
-    result.assert_outcomes(failed=5, passed=10)  # Quant's and Window's fake_kernel items pass
+    result.assert_outcomes(failed=5, passed=13)  # Quant's and Window's fake_kernel items pass, and the
+    # recompiles items of Quant, Window and Cursor: objects built the same way compile once
+    for item in ("Quant]::recompiles[quantize]", "Window]::recompiles[shift]", "Cursor]::recompiles[advance]"):
+        assert f"PASSED torchbind[py:{new_classes}.{item}" in out
     assert f"PASSED torchbind[py:{new_classes}.Quant]::matrix[quantize-eager]" in out
     assert f"FAILED torchbind[py:{new_classes}.Quant]::guards[quantize]" in out
     assert "Quant.__eq__ ignores 'zero'" in out
