@@ -124,7 +124,7 @@ def _draw(ctx, op: CustomOpInfo):
                             f"{ctx.rejected}), so the check compared nothing; give objects with "
                             f"@conformance.examples({ctx.info.name!r})")
     raise NotApplicable(f"no program calling {op.qualname} could be called with {TWINS} distinct objects built the "
-                        f"same way ({'; '.join(why[:3])}), so the check compared nothing; give such objects with "
+                        f"same way ({'; '.join(list(dict.fromkeys(why))[:3])}), so the check compared nothing; give such objects with "
                         f"@conformance.examples({ctx.info.name!r}) or arguments the op accepts with "
                         f"conformance.strategy({ctx.info.name!r}, {op.qualname!r}, ...)")
 
