@@ -5,6 +5,8 @@ verdict the plugin gives on the sample classes (sample_classes/custom_classes.py
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from torch._dynamo.testing import CompileCounter
@@ -166,11 +168,43 @@ class Rejected:
         return f"Rejected({self.n!r})", {"Rejected": Rejected}
 
 
+_SERIALS = itertools.count()
+
+
+class Serial:
+    """A constant class that numbers its objects and compares the number (a type tag per object): no two objects
+    are equal, and the op taking it never reads the number."""
+
+    def __init__(self, factor: float):
+        self.factor, self.serial = factor, next(_SERIALS)
+
+    def __eq__(self, other):
+        return isinstance(other, Serial) and (self.factor, self.serial) == (other.factor, other.serial)
+
+    def __hash__(self):
+        return hash((self.factor, self.serial))
+
+    def __fx_repr__(self):
+        return f"Serial({self.factor!r})", {"Serial": Serial}
+
+    def __repr__(self):
+        return f"Serial({self.factor!r})#{self.serial}"
+
+
 def _register():
     from sample_classes.custom_classes import register_constant
 
     register_constant(Labelled)
     register_constant(Rejected)
+    register_constant(Serial)
+
+    @torch.library.custom_op("recompiles_catalogue::times_serial", mutates_args=())
+    def times_serial(x: torch.Tensor, s: Serial) -> torch.Tensor:
+        return x * s.factor
+
+    @times_serial.register_fake
+    def _(x, s):
+        return torch.empty_like(x)
 
     @torch.library.custom_op("recompiles_catalogue::times", mutates_args=())
     def times(x: torch.Tensor, s: Labelled) -> torch.Tensor:
@@ -188,10 +222,10 @@ def _register():
     def _(x, r):
         return torch.empty_like(x)
 
-    return times
+    return times, times_serial
 
 
-_times = _register()
+_times, _times_serial = _register()
 
 
 def labelled():
@@ -213,6 +247,24 @@ def test_a_recompile_for_a_field_no_result_reads_is_a_note():
     assert "compiled again for an object that differs only in label" in note
     assert "torch's guard: `x[1] == Labelled(" in note and "2 compiles so far" in note
     assert outcome.evidence.counts["compiled call of an object giving the same result"] == 1
+
+
+def test_plain_torch_objects_numbered_by_their_class_recompile_per_object():
+    compiles, reasons = counted_calls(_times_serial, [Serial(2.0) for _ in range(3)])
+    assert compiles == 3 and reasons and "== Serial(2.0)#" in reasons[0]
+
+
+def test_objects_of_one_recipe_that_differ_in_a_field_no_result_reads_are_a_note():
+    """No two objects are twins (their serial numbers differ), so no failure can be judged; the compiles are a
+    note naming the field, with torch's guard."""
+    outcome = recompiles_of(f"{__name__}.Serial")["times_serial"]
+    assert outcome.status == Status.PASSED and not outcome.failures, outcome.render()
+    [note] = outcome.notes
+    assert "3 objects built by Serial(" in note and "differ in 'serial' and get the same result from " \
+           "recompiles_catalogue::times_serial" in note
+    assert "compiled 3 times for them (torch's guard: `x[1] == Serial(" in note
+    assert "the __eq__ guard fails: for two objects built the same way a == a2 is False" in note
+    assert outcome.evidence.counts["compiled call of an object built the same way"] == 3
 
 
 def test_an_op_that_rejects_every_object_is_not_a_pass():

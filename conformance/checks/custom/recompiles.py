@@ -17,6 +17,8 @@ does) is called with :data:`TWINS` twins built by one recipe; the twins must com
 (``torch._dynamo.utils.guard_failures``, filled by ``get_guard_fail_reason`` on every failed cache entry; torch
 2.13 and 2.14.1 alike), with what ``__eq__`` or ``guard_fn`` said of the twins.
 
+Objects that one recipe builds with different states (a per-object serial number that ``__eq__`` or ``guard_fn``
+reads: no twins exist) but that get the same result from the op are called instead; their compiles are a note.
 When the twins compile once, the same program is called with objects that differ from the first twin only in one
 constructor argument (:meth:`~conformance.custom.context.CustomClassContext.variants`) and for which the op gives
 eager's same result: a compile for such an object is reported as a note with the count and torch's reason, never
@@ -92,41 +94,49 @@ def _explain(ctx, reasons: list[str], first: Any, second: Any) -> str:
 
 
 def _draw(ctx, op: CustomOpInfo):
-    """The first drawn (recipe, the other drawn recipes, arguments, eager result) whose recipe builds :data:`TWINS`
-    distinct twins that the op accepts in eager. Raises :class:`NotApplicable` saying why none did."""
+    """The first drawn ``(recipe, the other drawn recipes, arguments, eager result, fields)`` whose recipe builds
+    :data:`TWINS` distinct objects that the op accepts in eager: twins (``fields`` empty) when any draw gives them,
+    else objects that differ in ``fields`` (a per-object serial number, say) but get the same result from the op.
+    Raises :class:`NotApplicable` saying why no draw did."""
     objects, arguments = ctx.objects(), ctx.op_arguments(op)
     draws = draw_fixed(st.tuples(objects, objects, arguments), DRAWS, f"{ctx.info.name}:recompiles:{op.qualname}")
     why: list[str] = []
+    unlike = None  # the first draw whose objects are no twins yet give one result
     for recipe, donor, args in draws:
         try:
-            twins = [recipe.build() for _ in range(TWINS)]
+            built = [recipe.build() for _ in range(TWINS)]
         except Exception as exc:  # noqa: BLE001 - arguments the constructor rejects: no object of the class
             why.append(f"{recipe.code} raised {type(exc).__name__}")
             continue
-        if any(t is twins[0] for t in twins[1:]):
+        if any(t is built[0] for t in built[1:]):
             why.append(f"{recipe.code} returns the same object on every call, not distinct ones")
             continue
-        differ = next((d for t in twins[1:] if (d := twin_differences(twins[0], t))), [])
-        if differ:
-            why.append(f"built twice by {recipe.code}, two objects are not equal (they differ in "
-                       f"{', '.join(map(repr, differ))})")
-            continue
+        differ = sorted({f for t in built[1:] for f in twin_differences(built[0], t)}, key=str)
         try:
             with ctx.calling(lambda: f"{op.qualname} on {recipe.code}, eager"):
-                result = [ctx.call_op(op, args, t) for t in twins][0]
+                results = [ctx.call_op(op, args, t) for t in built]
         except Exception as exc:  # noqa: BLE001 - an object the op rejects is no input of a program
             why.append(f"{ctx.call_code(op, args, recipe.code)} raised {type(exc).__name__} in eager")
             continue
         others = [d for _, d, _ in draws if d.code != recipe.code] or [donor]
-        return recipe, list({d.code: d for d in others}.values()), args, result
+        found = (recipe, list({d.code: d for d in others}.values()), args, results[0], differ)
+        if not differ:
+            return found
+        if any(value_differences(results[0], r, "result") for r in results[1:]):
+            why.append(f"built {TWINS} times by {recipe.code}, objects differ in {', '.join(map(repr, differ))} "
+                       "and get different results")
+        elif unlike is None:
+            unlike = found
+    if unlike is not None:
+        return unlike
     if not draws:
         raise NotApplicable(f"{ctx.info.name}'s constructor rejected every generated argument set (last: "
                             f"{ctx.rejected}), so the check compared nothing; give objects with "
                             f"@conformance.examples({ctx.info.name!r})")
     raise NotApplicable(f"no program calling {op.qualname} could be called with {TWINS} distinct objects built the "
-                        f"same way ({'; '.join(list(dict.fromkeys(why))[:3])}), so the check compared nothing; give such objects with "
-                        f"@conformance.examples({ctx.info.name!r}) or arguments the op accepts with "
-                        f"conformance.strategy({ctx.info.name!r}, {op.qualname!r}, ...)")
+                        f"same way ({'; '.join(list(dict.fromkeys(why))[:3])}), so the check compared nothing; give "
+                        f"such objects with @conformance.examples({ctx.info.name!r}) or arguments the op accepts "
+                        f"with conformance.strategy({ctx.info.name!r}, {op.qualname!r}, ...)")
 
 
 @with_targets(_targets)
@@ -135,7 +145,7 @@ def recompiles(ctx: CustomClassContext, target: CustomOpInfo) -> list[Failure | 
     from torch._dynamo.testing import CompileCounter
 
     require_dynamo(f"recompiles[{target.short_name}]")
-    recipe, donors, args, expected = _draw(ctx, target)
+    recipe, donors, args, expected, differ = _draw(ctx, target)
     name, short = ctx.info.name, ctx.info.cls.__qualname__
 
     def program_of(*x, **k):
@@ -157,8 +167,17 @@ def recompiles(ctx: CustomClassContext, target: CustomOpInfo) -> list[Failure | 
         for i in range(1, TWINS):
             with ctx.calling(lambda: f"a compiled program calling {target.qualname} on twin {i + 1} of {TWINS}"):
                 ctx.call_op(target, args, first if i == 1 else second, program)
-        record("compiled call of a twin", TWINS)
         compiles, reasons = counter.frame_count, _reasons(program_of.__code__)
+        if differ:  # no twins: objects of one recipe that differ in a field no result was seen to depend on
+            record("compiled call of an object built the same way", TWINS)
+            if compiles == 1:
+                return []
+            fields, guard = ", ".join(map(repr, differ)), reasons[0] if reasons else "(no reason recorded)"
+            return [Note(f"{TWINS} objects built by {recipe.code} differ in {fields} and get the same result from "
+                         f"{target.qualname} ({show(expected)}), yet a program calling it compiled {compiles} times "
+                         f"for them (torch's guard: `{guard}`; {_explain(ctx, reasons, first, second)}): if no op "
+                         f"result depends on {fields}, the guard costs a compile per object")]
+        record("compiled call of a twin", TWINS)
         if compiles > 1:
             call = ctx.call_code(target, args, "o")
             return [Failure(
