@@ -59,7 +59,9 @@ def pytester(pytester):
     temporary directory. pytester drops every module a test or an in-process run imported; torch registers
     operators and libraries when its modules are imported (``torch._inductor.test_operators`` defines a
     TORCH_LIBRARY), so importing one a second time in the same process fails. (pytester's own snapshot keeps
-    only zope and readline modules; its two snapshot points are private, hence the name-mangled attributes.)"""
+    only zope and readline modules; its two snapshot points are private, hence the name-mangled attributes.)
+    A subprocess run of the gate checks no reproducer unless the test asks (each checked failure starts an
+    interpreter that imports torch)."""
     tmp = str(pytester.path)
 
     def snapshot() -> SysModulesSnapshot:
@@ -68,6 +70,16 @@ def pytester(pytester):
 
     pytester._sys_modules_snapshot = snapshot()
     pytester._Pytester__take_sys_modules_snapshot = snapshot
+    subprocess_run = pytester.runpytest_subprocess
+
+    def runpytest_subprocess(*args, **kwargs):
+        """As pytester's, with reproducers unchecked in a run of the gate (as :func:`run_inprocess` does) unless
+        the test asks: each checked failure starts an interpreter that imports torch."""
+        gate = any(str(a).startswith("--torchbind-") for a in args)
+        asked = any(str(a).startswith("--torchbind-check-repro") for a in args)
+        return subprocess_run(*args, *(("--torchbind-check-repro=off",) if gate and not asked else ()), **kwargs)
+
+    pytester.runpytest_subprocess = runpytest_subprocess
     return pytester
 
 

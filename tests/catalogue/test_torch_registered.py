@@ -10,6 +10,7 @@ lines that show it. docs/explanation/findings.md explains the torch defects for 
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -68,12 +69,14 @@ TORCH_REGISTERS = ("import json, torch, torch.distributed, torch.distributed.ten
                    "print(json.dumps(registered_custom_classes()))")
 
 
-def torch_registered() -> set[str]:
+@functools.lru_cache(maxsize=None)
+def torch_registered() -> frozenset[str]:
     """The custom classes torch registers, read in a fresh interpreter that imports torch and the modules that
-    register classes lazily, and nothing else (the test process holds the samples' classes too)."""
+    register classes lazily, and nothing else (the test process holds the samples' classes too); read once per
+    test process (an interpreter that imports torch.distributed.tensor costs seconds)."""
     out = subprocess.run([sys.executable, "-c", TORCH_REGISTERS], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+    return frozenset(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def test_every_registered_class_is_in_the_corpus():

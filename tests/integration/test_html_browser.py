@@ -56,9 +56,11 @@ def browser():
 def _run(pytester, *args):
     """One run on the broken Counter, in a subprocess (the load spec installs the broken fake in the process it
     runs in); returns the run and the outcome of each matrix item by test name (from its JUnit XML):
-    ``passed``, ``failed``, ``skipped`` or ``xfailed``."""
+    ``passed``, ``failed``, ``skipped`` or ``xfailed``. 20 hypothesis examples: the report is under test, and the
+    off-by-one increment fails its checks on the first examples that call it."""
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", BROKEN, "--torchbind-class=samples::Counter",
-                                           "--torchbind-backends=eager,export", "--junitxml=run.xml", *args)
+                                           "--torchbind-backends=eager,export", "--torchbind-examples=20",
+                                           "--junitxml=run.xml", *args)
     matrix = {}
     for case in ElementTree.parse(pytester.path / "run.xml").iter("testcase"):
         if case.get("name", "").startswith("matrix["):
@@ -196,7 +198,7 @@ def test_markdown_and_html_reports_of_hostile_names_run_nothing(browser, tmp_pat
 
     from conformance.reports import write_report
     from conformance.reports.markdown import render as render_markdown
-    from test_report_escaping import hostile_report, merged_markdown, rendered
+    from hostile_reports import hostile_report, merged_markdown, rendered
 
     report = hostile_report()
     pages = {"report.md.html": rendered(render_markdown(report)), "merged.md.html": rendered(merged_markdown())}

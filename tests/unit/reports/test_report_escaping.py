@@ -13,37 +13,9 @@ import re
 
 import pytest
 
-from conformance.reports import build_report
 from conformance.reports.markdown import render
-from conformance.core.results import Cell, Status
 
-#: What a field, method or scenario name may hold: HTML that runs, a script link, a table-cell break.
-PAYLOAD = "<img src=x onerror=\"window.ran=1\"> <script>window.ran=2</script> [click](javascript:window.ran=3) a|b"
-
-
-def hostile_report():
-    """A matrix whose every run-given text holds :data:`PAYLOAD`."""
-    cells = [Cell("ns::Q", f"get {PAYLOAD}", "export", 0, 4, Status.FAILED, f"field {PAYLOAD} differs",
-                  [PAYLOAD], PAYLOAD),
-             Cell("ns::Q", "push", "export", 1, 4, Status.SKIPPED, f"n/a: {PAYLOAD}")]
-    labels = {"torch": f"2.13.0 {PAYLOAD}", "device": "cpu", "platform": "linux", "date": "2026-11-27T00:00:00Z"}
-    return build_report(cells, incomplete=f"interrupted: {PAYLOAD}", labels=labels)
-
-
-def merged_markdown() -> str:
-    """The merged Markdown matrix of two runs (torch 2.13.0 and 2.14.1) of :func:`hostile_report`."""
-    import dataclasses
-
-    from conformance.reports.merge import RunReport, merge_runs
-    from conformance.reports.merged import render_markdown
-
-    report = hostile_report()
-    cells = [c for m in report.classes for c in m.cells.values()]
-    runs = [RunReport({**report.labels, "torch": version}, cells, {}, report.incomplete)
-            for version in ("2.13.0", "2.14.1")]
-    runs[1].cells = [dataclasses.replace(c, status=Status.PASSED) for c in cells]
-    return render_markdown(merge_runs(runs))
-
+from hostile_reports import hostile_report, merged_markdown, rendered
 
 class _Elements(html.parser.HTMLParser):
     """Every element and attribute of an HTML fragment, and its text."""
@@ -66,12 +38,6 @@ class _Elements(html.parser.HTMLParser):
 #: The elements a Markdown matrix renders to: headings, paragraphs, tables, lists, code, emphasis, line breaks.
 MARKDOWN_ELEMENTS = {"h2", "h3", "p", "table", "thead", "tbody", "tr", "th", "td", "ol", "ul", "li", "code", "strong",
                      "em", "br"}
-
-
-def rendered(text: str) -> str:
-    import markdown
-
-    return markdown.markdown(text, extensions=["tables"])
 
 
 @pytest.mark.parametrize("which", ["report", "merged"])
