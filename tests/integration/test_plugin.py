@@ -129,8 +129,9 @@ def test_the_users_own_tests_see_torch_as_they_left_it(pytester):
 
 @pytest.mark.process
 def test_xdist_gives_the_same_outcomes_as_a_serial_run(pytester):
-    serial = run(pytester, LOAD, FOO, "-k", "not matrix")
-    parallel = run(pytester, LOAD, FOO, "-k", "not matrix", "-n", "2")
+    # 20 examples: what is compared is the two runs' outcomes, not how hard each searched.
+    serial = run(pytester, LOAD, FOO, "-k", "not matrix", "--torchbind-examples=20")
+    parallel = run(pytester, LOAD, FOO, "-k", "not matrix", "--torchbind-examples=20", "-n", "2")
     # xdist deselects on the workers, so the controller's summary has no "deselected" count.
     counts = {k: v for k, v in serial.parseoutcomes().items() if k != "deselected"}
     assert parallel.parseoutcomes() == counts
