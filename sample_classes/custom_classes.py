@@ -35,6 +35,8 @@ changed by ``bump``; ``guard_fn`` covers ``step``), with the op ``samples_custom
 ``INLINED`` members: :class:`Gauge` (``doubled()``, traced by dynamo, reads ``level`` through the ``USE_REAL``
 member ``get_level``) and :class:`GaugeInlinedReadsLevel`, whose ``INLINED`` ``bump(n)`` reads and sets ``level``
 directly, which is not a registered member: a program calling it cannot be compiled.
+A third, :class:`GaugeInlinedAdvances`, has the ``INLINED`` ``take()`` call the ``USE_REAL`` ``advance()``
+(``level += 1``): tracing runs it on the caller's object, so compiling or exporting ``obj.take()`` changes the object.
 
 An op that changes its object: :class:`Ticker` and ``samples_custom::tick`` (``count += 1``, then ``x * count``);
 an object made inside a program exported non-strict is baked in and shared by the program's calls.
@@ -267,3 +269,18 @@ def tick(x: torch.Tensor, t: Ticker) -> torch.Tensor:
 @tick.register_fake
 def _tick_fake(x, t):
     return torch.empty_like(x)
+
+
+@register_symbolic(guard_fn=lambda g: [g.level], use_real=("get_level", "advance"), inlined=("doubled", "take"))
+class GaugeInlinedAdvances(Gauge):
+    """Broken: the ``INLINED`` member ``take()`` advances ``level`` through the ``USE_REAL`` member ``advance()``,
+    which tracing evaluates on the real object: torch.compile, non-strict and strict export of ``obj.take()`` each
+    leave ``level`` one higher on the caller's object before anything runs (``GaugeInlinedAdvances(2)``: 3 after
+    ``torch.export.export``, where eager has not been called at all)."""
+
+    def advance(self) -> int:
+        self.level += 1
+        return self.level
+
+    def take(self) -> int:
+        return self.advance()

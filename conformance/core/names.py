@@ -66,6 +66,7 @@ CHECKS: tuple[CheckRow, ...] = (
     CheckRow("fake_kernel", "custom.fake_kernel", "op"),
     CheckRow("inlined", "custom.inlined", "method"),
     CheckRow("baked", "custom.baked", "op"),
+    CheckRow("tracing", "tracing"),
     CheckRow("matrix", "matrix", "cell"),
 )
 CHECK_NAMES = tuple(row.name for row in CHECKS)

@@ -125,9 +125,10 @@ def test_the_torchbind_checks_do_not_apply_and_the_custom_ones_do_not_apply_to_t
 
     engine = Engine(Settings(examples=5, backends=("eager",)))
     checks = {o.check for o in run_class(f"{MOD}.Affine", engine=engine, backends=("eager",))}
-    assert checks == {"eq_hash", "fx_repr", "guards", "recompiles", "fake_kernel", "matrix"}  # op fakes: every kind
+    # op fakes and tracing: every kind
+    assert checks == {"eq_hash", "fx_repr", "guards", "recompiles", "fake_kernel", "tracing", "matrix"}
     symbolic = {o.check for o in run_class(f"{MOD}.Stepper", engine=engine, backends=("eager",))}
-    assert symbolic == {"guards", "recompiles", "fake_kernel", "baked", "matrix"}
+    assert symbolic == {"guards", "recompiles", "fake_kernel", "baked", "tracing", "matrix"}
     from conformance.runner import plan
 
     assert not {u.check.name for u in plan("samples::Counter")} & {"eq_hash", "fx_repr", "guards", "recompiles",
@@ -479,8 +480,11 @@ def test_traps_in_classes_never_seen_are_found_by_the_gate(pytester, new_classes
     # One trap per class: Quant (guards), Cache (guards), Window (fx_repr and its matrix cell), Cursor (baked).
     # Quant's matrix cell passes: its first object (the simplest drawn: scale 0.0) makes every result inf or nan,
     # whatever the zero point, so the stale result cannot show there; the guards search is what finds it.
-    result.assert_outcomes(failed=5, passed=13)  # Quant's and Window's fake_kernel items pass, and the
-    # recompiles items of Quant, Window and Cursor: objects built the same way compile once
+    result.assert_outcomes(failed=5, passed=17)  # Quant's and Window's fake_kernel items pass, the
+    # recompiles items of Quant, Window and Cursor (objects built the same way compile once), and the tracing items
+    # of all four (tracing leaves their objects untouched)
+    for cls in ("Quant", "Cache", "Window", "Cursor"):
+        assert f"PASSED torchbind[py:{new_classes}.{cls}]::tracing" in out
     for item in ("Quant]::recompiles[quantize]", "Window]::recompiles[shift]", "Cursor]::recompiles[advance]"):
         assert f"PASSED torchbind[py:{new_classes}.{item}" in out
     assert f"PASSED torchbind[py:{new_classes}.Quant]::matrix[quantize-eager]" in out
@@ -669,7 +673,8 @@ def test_torchs_placements_pass_and_mask_partial_is_reported(placements):
     pt, engine = placements
     for name in ("Shard", "Replicate", "Partial"):
         outcomes = run_class(f"{PLACEMENTS}.{name}", engine=engine)
-        assert {(o.check, o.status) for o in outcomes} == {("eq_hash", "passed"), ("fx_repr", "passed")}, name
+        assert {(o.check, o.status) for o in outcomes} == {("eq_hash", "passed"), ("fx_repr", "passed"),
+                                                           ("tracing", "passed")}, name
     found = {o.check: o for o in run_class(f"{PLACEMENTS}._MaskPartial", engine=engine)}
     # Plain torch: _MaskPartial.__fx_repr__ names a class that does not exist (and writes reduce_op unquoted), so
     # the code torch would generate for a graph holding one cannot run.
