@@ -27,6 +27,37 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get
 
 TORCH_SPEC = "torch.testing._internal.torchbind_impls:init_torchbind_implementations"
 
+#: The start of a module a test writes (for a pytester run, or a fresh interpreter) that registers Python custom
+#: classes with the API the running torch has (``register_custom_class`` from 2.14, ``register_opaque_type``
+#: before): ``torch``, ``oo`` (``torch._library.opaque_object``), ``Base`` (the symbolic classes' base),
+#: ``register(cls, typ, **kw)`` (``typ`` in 2.13's words, ``"value"`` or ``"reference"``), the decorator ``constant``
+#: and the decorator factory ``symbolic(guard_fn=None, **members)`` (each member named is ``USE_REAL``).
+#: Self-contained: such a module runs where this file is not importable.
+REGISTRATION_SOURCE = '''
+import torch
+from torch._library import opaque_object as oo
+try:
+    from torch._custom_class_base import CustomClassBase as Base
+except ImportError:
+    from torch._opaque_base import OpaqueBase as Base
+
+def register(cls, typ, **kw):
+    if hasattr(oo, "register_custom_class"):
+        oo.register_custom_class(cls, typ={"value": "constant", "reference": "symbolic"}[typ], **kw)
+    else:
+        oo.register_opaque_type(cls, typ=typ, **kw)
+    return cls
+
+def constant(cls):
+    return register(cls, "value")
+
+def symbolic(guard_fn=None, **members):
+    def decorate(cls):
+        return register(cls, "reference", guard_fn=guard_fn,
+                        members={k: oo.MemberType.USE_REAL for k in members})
+    return decorate
+'''
+
 
 def _torch_testlib() -> bool:
     """Whether this torch ships ``libtorchbind_test.so`` (torch's own TorchBind test classes): the CPU wheels do;

@@ -23,7 +23,7 @@ from conformance.plugin.reuse import KeyMaker, source_of
 from conformance.runner import Engine
 from conformance.core.settings import Settings
 
-from conftest import engine_of, run_inprocess
+from conftest import REGISTRATION_SOURCE, engine_of, run_inprocess
 from sample_classes.custom_classes import register_constant
 
 QUEUE, COUNTER = "samples::TensorQueue", "samples::Counter"
@@ -385,19 +385,7 @@ def test_source_of_follows_torchs_registration_wrappers():
 # ----- end to end ------------------------------------------------------------------------------------------------
 
 # Each class in its own module: a module's whole file is in the key of the classes it defines.
-HEADER = '''
-import os
-
-import torch
-from torch._library import opaque_object as oo
-
-def constant(cls):
-    if hasattr(oo, "register_custom_class"):
-        oo.register_custom_class(cls, typ="constant")
-    else:
-        oo.register_opaque_type(cls, typ="value")
-    return cls
-'''
+HEADER = REGISTRATION_SOURCE + "import os\n"
 
 GOOD = HEADER + '''
 @constant

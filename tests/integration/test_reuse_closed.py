@@ -29,7 +29,7 @@ from conformance.plugin.reuse import KeyMaker, ReuseStore
 from conformance.plugin.reuse_key import ENV_NOT_IN_KEY, OPTIONS_NOT_IN_KEY
 from conformance.runner import Engine
 
-from conftest import engine_of
+from conftest import REGISTRATION_SOURCE, engine_of
 
 QUEUE = "samples::TensorQueue"
 
@@ -347,17 +347,7 @@ def test_a_damaged_entry_is_a_miss_whatever_the_damage():
 
 # ----- end to end -----------------------------------------------------------------------------------------------
 
-GOOD = '''
-import torch
-from torch._library import opaque_object as oo
-
-
-def constant(cls):
-    if hasattr(oo, "register_custom_class"):
-        oo.register_custom_class(cls, typ="constant")
-    else:
-        oo.register_opaque_type(cls, typ="value")
-    return cls
+GOOD = REGISTRATION_SOURCE + '''
 
 
 @constant

@@ -29,7 +29,7 @@ from conformance.core.registry import REGISTRY
 from conformance.core.results import Cell, Status
 from conformance.runner import CheckTarget, Engine, plan, run_target
 from conformance.core.settings import Settings
-from conftest import engine_of
+from conftest import REGISTRATION_SOURCE, engine_of
 
 SPAN = "samples_evidence::Span"
 
@@ -97,30 +97,7 @@ def test_nested_primitives_count_once_and_collecting_blocks_nest():
 #: What a check may rest a pass on without calling into the class: its definitions compared with the C++ schema.
 STATIC_EVIDENCE = {"signature", "method definition", "fake class", "public fake method"}
 
-REJECTING = '''
-import torch
-from torch._library import opaque_object as oo
-try:
-    from torch._custom_class_base import CustomClassBase as Base
-except ImportError:
-    from torch._opaque_base import OpaqueBase as Base
-
-
-def constant(cls):
-    if hasattr(oo, "register_custom_class"):
-        oo.register_custom_class(cls, typ="constant")
-    else:
-        oo.register_opaque_type(cls, typ="value")
-    return cls
-
-
-def symbolic(cls):
-    members = {"get_v": oo.MemberType.USE_REAL}
-    if hasattr(oo, "register_custom_class"):
-        oo.register_custom_class(cls, typ="symbolic", guard_fn=lambda s: [s.v], members=members)
-    else:
-        oo.register_opaque_type(cls, typ="reference", guard_fn=lambda s: [s.v], members=members)
-    return cls
+REJECTING = REGISTRATION_SOURCE + '''
 
 
 @constant
@@ -171,7 +148,7 @@ def _(x, u):
     return torch.empty_like(x)
 
 
-@symbolic
+@symbolic(lambda s: [s.v], get_v=1)
 class Unbound(Base):
     """A handle that is never bound: every method and op raises."""
     def __init__(self, v: int):
@@ -290,18 +267,8 @@ def test_the_evidence_reaches_the_item_and_the_json_report(pytester, span_fakes)
     assert verdicts["agreement[__len__]"]["status"] == "skipped" and verdicts["agreement[__len__]"]["evidence"] == {}
 
 
-SILENT = '''
-import torch
+SILENT = REGISTRATION_SOURCE + '''
 import conformance
-from torch._library import opaque_object as oo
-
-
-def constant(cls):
-    if hasattr(oo, "register_custom_class"):
-        oo.register_custom_class(cls, typ="constant")
-    else:
-        oo.register_opaque_type(cls, typ="value")
-    return cls
 
 
 @constant
