@@ -56,7 +56,7 @@ __all__ = ["Affine", "AffineEqIgnoresOffset", "AffineReprDropsOffset", "AffineHa
            "AffineHoisted", "AffineHoistedEqIgnoresOffset",
            "affine", "register_constant", "register_symbolic", "Stepper", "StepperGuardMissesStep",
            "StepperGuardById", "StepperFakeReadsStep", "scale", "widen", "Gauge", "GaugeInlinedReadsLevel", "Ticker",
-           "tick"]
+           "tick", "GaugeInlinedAdvances"]
 
 
 def register_constant(cls: type | None = None, *, hoist: bool = False):
