@@ -8,8 +8,6 @@ Every class is registered with the API the running torch has (``register_custom_
 
 from __future__ import annotations
 
-import copy
-import textwrap
 import zlib
 
 import pytest
@@ -25,7 +23,7 @@ from conformance.core.registry import REGISTRY
 from conformance.runner import Engine, run_class
 from conformance.core.settings import Settings
 
-from conftest import engine_of, run_inprocess
+from conftest import REGISTRATION_SOURCE, engine_of, run_inprocess
 
 MOD = "sample_classes.custom_classes"
 
@@ -363,31 +361,8 @@ def test_inlined_names_the_member_read(cc):
 
 # ----- classes the plugin has never seen -------------------------------------------------------------------------
 
-NEW_CLASSES = '''
+NEW_CLASSES = REGISTRATION_SOURCE + '''
 import enum
-import torch
-from torch._library import opaque_object as oo
-try:
-    from torch._custom_class_base import CustomClassBase as Base
-except ImportError:
-    from torch._opaque_base import OpaqueBase as Base
-
-def constant(cls):
-    if hasattr(oo, "register_custom_class"):
-        oo.register_custom_class(cls, typ="constant")
-    else:
-        oo.register_opaque_type(cls, typ="value")
-    return cls
-
-def symbolic(guard_fn, **members):
-    def register(cls):
-        m = {k: oo.MemberType.USE_REAL for k in members}
-        if hasattr(oo, "register_custom_class"):
-            oo.register_custom_class(cls, typ="symbolic", guard_fn=guard_fn, members=m)
-        else:
-            oo.register_opaque_type(cls, typ="reference", guard_fn=guard_fn, members=m)
-        return cls
-    return register
 
 @constant
 class Quant:
@@ -528,21 +503,8 @@ def test_unknown_custom_class_is_a_usage_error(pytester, cc):
     assert "no Python custom class nosuchmodule.Thing is registered" in result.stderr.str()
 
 
-EDGE_CLASSES = '''
+EDGE_CLASSES = REGISTRATION_SOURCE + '''
 import enum
-import torch
-from torch._library import opaque_object as oo
-try:
-    from torch._custom_class_base import CustomClassBase as Base
-except ImportError:
-    from torch._opaque_base import OpaqueBase as Base
-
-def register(cls, typ, **kw):
-    if hasattr(oo, "register_custom_class"):
-        oo.register_custom_class(cls, typ={"value": "constant", "reference": "symbolic"}[typ], **kw)
-    else:
-        oo.register_opaque_type(cls, typ=typ, **kw)
-    return cls
 
 class Positive:
     """A precondition: the constructor rejects scale <= 0 (most generated floats)."""
