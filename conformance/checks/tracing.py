@@ -276,6 +276,10 @@ def _fields(diffs: list[str]) -> str:
 
 
 def _torchbind_programs(ctx: ClassContext, unjudged: list[str]) -> list[_Program]:
+    if not ctx.traces_with_real_object:
+        # No fake class: torch cannot fakify the object, so no stage traces a program taking it and nothing would
+        # be compared; the class's C++ methods are not called for nothing (on a fresh object some crash the process).
+        ctx.require_fake()
     examples = ctx.require_examples()
     callees = [Callee.method(m) for m in ctx.info.user_methods if m != "tracing_mode"]
     callees += [Callee.of_op(op) for op in ctx.info.ops]

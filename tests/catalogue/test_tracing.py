@@ -136,3 +136,12 @@ def test_strict_exports_change_to_a_torchbind_object_is_noted_as_torchs_behaviou
     assert note.startswith("export strict changed the real object while tracing a program that calls the method "
                            "store (state[0][1] left a FakeTensor): torch's documented behaviour"), note
     assert set(STAGES) <= set(outcome.evidence.counts)
+
+
+def test_a_torchbind_class_without_a_fake_class_is_not_called_and_says_why():
+    """torch's ``_nnapi::Compilation`` has a Python constructor and no fake class; some of its methods crash the
+    process on a fresh object. No stage can trace a program taking an object torch cannot fakify, so the check
+    calls none of them: a skip pointing at the ``fake_class`` item (the process survives to say so)."""
+    outcome = tracing_of("_nnapi::Compilation")
+    assert outcome.status == Status.SKIPPED
+    assert "no fake class registered for _nnapi::Compilation" in outcome.summary, outcome.summary
