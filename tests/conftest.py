@@ -128,8 +128,16 @@ def run_inprocess(pytester, *args, **kwargs):
     # Reproducers are checked (an interpreter per failure) only where a test asks for it.
     asked = any(str(a).startswith("--torchbind-check-repro") for a in args)
     checked = () if asked else ("--torchbind-check-repro=off",)
-    return pytester.runpytest_inprocess("-p", "no:cacheprovider", *args, "--torchbind-isolation=none", *checked,
-                                        **kwargs)
+    # hypothesis's pytest plugin sets --hypothesis-seed process-wide (hypothesis.core.global_force_seed) and never
+    # puts it back: a run given one would seed every later search in this test process.
+    import hypothesis.core
+
+    seed = hypothesis.core.global_force_seed
+    try:
+        return pytester.runpytest_inprocess("-p", "no:cacheprovider", *args, "--torchbind-isolation=none", *checked,
+                                            **kwargs)
+    finally:
+        hypothesis.core.global_force_seed = seed
 
 
 def undated_report(path) -> dict:
