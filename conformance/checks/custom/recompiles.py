@@ -17,13 +17,15 @@ does) is called with :data:`TWINS` twins built by one recipe; the twins must com
 (``torch._dynamo.utils.guard_failures``, filled by ``get_guard_fail_reason`` on every failed cache entry; torch
 2.13 and 2.14.1 alike), with what ``__eq__`` or ``guard_fn`` said of the twins.
 
-Objects that one recipe builds with different states (a per-object serial number that ``__eq__`` or ``guard_fn``
-reads: no twins exist) but that get the same result from the op are called instead; their compiles are a note.
-When the twins compile once, the same program is called with objects that differ from the first twin only in one
-constructor argument (:meth:`~conformance.custom.context.CustomClassContext.variants`) and for which the op gives
-eager's same result: a compile for such an object is reported as a note with the count and torch's reason, never
-as a failure, since another op, a member or the next version of the class may need the field (only a guess could
-call it wasteful). A guard that misses a field a result depends on (unsound: too few guards) is the ``guards``
+Where one recipe builds no twins, because the class gives each object a field of its own (a serial number or a
+uuid that ``__eq__`` or ``guard_fn`` reads: TransformerEngine's case), objects it builds that get the same result
+from the op are called instead: the constructor call the user writes is the same every time, so a compile per
+object fails the same rule (the message names the field). When the twins compile once, the same program is called
+with objects that differ from the first twin only in one constructor argument
+(:meth:`~conformance.custom.context.CustomClassContext.variants`) and for which the op gives eager's same result on
+the inputs drawn: a compile for such an object is a note with the count and torch's reason, never a failure, and
+says the inputs may not tell the argument apart (another input, op or member may need the guard: only a guess
+could call it wasteful). A guard that misses a field a result depends on (unsound: too few guards) is the ``guards``
 check's rule, not this one's.
 
 TorchBind classes have no such check: dynamo guards a ``ScriptObject`` on the values of its ``__obj_flatten__()``
@@ -168,24 +170,23 @@ def recompiles(ctx: CustomClassContext, target: CustomOpInfo) -> list[Failure | 
             with ctx.calling(lambda: f"a compiled program calling {target.qualname} on twin {i + 1} of {TWINS}"):
                 ctx.call_op(target, args, first if i == 1 else second, program)
         compiles, reasons = counter.frame_count, _reasons(program_of.__code__)
-        if differ:  # no twins: objects of one recipe that differ in a field no result was seen to depend on
+        if differ:  # objects of one constructor call that differ only in a field the class gives each object
             record("compiled call of an object built the same way", TWINS)
-            if compiles == 1:
-                return []
-            fields, guard = ", ".join(map(repr, differ)), reasons[0] if reasons else "(no reason recorded)"
-            return [Note(f"{TWINS} objects built by {recipe.code} differ in {fields} and get the same result from "
-                         f"{target.qualname} ({show(expected)}), yet a program calling it compiled {compiles} times "
-                         f"for them (torch's guard: `{guard}`; {_explain(ctx, reasons, first, second)}): if no op "
-                         f"result depends on {fields}, the guard costs a compile per object")]
-        record("compiled call of a twin", TWINS)
+        else:
+            record("compiled call of a twin", TWINS)
         if compiles > 1:
             call = ctx.call_code(target, args, "o")
+            own = (f" (the class gives each object its own {', '.join(map(repr, differ))}, and the op gives them "
+                   f"the same result, {show(expected)})") if differ else ""
             return [Failure(
                 f"a program calling {target.qualname} compiled {compiles} times for {TWINS} {short} objects built "
-                f"the same way (one compile suffices): torch's guard "
+                f"the same way{own} (one compile suffices): torch's guard "
                 f"`{reasons[0] if reasons else '(no reason recorded)'}` failed for each new object; "
-                f"{_explain(ctx, reasons, first, second)}, so every new object recompiles the program",
-                example=f"obj = {recipe.code}  (built {TWINS} times: the same state, {TWINS} objects)",
+                f"{_explain(ctx, reasons, first, second)}, so every new object recompiles the program (and with "
+                "fullgraph=True, raises once torch's recompile_limit is reached)",
+                example=(f"obj = {recipe.code}  (built {TWINS} times: "
+                         + (f"{TWINS} objects differing only in {', '.join(map(repr, differ))})" if differ
+                            else f"the same state, {TWINS} objects)")),
                 call=ctx.call_code(target, args, "obj"),
                 details=(f"compiles: {compiles} for {TWINS} calls (torch._dynamo.testing.CompileCounter)",
                          *(f"torch's recompile reason: {r}" for r in reasons)),
@@ -198,6 +199,8 @@ def recompiles(ctx: CustomClassContext, target: CustomOpInfo) -> list[Failure | 
                     "print('compiles:', counter.frame_count)",
                     "print('reasons:', [r.splitlines()[0] for rs in guard_failures.values() for r in rs])"]),
                 rule="recompiles.twins-recompile")]
+        if differ:  # no one-argument variant can be judged against objects that already differ
+            return []
         return _variant_notes(ctx, target, program, counter, program_of.__code__, recipe, donors, args, expected)
     finally:
         torch._dynamo.reset()
@@ -257,9 +260,10 @@ def _variant_notes(ctx, op, program, counter, code, recipe, donors, args, expect
             compiles = counter.frame_count
             reasons = _reasons(code)
             notes.append(Note(
-                f"{op.qualname} gives the same result for {other.code} as for {recipe.code} ({show(expected)}), "
-                f"and no result the plugin saw depends on {label}, yet the compiled program compiled again for an "
-                f"object that differs only in {label} (torch's guard: "
-                f"`{reasons[-1] if reasons else '(no reason recorded)'}`; {counter.frame_count} compiles so far): "
-                "if no op result depends on it, the guard costs a compile per such object"))
+                f"{op.qualname} gives the same result for {other.code} as for {recipe.code} ({show(expected)}) on "
+                f"the inputs drawn, and the compiled program compiled again for an object that differs only in "
+                f"{label} (torch's guard: `{reasons[-1] if reasons else '(no reason recorded)'}`; "
+                f"{counter.frame_count} compiles so far). Not a finding: those inputs may just not tell {label} "
+                f"apart; a recompile is needed wherever an op's result depends on {label} (give inputs that "
+                "exercise it with conformance.strategy to see)"))
     return notes
