@@ -215,10 +215,12 @@ def _judge(programs: list[_Program], kind: _Kind, qualname: str, repro: Callable
     skipped: list[str] = []
     compared = 0
     for program in programs:
-        unstable = kind.differences(kind.read(program.build()), kind.read(_read_twice(program, kind)), "a read")
+        obj = program.build()
+        first = kind.read(obj)
+        unstable = kind.differences(first, kind.read(obj), "a read")  # the same object, read twice
         if unstable:  # reading the state changes it: no comparison can tell what tracing did
-            unjudged.append(f"{program.call} (reading the object's state changes it: {unstable[0]}; see the "
-                            "flatten check)")
+            see = "; see the flatten check" if "::" in qualname else ""
+            unjudged.append(f"{program.call} (reading the object's state changes it: {unstable[0]}{see})")
             continue
         for stage in STAGES:
             diffs, error = _run_stage(program, kind, stage)
@@ -251,12 +253,6 @@ def _judge(programs: list[_Program], kind: _Kind, qualname: str, repro: Callable
         found.append(Note(f"not compared: {'; '.join(notes[:5])}"
                           + (f" (and {len(notes) - 5} more)" if len(notes) > 5 else "")))
     return found
-
-
-def _read_twice(program: _Program, kind: _Kind) -> Any:
-    obj = program.build()
-    kind.read(obj)
-    return obj
 
 
 def _fields(diffs: list[str]) -> str:
@@ -296,20 +292,29 @@ def _torchbind_programs(ctx: ClassContext, unjudged: list[str]) -> list[_Program
         call = Call(callee, placed)
         what = f"the op {callee.name}" if callee.op is not None else f"the method {callee.name}"
         program = _Program(call.code("obj"), callee.label, what, inputs, namespace)
-        example = next((e for e in examples if _eager_runs(lambda e=e: program.eager(e.build()))), None)
+        example, raised = _first_eager(program, examples)
         if example is None:
-            unjudged.append(f"{call.code()} (plain eager raises on every example object)")
+            unjudged.append(f"{call.code()} (plain eager raises on every example object: {raised})")
             continue
         programs.append(program.on(example.build, "\n".join(example.code("obj")), example))
     return programs
 
 
-def _eager_runs(run: Callable[[], Any]) -> bool:
-    try:
-        run()
-    except Exception:  # noqa: BLE001 - an input the real class rejects: not judged
-        return False
-    return True
+def _first_eager(program: _Program, sources: list) -> tuple[Any, str]:
+    """The first of ``sources`` (examples or recipes, each with ``build()``) on which plain eager runs ``program``,
+    and ``""``; or ``None`` and what eager raised on the last one, with the program's tensor arguments (an input
+    the real class rejects is not judged, but the skip says which input it was)."""
+    error: BaseException | None = None
+    for source in sources:
+        try:
+            program.eager(source.build())
+        except Exception as exc:  # noqa: BLE001 - an input the real class rejects: not judged
+            error = exc
+            continue
+        return source, ""
+    inputs = "; ".join(f"a{i} = {v.code}" for i, v in enumerate(program.inputs))
+    raised = exception_line(error) if error is not None else "no object to try"
+    return None, f"{raised}{f'; with {inputs}' if inputs else ''}"
 
 
 def _torchbind_repro(ctx: ClassContext):
@@ -366,9 +371,10 @@ def _custom_programs(ctx: CustomClassContext, unjudged: list[str]) -> list[_Prog
             candidates.append(_Program(f"obj.{member}({args})", member, what, (), {}))
     programs = []
     for program in candidates:
-        recipe = next((r for r in recipes if _eager_runs(lambda r=r: program.eager(r.build()))), None)
+        recipe, raised = _first_eager(program, recipes)
         if recipe is None:
-            unjudged.append(f"{program.call} ({refused.get(program, 'plain eager raises on every object tried')})")
+            why = refused.get(program, f"plain eager raises on every object tried: {raised}")
+            unjudged.append(f"{program.call} ({why})")
             continue
         programs.append(program.on(recipe.build, f"obj = {recipe.code}", recipe))
     return programs

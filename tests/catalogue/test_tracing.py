@@ -145,3 +145,70 @@ def test_a_torchbind_class_without_a_fake_class_is_not_called_and_says_why():
     outcome = tracing_of("_nnapi::Compilation")
     assert outcome.status == Status.SKIPPED
     assert "no fake class registered for _nnapi::Compilation" in outcome.summary, outcome.summary
+
+
+class Keyed:
+    """A constant class that gives each object its own key (``uuid4``), which ``__eq__`` compares; ``keyed_scale``
+    reads only ``factor`` and needs a 2-d input."""
+
+    def __init__(self, factor: float):
+        import uuid
+
+        self.factor, self.key = factor, uuid.uuid4().hex
+
+    def __eq__(self, other):
+        return isinstance(other, Keyed) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __fx_repr__(self):
+        return f"Keyed({self.factor!r})", {"Keyed": Keyed}
+
+
+def _register_keyed():
+    from sample_classes.custom_classes import register_constant
+
+    register_constant(Keyed)
+
+    @torch.library.custom_op("tracing_catalogue::keyed_scale", mutates_args=())
+    def keyed_scale(x: torch.Tensor, k: Keyed) -> torch.Tensor:
+        if x.dim() != 2:
+            raise ValueError(f"keyed_scale needs a 2-d x, got {x.dim()}-d")
+        return x * k.factor
+
+    @keyed_scale.register_fake
+    def _(x, k):
+        return torch.empty_like(x)
+
+
+_register_keyed()
+
+
+def test_a_class_giving_each_object_its_own_key_is_read_not_rebuilt_and_a_refused_input_is_named():
+    """Reading an object's state twice is compared on the same object (two objects of a class that keys each one
+    differ without any read changing them); an op that rejects the drawn input says what it raised and on which
+    input."""
+    outcome = tracing_of(f"{__name__}.Keyed")
+    text = outcome.reason if outcome.status == Status.SKIPPED else " ".join(outcome.notes)
+    assert "reading the object's state changes it" not in text, text
+    assert "ValueError: keyed_scale needs a 2-d x, got" in text and "with a0 = " in text, text
+
+
+def test_a_class_giving_each_object_its_own_key_is_compared_on_one_object():
+    """Given a 2-d input, the program runs in eager and every stage is compared: the state read twice is the same
+    object's (two objects of a class that keys each one differ, though no read changes either)."""
+    import conformance
+    from hypothesis import strategies as st
+
+    from conformance.runner import run_class as run
+    from conftest import engine_of
+
+    def register():
+        conformance.strategy("tracing_catalogue::keyed_scale", arg="x")(
+            lambda: st.just("torch.ones(2, 3)"))
+
+    [outcome] = run(f"{__name__}.Keyed", only={"tracing"}, engine=engine_of(register, Settings(examples=10)))
+    assert outcome.status == Status.PASSED, outcome.render()
+    assert not any("reading the object's state changes it" in n for n in outcome.notes), outcome.notes
+    assert {s: outcome.evidence.counts.get(s) for s in STAGES} == {s: 1 for s in STAGES}
