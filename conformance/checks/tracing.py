@@ -137,11 +137,13 @@ def _as_inputs(args: ArgumentSet) -> tuple[ArgumentSet, tuple[Value, ...], dict[
 
 class _Kind:
     """What differs between the kinds: how to read and compare an object's state, and the stages where torch itself
-    documents that tracing reaches the real object (``known``: stage -> why, with its source)."""
+    documents that tracing reaches the real object (``known``: stage -> why, with its source), and where to look
+    when reading the state changes it (``unstable_hint``, appended to that skip)."""
 
     def __init__(self, read: Callable[[Any], Any], differences: Callable[[Any, Any, str], list[str]],
-                 known: dict[str, str] | None = None):
+                 known: dict[str, str] | None = None, unstable_hint: str = ""):
         self.read, self.differences, self.known = read, differences, known or {}
+        self.unstable_hint = unstable_hint
 
 
 #: Strict export calls a TorchBind object's methods on the real ScriptObject, with the fake tensors it traces with.
@@ -219,8 +221,8 @@ def _judge(programs: list[_Program], kind: _Kind, qualname: str, repro: Callable
         first = kind.read(obj)
         unstable = kind.differences(first, kind.read(obj), "a read")  # the same object, read twice
         if unstable:  # reading the state changes it: no comparison can tell what tracing did
-            see = "; see the flatten check" if "::" in qualname else ""
-            unjudged.append(f"{program.call} (reading the object's state changes it: {unstable[0]}{see})")
+            unjudged.append(f"{program.call} (reading the object's state changes it: {unstable[0]}"
+                            f"{kind.unstable_hint})")
             continue
         for stage in STAGES:
             diffs, error = _run_stage(program, kind, stage)
@@ -413,7 +415,8 @@ def tracing(ctx: Union[ClassContext, CustomClassContext], _target: None) -> list
         qualname = ctx.info.name
     else:
         programs = _torchbind_programs(ctx, unjudged)
-        kind = _Kind(_torchbind_read(ctx), _torchbind_differences, {"export strict": STRICT_EXPORT_REAL_OBJECT})
+        kind = _Kind(_torchbind_read(ctx), _torchbind_differences, {"export strict": STRICT_EXPORT_REAL_OBJECT},
+                     "; see the flatten check")
         repro = _torchbind_repro(ctx)
         qualname = ctx.info.qualname
     return _judge(programs, kind, qualname, repro, unjudged)
