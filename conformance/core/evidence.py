@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from .results import Evidence
 
-__all__ = ["record", "replay", "collecting", "counted", "evidence_so_far", "Evidence"]
+__all__ = ["record", "replay", "collecting", "counted", "uncounted", "evidence_so_far", "Evidence"]
 
 _CURRENT: contextvars.ContextVar[Evidence | None] = contextvars.ContextVar("conformance_evidence", default=None)
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("conformance_evidence_depth", default=0)
@@ -64,6 +64,18 @@ def collecting() -> Iterator[Evidence]:
     finally:
         _DEPTH.reset(depth)
         _CURRENT.reset(token)
+
+
+@contextlib.contextmanager
+def uncounted() -> Iterator[None]:
+    """Inside the ``with`` block the comparison primitives (:func:`counted`) record nothing: a comparison a check
+    makes only to choose its inputs (whether an input shows an object's field at all), on which no verdict rests.
+    Direct :func:`record` calls still count."""
+    token = _DEPTH.set(_DEPTH.get() + 1)
+    try:
+        yield
+    finally:
+        _DEPTH.reset(token)
 
 
 def counted(what: str | Callable[..., str]) -> Callable[[F], F]:

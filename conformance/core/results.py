@@ -219,11 +219,19 @@ class Evidence:
         return sum(self.counts.values())
 
     def describe(self) -> str:
-        """One line, e.g. ``12 results, 3 states compared``; ``nothing compared`` when empty."""
+        """One line, e.g. ``12 results, 3 states compared``, ``1 pair of objects told apart by __eq__``; ``nothing
+        compared`` when empty. A kind's noun is its last word, or the word before its first ``of``."""
         if not self.counts:
             return "nothing compared"
-        return ", ".join(f"{n} {what}{'' if n == 1 else 's'}" for what, n in sorted(self.counts.items())) + \
-            " compared"
+        return ", ".join(f"{n} {_noun(what, n)}" for what, n in sorted(self.counts.items())) + " compared"
+
+
+def _noun(what: str, n: int) -> str:
+    """``what`` (a noun phrase in the singular: ``"result"``, ``"compiled call of a twin"``) for ``n`` of them."""
+    if n == 1:
+        return what
+    head, of, rest = what.partition(" of ")
+    return f"{head}s{of}{rest}"
 
 
 @dataclasses.dataclass

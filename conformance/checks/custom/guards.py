@@ -10,7 +10,10 @@ returns the first object's result for the second: silently stale numbers.
 The search (hypothesis): an object ``a``, the op's other arguments, and ``b`` = a copy of ``a`` with one field
 (``__dict__`` entry) taken from a second drawn object, for each field in turn. ``a == b`` with different eager
 results names the field ``__eq__`` ignores; the failure then calls a compiled program (dynamo, backend ``eager``)
-with ``a``, then ``b``, and shows its stale result beside eager's.
+with ``a``, then ``b``, and shows its stale result beside eager's. A pair and an input that shows the ignored field
+need not be drawn together: the search steers toward inputs that tell fields apart, tries every equal pair it kept
+on every input it kept, and says in a note when no input told an ignored field apart
+(:mod:`conformance.checks.custom.guard_inputs`).
 
 **Symbolic (reference) types** (targets: each ``USE_REAL`` member and each op taking the class): a symbolic object
 is a graph input guarded by its type and the values ``guard_fn`` returns, not by identity; a ``USE_REAL`` member is
@@ -43,7 +46,6 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from ...engine.arguments import draw_fixed
-from ...core.evidence import record
 from ...engine.compare import value_differences
 from ...custom.context import same_value, show, state_of
 from ...custom.state import twin_differences
@@ -54,6 +56,7 @@ from ...core.results import Failure
 from ...custom.context import CustomClassContext
 from ...custom.discovery import CustomOpInfo
 from .. import with_targets
+from .guard_inputs import Seen, crossed, equal_pair_violation, untold_notes
 
 
 def _targets(ctx):
@@ -72,34 +75,6 @@ def _stale(ctx, op, args, a, b) -> tuple[object, object]:
         return first, second
     finally:
         torch._dynamo.reset()
-
-
-def _violation(ctx, op, draw):
-    a_recipe, donor_recipe, args = draw
-    name = ctx.info.name
-    with ctx.calling(lambda: f"{op.qualname} with equal {name} objects (from {a_recipe.code})"):
-        a = a_recipe.build()
-        try:
-            ra = ctx.call_op(op, args, a)
-        except Exception:  # noqa: BLE001 - the op rejects this object: no program of it runs, nothing to judge
-            return None
-        for label, b_recipe in ctx.variants(a_recipe, donor_recipe):
-            try:
-                b = b_recipe.build()
-            except Exception:  # noqa: BLE001 - arguments the constructor rejects: no object of the class
-                continue
-            try:
-                rb = ctx.call_op(op, args, b)
-            except Exception:  # noqa: BLE001 - an object the op rejects is no input: this pair is no evidence
-                continue
-            if not (a == b):  # told apart by __eq__: torch's guard fails and the program is compiled again
-                record("object pair told apart by __eq__")
-                continue
-            diffs = value_differences(ra, rb, "result")  # counted: a pair __eq__ calls equal, both results
-            if not diffs:
-                continue
-            return a_recipe, b_recipe, label, twin_differences(a, b), args, ra, rb
-    return None
 
 
 def _field_told(field: str, a: Any, b: Any) -> str:
@@ -416,8 +391,12 @@ def guards(ctx: CustomClassContext, target: CustomOpInfo | str) -> list[Failure]
                                 "compared; " + ctx.arguments.hint(target.qualname))
     elif ctx.info.kind == "constant":
         draws = st.tuples(objects, objects, ctx.op_arguments(target))
-        finding = ctx.search(draws, lambda draw: _violation(ctx, target, draw), ctx.settings.examples)
-        failure = _stale_failure(ctx, target, finding) if finding else None
+        seen = Seen()  # the inputs and equal pairs drawn: tried against each other after the search
+        finding = ctx.search(draws, lambda draw: equal_pair_violation(ctx, target, draw, seen),
+                             ctx.settings.examples) or crossed(ctx, target, seen)
+        if finding is None:  # a field no input told apart is said, not passed as compared
+            return untold_notes(ctx, target, seen)
+        failure = _stale_failure(ctx, target, finding)
     else:
         calls, uncalled = _mutator_args(ctx)
         # Every sequence compiles (once per change): a tenth of the examples, and the first finding as found.

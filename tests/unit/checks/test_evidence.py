@@ -200,7 +200,7 @@ def test_no_check_of_either_kind_passes_on_calls_the_class_rejects(rejecting):
         if outcome.status is Status.PASSED:
             # Only what needs no call into the class: the fake's definitions against the C++ schema, or (Unused,
             # whose objects build) equality, hashing and __fx_repr__ of objects that do build.
-            allowed = STATIC_EVIDENCE | ({"object pair", "rebuilt object", "object pair told apart by __eq__"}
+            allowed = STATIC_EVIDENCE | ({"object pair", "rebuilt object", "pair of objects told apart by __eq__"}
                                          if qualname.endswith(".Unused") else set())
             assert set(outcome.evidence.counts) <= allowed, (where, outcome.evidence.counts)
     by_item = {(q, o.check, o.target): o for q, o in got}
