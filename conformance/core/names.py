@@ -75,4 +75,5 @@ CHECK_NAMES = tuple(row.name for row in CHECKS)
 #: :meth:`~conformance.core.results.Verdict.to_json` data), and the report attribute it travels in (:func:`conformance.plugin.hooks.pytest_runtest_makereport` moves
 #: it; :mod:`conformance.plugin.recorder` reads it). Here so that the lazy plugin module names them without torch.
 ITEM_DATA, REPORT_ATTR = "torchbind_data", "torchbind"
-BACKEND_NAMES = ("eager", "aot_eager", "inductor", "aoti", "export", "export_strict", "export_saveload")
+BACKEND_NAMES = ("eager", "aot_eager", "inductor", "aoti", "export", "export_strict", "export_saveload",
+                 "autocast")

@@ -102,6 +102,12 @@ class Rows:
         torch or the class raised."""
         raise NotImplementedError
 
+    def under_autocast(self, scn) -> Any:
+        """The scenario whose plain eager reference is made under the autocast the caller entered (a column with
+        :attr:`~conformance.matrix.backends.Backend.autocast`): raises what eager raised there. The default, for a
+        kind that runs eager inside :meth:`run`, checks nothing and returns ``scn``."""
+        return scn
+
     def cache(self, ctx) -> dict | None:
         """Where the class's cells are kept by program, so that two rows with the same program and objects compile
         and run it once (``None``: never)."""
@@ -140,7 +146,8 @@ class Rows:
         cell ``FAILED`` (with its :data:`RULES` id) or ``UNSUPPORTED`` (a known limitation, by its evidence). A
         cell that cannot run is ``SKIPPED`` saying why: a class no backend can trace, dynamo disabled for a
         ``torch.compile`` backend, a row the adopter excluded, or one whose program plain eager rejects (n/a,
-        keeping the program)."""
+        keeping the program), or rejects under the column's autocast. A column with an ``autocast`` runs the
+        program and plain eager's reference (:meth:`under_autocast`) under that same autocast."""
         backend = get_backend(backend) if isinstance(backend, str) else backend
         cell = self.new_cell(ctx, row, backend.name)
         why = self.cannot_run(ctx)
@@ -161,6 +168,15 @@ class Rows:
                 cell.program = program or None
             return cell
         cell.program = self.program(scn)
+        if backend.autocast is not None:  # eager's reference runs under the column's autocast too
+            try:
+                with backend.autocasting():
+                    scn = self.under_autocast(scn)
+            except Exception as exc:  # noqa: BLE001 - eager rejects the program under autocast: nothing to compare
+                cell.status = Status.SKIPPED
+                cell.reason = f"no eager reference: plain eager under {_autocast_text(backend)} raises " \
+                              f"{exception_line(exc, limit=300)}"
+                return cell
         cache = self.cache(ctx)
         same = (cell.program, bool(scn.dynamic), backend)  # backend: the object (a test's may reuse a name)
         earlier, compared = (cache or {}).get(same, (None, None))
@@ -182,7 +198,7 @@ class Rows:
         try:
             # The label carries the program: a worker lost in here (a hang in torch's compiler) shows it.
             with ctx.tracer.calling(self.label(ctx, cell.row, backend, cell.program), timed=False, side=self.side), \
-                    collecting() as compared:
+                    collecting() as compared, backend.autocasting():
                 found = self.run(ctx, scn, backend)
             evidence = [d.line for d in found]
             failure_details, matched, rule = evidence, evidence[0] if evidence else "", found[0].rule if found else ""
@@ -192,6 +208,9 @@ class Rows:
             failure_details = [ln.rstrip() for ln in tb[-4:]] + _compiler_hint(f"{type(exc).__name__}: {exc}")
             matched = exc  # the limitation table matches the exception itself (its type and site), not its text
         cell.details = self.preface(scn)
+        if backend.autocast is not None:
+            cell.details.insert(0, f"the program through {backend.title} and plain eager both ran under "
+                                   f"{_autocast_text(backend)}")
         if not evidence:
             cell.details += self.unsure(ctx, scn) + self.notes(scn)
             return compared
@@ -205,7 +224,7 @@ class Rows:
             cell.status, cell.reason, cell.rule = Status.FAILED, evidence[0], rule
             raised = [] if isinstance(matched, str) else [f"{raised_at(matched)}: no known limitation has this "
                                                           "exception type and site"]
-            cell.details = failure_details + raised + cell.details
+            cell.details = failure_details + raised + _autocast_hint(backend, rule) + cell.details
             cell.repro = self.repro(ctx, scn, backend) or ""
         cause = self.fake_cause(ctx, scn, backend)  # a fake's wrong result makes the program wrong: name its item
         if cause is not None:
@@ -215,6 +234,24 @@ class Rows:
                 cell.rule = FOLLOWS_FROM_FAKE
         cell.details += self.notes(scn)
         return compared
+
+
+def _autocast_text(backend: Backend) -> str:
+    """The column's autocast as the line that enters it: ``torch.autocast('cpu', dtype=torch.bfloat16)``."""
+    device_type, dtype = backend.autocast
+    return f"torch.autocast({device_type!r}, dtype={dtype})"
+
+
+def _autocast_hint(backend: Backend, rule: str) -> list[str]:
+    """A detail line for an output of a column under autocast that differs from eager's under the same autocast:
+    the usual cause, and the fix on the op's side."""
+    if backend.autocast is None or rule != OUTPUT_DIFFERS:
+        return []
+    return ["under autocast, a compiled program runs its graph with autocast off (AOTAutograd casts as it traced, "
+            "then turns autocast off while the graph runs: pytorch#86515), so an op whose kernel relies on the "
+            "autocast around it (a matmul inside a custom op or a TorchBind method) computes in another dtype or "
+            "precision than in eager; torch.library.register_autocast(op, device_type, dtype) gives a custom op one "
+            "rule for both: cast its inputs, run its kernel with autocast off"]
 
 
 def _compiler_hint(error: str) -> list[str]:

@@ -309,7 +309,7 @@ LIMITATIONS: tuple[Limitation, ...] = (
     ),
     Limitation(
         key="non-tensor-op-result",
-        backends=frozenset({"eager", "aot_eager", "inductor", "export_strict"}),
+        backends=frozenset({"eager", "aot_eager", "inductor", "export_strict", "autocast"}),
         returns=_NON_TENSOR,
         raises=("Unsupported",),
         graph_break="torch.* op returned non-Tensor",
@@ -372,7 +372,8 @@ LIMITATIONS: tuple[Limitation, ...] = (
     ),
     Limitation(
         key="explicit-dunder-call",
-        backends=frozenset({"eager", "aot_eager", "inductor", "export", "export_strict", "export_saveload"}),
+        backends=frozenset({"eager", "aot_eager", "inductor", "export", "export_strict", "export_saveload",
+                            "autocast"}),
         dunder=True,
         # The program calls obj.__len__(): call_torchbind(obj, "__len__") calls getattr(obj, "__len__") (eager,
         # export: the pybind cast fails) or looks up its schema (aot_eager, inductor: there is none).
@@ -401,6 +402,24 @@ LIMITATIONS: tuple[Limitation, ...] = (
                "torch/_inductor/ir.py FallbackKernel.process_kernel ('re-run fake tensor propagation with the "
                "realized strides'), over the effectful call_torchbind node (with_effects) whose FakeScriptObject "
                "tracing already mutated",
+    ),
+    Limitation(
+        key="autocast-torchbind-op",
+        backends=frozenset({"autocast"}),
+        # The C++ question the Python dispatch asks of the op raises: its AutocastCPU kernel is autocast's backend
+        # fallback (a fallthrough for every op), not a kernel of the op's own.
+        raises=("RuntimeError",),
+        sites=("_ops.py:_dispatch_in_python",),
+        cpp_check=r"no kernel for Autocast\w+ on ",
+        reason="a C++ op taking a TorchBind object cannot be traced under autocast: with a FakeScriptObject among "
+               "its inputs torch dispatches the op in Python, and asking whether the op's autocast kernel is a "
+               "fallthrough raises, because autocast's fallthrough is a fallback for all ops, not a kernel of the "
+               "op's own (a fallthrough kernel of the op's own at AutocastCPU lifts it, e.g. torch.library.Library("
+               "ns, 'IMPL').impl(op, torch.library.fallthrough_kernel, 'AutocastCPU'); eager is unchanged)",
+        source="torch/_ops.py TorchBindOpOverload._dispatch_in_python: "
+               "torch._C._dispatch_kernel_for_dispatch_key_is_fallthrough(op, AutocastCPU) raises 'no kernel for "
+               "AutocastCPU on <op>' (torch 2.13, 2.14.1; pytorch#158414, where the same path raised 'received a "
+               "FakeScriptObject input when dispatching DispatchKey.AutocastCUDA')",
     ),
     Limitation(
         key="saveload-object-input",

@@ -12,6 +12,7 @@ object alone.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 from collections.abc import Callable
@@ -39,7 +40,10 @@ class Backend:
     skips saying so. ``script``: the lines of a reproducer script (:mod:`conformance.matrix.torchbind.repro`) that
     do what ``prepare`` does: they turn ``module(traced)`` into a callable ``program``, given ``example`` (run 0's
     arguments) and ``DYNAMIC`` (the ``dynamic_shapes``, or ``None``); empty for a backend no script can rebuild (a
-    test's own), whose failed cells come without a reproducer.
+    test's own), whose failed cells come without a reproducer. ``autocast``: the ``(device_type, dtype)`` of a
+    column whose program runs under ``torch.autocast(device_type, dtype=dtype)``; the cell then makes plain eager's
+    reference under the same autocast (:meth:`conformance.matrix.cell.Rows.run_cell`), and its ``script`` rebinds
+    the reproducer's ``expected`` the same way. ``None``: no autocast.
     """
 
     name: str
@@ -51,6 +55,15 @@ class Backend:
     scalars_as_tensors: bool = False
     dynamo: bool = False
     script: tuple[str, ...] = ()
+    autocast: tuple[str, torch.dtype] | None = None
+
+    def autocasting(self) -> contextlib.AbstractContextManager:
+        """``torch.autocast(device_type, dtype=dtype)`` for a column with :attr:`autocast`, else a context that
+        does nothing."""
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        device_type, dtype = self.autocast
+        return torch.autocast(device_type, dtype=dtype)
 
     @property
     def side(self) -> str:
@@ -62,7 +75,7 @@ class Backend:
 #: The module of this package that defines a backend's ``BACKEND``, where it is not the backend's name.
 _MODULE_OF = {"export": "export_nonstrict"}
 #: The modules defining the backends, in the report's column order (:data:`conformance.core.names.BACKEND_NAMES`:
-#: the seed's Coverage Matrix, torch.compile, AOTInductor, export).
+#: the seed's Coverage Matrix, torch.compile, AOTInductor, export; then torch.compile under autocast).
 BACKEND_MODULES = tuple(_MODULE_OF.get(name, name) for name in BACKEND_NAMES)
 
 

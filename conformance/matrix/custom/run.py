@@ -51,6 +51,14 @@ class CustomRows(Rows):
         finally:
             torch._dynamo.reset()
 
+    def under_autocast(self, scn: CustomScenario) -> CustomScenario:
+        """``scn`` itself (:meth:`run` makes eager's reference, under the caller's autocast), once plain eager ran
+        the program on the first object under that autocast: raises what it raised. Another kind of scenario,
+        which makes eager's results in :meth:`run` too, is returned as it is."""
+        if type(scn) is CustomScenario:
+            scn.module()(*scn.inputs(), scn.steps[0][1]())
+        return scn
+
     def unsure(self, ctx: CustomClassContext, scn: CustomScenario) -> list[str]:
         if not scn.telling:
             return [cannot_tell(f"no object drawn after the first changes {scn.op.qualname}'s output on these "

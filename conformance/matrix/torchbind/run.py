@@ -7,6 +7,8 @@ the real object or cause side effects", PT2 custom-class notes).
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from ...core.results import NotApplicable, exception_line
@@ -64,6 +66,16 @@ class TorchBindRows(Rows):
     def run(self, ctx: ClassContext, scn: Scenario, backend: Backend) -> list[Difference]:
         """Compile/export, run twice, and list every difference from the eager reference."""
         return _run(scn, backend)
+
+    def under_autocast(self, scn: Scenario) -> Scenario:
+        """A copy of ``scn`` whose eager reference is made now, under the caller's autocast (the row's own, made
+        without it, stays cached for the other columns). Another kind of scenario, which makes eager's results in
+        :meth:`run`, is returned as it is."""
+        if type(scn) is not Scenario:
+            return scn
+        again = dataclasses.replace(scn)
+        again.reference  # noqa: B018 - made here, under the autocast; raises what eager raised
+        return again
 
     def cache(self, ctx: ClassContext) -> dict:
         return ctx.cells_by_program

@@ -40,7 +40,7 @@ def test_rows_and_columns(samples):
     assert "op.for_each_add_" in rows and "for_each_add_" in rows
     assert rows[-4:] == ["sequence", "sequence.attr", "tensors.attr", "dynamic"]
     assert [b.name for b in all_backends()] == ["eager", "aot_eager", "inductor", "aoti", "export",
-                                                "export_strict", "export_saveload"]
+                                                "export_strict", "export_saveload", "autocast"]
 
 
 def test_each_kind_of_class_has_its_rows():
