@@ -24,7 +24,8 @@ from .backends import Backend, all_backends, get_backend
 from .limitations import observation, raised_at
 
 __all__ = ["Rows", "Difference", "RULES", "RAISES", "OUTPUT_DIFFERS", "STALE_RESULT", "STATE_DIFFERS",
-           "TRACING_CHANGED_OBJECT", "FOLLOWS_FROM_FAKE", "new_cell", "cell_failure", "cell_skip_reason"]
+           "TRACING_CHANGED_OBJECT", "FOLLOWS_FROM_FAKE", "GRADIENT_DIFFERS", "GRADIENT_WRONG", "new_cell", "cell_failure",
+           "cell_skip_reason"]
 
 RAISES = "matrix.raises"
 OUTPUT_DIFFERS = "matrix.output-differs"
@@ -32,6 +33,8 @@ STALE_RESULT = "matrix.stale-result"
 STATE_DIFFERS = "matrix.state-differs"
 TRACING_CHANGED_OBJECT = "matrix.tracing-changed-object"
 FOLLOWS_FROM_FAKE = "matrix.follows-from-fake"
+GRADIENT_DIFFERS = "matrix.gradient-differs"
+GRADIENT_WRONG = "matrix.gradient-wrong"
 #: The rule id of each way a cell fails (the ``rule`` of a failed :class:`~conformance.core.results.Cell` and of
 #: its item's :class:`~conformance.core.results.Failure`), listed in docs/reference/checks.md.
 RULES = {
@@ -47,6 +50,10 @@ RULES = {
     FOLLOWS_FROM_FAKE: "the cell fails because a fake returns a wrong result: a method's or op's fake disagrees with "
                        "C++ on the program's calls (the agreement, custom_op or return_type item that reports it is "
                        "named)",
+    GRADIENT_DIFFERS: "a backward row: a gradient of the loss through the backend differs from plain eager's, or the "
+                      "backend's outputs carry no gradient where eager's do",
+    GRADIENT_WRONG: "a backward row: plain eager's gradient (the op's autograd formula) disagrees with finite "
+                    "differences (torch.autograd.gradcheck), so every backend differentiates a wrong formula",
 }
 
 
@@ -81,6 +88,11 @@ class Rows:
 
     def cannot_run(self, ctx) -> str | None:
         """Why no cell of the class can run at all (its cells skip with it), or ``None``."""
+        return None
+
+    def cannot_run_in(self, ctx, row: str, backend: Backend) -> str | None:
+        """Why ``row`` has no cell through ``backend`` (e.g. a backward row through an inference-only backend: the
+        cell skips with it), or ``None``."""
         return None
 
     def scenario(self, ctx, row: str) -> Any:
@@ -150,7 +162,7 @@ class Rows:
         program and plain eager's reference (:meth:`under_autocast`) under that same autocast."""
         backend = get_backend(backend) if isinstance(backend, str) else backend
         cell = self.new_cell(ctx, row, backend.name)
-        why = self.cannot_run(ctx)
+        why = self.cannot_run(ctx) or self.cannot_run_in(ctx, row, backend)
         if why is None and backend.dynamo:  # torch.compile would run the program eagerly: nothing to judge
             why = skip_reason(f"the {backend.group} {backend.title} cell")
         if why is not None:

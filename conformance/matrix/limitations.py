@@ -19,6 +19,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from .autograd_evidence import autograd_falls_through
+
 __all__ = ["Limitation", "LIMITATIONS", "find_limitation", "observation", "raised_at", "failure_chain"]
 
 
@@ -420,6 +422,21 @@ LIMITATIONS: tuple[Limitation, ...] = (
                "torch._C._dispatch_kernel_for_dispatch_key_is_fallthrough(op, AutocastCPU) raises 'no kernel for "
                "AutocastCPU on <op>' (torch 2.13, 2.14.1; pytorch#158414, where the same path raised 'received a "
                "FakeScriptObject input when dispatching DispatchKey.AutocastCUDA')",
+    ),
+    Limitation(
+        key="torchbind-op-autograd",
+        backends=frozenset({"aot_eager", "inductor"}),
+        placement="input",
+        difference=r"^run \d \([^)]*\): no gradient flows back through ",
+        observed="the compiled program's output did not require grad where eager's does",
+        confirm=autograd_falls_through,
+        reason="torch.compile with AOTAutograd drops the gradient of a custom op taking a TorchBind object: the op "
+               "is traced with a FakeScriptObject, dispatched in Python, where the AutogradCPU key falls through, so "
+               "its autograd formula never runs and the compiled output does not require grad",
+        source="torch/_ops.py TorchBindOpOverload._fallthrough_keys (AutogradCPU falls through unless a Python "
+               "kernel is registered for that very key; register_autograd registers the Autograd alias key) and "
+               "_dispatch_in_python; torch/_functorch/aot_autograd.py then compiles an inference graph, since no "
+               "output requires grad (torch 2.13, 2.14.1)",
     ),
     Limitation(
         key="saveload-object-input",

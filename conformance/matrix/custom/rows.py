@@ -1,6 +1,7 @@
 """The rows of a Python custom class's coverage matrix (opaque object): one row per custom op taking the class,
 called with a sequence of objects and compared call by call with eager (how a cell runs it:
-:mod:`conformance.matrix.custom.run`).
+:mod:`conformance.matrix.custom.run`), and one ``<op>.backward`` row per such op with an autograd formula (its
+gradients at each object: :mod:`conformance.matrix.custom.backward`).
 
 The sequence: the first object (the program is compiled or exported with it), an equal one built the same way, the
 objects in another state (labelled so whatever ``__eq__`` says of them: an object ``==`` calls equal in another
@@ -23,13 +24,17 @@ from ...custom.context import CustomClassContext, Recipe, same_value, state_of
 from ...engine.arguments import draw_fixed
 from ...engine.compare import value_differences
 from ...engine.values import ArgumentSet
+from ..gradients import backward_row, has_backward
 
 __all__ = ["custom_rows", "scenario", "CustomScenario"]
 
 
 def custom_rows(ctx: CustomClassContext) -> list[str]:
-    """The matrix rows of a custom class: the short names of the ops taking it."""
-    return [op.short_name for op in ctx.info.ops]
+    """The matrix rows of a custom class: the short names of the ops taking it, then the backward row of each op
+    with an autograd formula (``<op>.backward``: :mod:`conformance.matrix.gradients`)."""
+    ops = ctx.info.ops
+    return [op.short_name for op in ops] + [backward_row(op.short_name) for op in ops
+                                            if has_backward(op.qualname, op.schema)]
 
 
 @dataclasses.dataclass

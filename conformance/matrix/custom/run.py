@@ -12,8 +12,11 @@ import torch
 from ...custom.context import CustomClassContext, same_value, show, state_of
 from ...engine.compare import value_differences
 from ..backends import Backend
+from ..backward import BackwardScenario, run_backward
 from ..cell import OUTPUT_DIFFERS, STALE_RESULT, STATE_DIFFERS, Difference, Rows
 from ..explain import STAYED, cannot_tell
+from ..gradients import INFERENCE_ONLY
+from .backward import backward_scenario, is_backward_row
 from .rows import CustomScenario, custom_rows, scenario
 
 __all__ = ["CustomRows", "ROWS", "run_cell"]
@@ -29,10 +32,20 @@ class CustomRows(Rows):
     def qualname(self, ctx: CustomClassContext) -> str:
         return ctx.info.name
 
-    def scenario(self, ctx: CustomClassContext, row: str) -> CustomScenario:
+    def cannot_run_in(self, ctx: CustomClassContext, row: str, backend: Backend) -> str | None:
+        """A backward row through an inference-only backend (:data:`~conformance.matrix.gradients.INFERENCE_ONLY`)."""
+        if backend.name in INFERENCE_ONLY and is_backward_row(ctx, row):
+            return f"n/a: {INFERENCE_ONLY[backend.name]}"
+        return None
+
+    def scenario(self, ctx: CustomClassContext, row: str) -> CustomScenario | BackwardScenario:
+        if is_backward_row(ctx, row):
+            return backward_scenario(ctx, row)
         return scenario(ctx, row)
 
-    def program(self, scn: CustomScenario) -> str:
+    def program(self, scn: CustomScenario | BackwardScenario) -> str:
+        if isinstance(scn, BackwardScenario):
+            return "\n".join([self.program(scn.base).rstrip("\n"), *scn.program_lines]) + "\n"
         return scn.program + "\n# objects, in order:\n" + "\n".join(f"#   {label}" for label, _ in scn.steps)
 
     def label(self, ctx: CustomClassContext, row: str, backend: Backend, program: str) -> str:
@@ -47,7 +60,7 @@ class CustomRows(Rows):
             with torch._dynamo.config.patch(recompile_limit=max(torch._dynamo.config.recompile_limit,
                                                                 len(scn.steps) + 1),
                                             fail_on_recompile_limit_hit=True):
-                return _run(ctx, scn, backend)
+                return run_backward(scn, backend) if isinstance(scn, BackwardScenario) else _run(ctx, scn, backend)
         finally:
             torch._dynamo.reset()
 
@@ -59,7 +72,14 @@ class CustomRows(Rows):
             scn.module()(*scn.inputs(), scn.steps[0][1]())
         return scn
 
-    def unsure(self, ctx: CustomClassContext, scn: CustomScenario) -> list[str]:
+    def notes(self, scn: CustomScenario | BackwardScenario) -> list[str]:
+        return list(scn.notes) if isinstance(scn, BackwardScenario) else []
+
+    def unsure(self, ctx: CustomClassContext, scn: CustomScenario | BackwardScenario) -> list[str]:
+        if isinstance(scn, BackwardScenario):
+            return [] if scn.telling else [cannot_tell(
+                f"no object after the first changes eager's gradient of {scn.op} on these arguments",
+                "give objects that do (@conformance.examples)")]
         if not scn.telling:
             return [cannot_tell(f"no object drawn after the first changes {scn.op.qualname}'s output on these "
                                 "arguments", "give objects that do (@conformance.examples, or strategies for the "

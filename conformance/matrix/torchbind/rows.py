@@ -7,6 +7,8 @@ Rows, after the seed document's Coverage Matrix ("Custom Op with torchbind input
   method bound in C++ also gets a row through its Python operator (``operator.len``: ``len(obj)``,
   ``operator.eq``: ``obj == other``, see :data:`conformance.torchbind.calls.OPERATORS`);
 * ``<op>``: a custom op that takes the object, the object a ``forward`` input;
+* ``<op>.backward``: the gradients of the op's row, for an op with an autograd formula
+  (:mod:`conformance.matrix.gradients`; its scenario: :mod:`conformance.matrix.torchbind.backward`);
 * ``sequence`` / ``sequence.attr``: method calls that mutate then read the state (e.g. push, push, pop, size),
   with the object a ``forward`` input / a module attribute (a constant of the program). Ops have rows of their
   own; methods returning ``str`` are left out, since no backend can trace them (the ``non-tensor-op-result`` and
@@ -28,6 +30,7 @@ from ...engine.jit_types import return_type
 from ...torchbind.calls import OPERATORS, Callee
 from ...torchbind.context import ClassContext, defined_on_fake
 from ...torchbind.examples import Example, read_state, state_key
+from ..gradients import backward_row, has_backward
 from .scenarios import NoEagerReference, ProgramCall, Scenario, tensor_values
 from .sizes import dynamic_inputs
 
@@ -45,10 +48,13 @@ _SKIPPED_METHODS = frozenset({"tracing_mode"})
 def row_names(ctx: ClassContext) -> list[str]:
     """The scenario rows of a class, in report order (no objects are built): each method (dunder methods
     included, called explicitly: ``obj.__len__()``), each dunder again through its Python operator
-    (``operator.len``: ``len(obj)``), each op, then the sequences."""
+    (``operator.len``: ``len(obj)``), each op, the backward row of each op with an autograd formula, then the
+    sequences."""
     methods = [m for m in ctx.info.user_methods if m not in _SKIPPED_METHODS]
     operators = [Callee.python_operator(m).label for m in methods if m in OPERATORS]
-    return methods + operators + [OP_PREFIX + op.short_name for op in ctx.info.ops] + list(_SEQUENCES)
+    ops = [OP_PREFIX + op.short_name for op in ctx.info.ops]
+    backward = [backward_row(OP_PREFIX + op.short_name) for op in ctx.info.ops if has_backward(op.qualname, op.schema)]
+    return methods + operators + ops + backward + list(_SEQUENCES)
 
 
 def _eager_ok(example: Example, calls: tuple[ProgramCall, ...], errors: list[str] | None = None) -> bool:

@@ -17,8 +17,11 @@ from ...torchbind.context import ClassContext
 from ...torchbind.examples import read_state
 from ..backends import Backend
 from ..backends.export_strict import fake_tensors_left
+from ..backward import BackwardScenario, run_backward
 from ..cell import STATE_DIFFERS, TRACING_CHANGED_OBJECT, Difference, Rows
 from ..explain import cannot_tell
+from ..gradients import INFERENCE_ONLY
+from .backward import backward_scenario, is_backward_row
 from .explain import fake_cause, output_differences, state_differences
 from .repro import cell_repro
 from .rows import row_names, scenario
@@ -54,17 +57,30 @@ class TorchBindRows(Rows):
                     f"either (see {ctx.info.test_name}::flatten)")
         return None
 
-    def scenario(self, ctx: ClassContext, row: str) -> Scenario:
+    def cannot_run_in(self, ctx: ClassContext, row: str, backend: Backend) -> str | None:
+        """A backward row through an inference-only backend (:data:`~conformance.matrix.gradients.INFERENCE_ONLY`)."""
+        if backend.name in INFERENCE_ONLY and is_backward_row(ctx, row):
+            return f"n/a: {INFERENCE_ONLY[backend.name]}"
+        return None
+
+    def scenario(self, ctx: ClassContext, row: str) -> Scenario | BackwardScenario:
+        if is_backward_row(ctx, row):
+            return backward_scenario(ctx, row)
         return scenario(ctx, row)
 
-    def program(self, scn: Scenario) -> str:
+    def program(self, scn: Scenario | BackwardScenario) -> str:
+        if isinstance(scn, BackwardScenario):
+            return "\n".join([scn.base.code().rstrip("\n"), *scn.program_lines]) + "\n"
         return scn.code()
 
     def label(self, ctx: ClassContext, row: str, backend: Backend, program: str):
         return lambda: f"scenario {row} of {ctx.info.qualname} through {backend.title} (compile and run)\n{program}"
 
     def run(self, ctx: ClassContext, scn: Scenario, backend: Backend) -> list[Difference]:
-        """Compile/export, run twice, and list every difference from the eager reference."""
+        """Compile/export, run twice, and list every difference from the eager reference (of the gradients, for a
+        backward row)."""
+        if isinstance(scn, BackwardScenario):
+            return run_backward(scn, backend)
         return _run(scn, backend)
 
     def under_autocast(self, scn: Scenario) -> Scenario:
@@ -80,20 +96,28 @@ class TorchBindRows(Rows):
     def cache(self, ctx: ClassContext) -> dict:
         return ctx.cells_by_program
 
-    def preface(self, scn: Scenario) -> list[str]:
+    def preface(self, scn: Scenario | BackwardScenario) -> list[str]:
+        if isinstance(scn, BackwardScenario):
+            return []
         return [f"{path}: its values differ between two identical eager runs (uninitialised memory, e.g. "
                 "torch::empty), so it is compared by shape, dtype and device only"
                 for path in sorted(scn.reference.unstable)]
 
-    def repro(self, ctx: ClassContext, scn: Scenario, backend: Backend) -> str | None:
+    def repro(self, ctx: ClassContext, scn: Scenario | BackwardScenario, backend: Backend) -> str | None:
+        if isinstance(scn, BackwardScenario):  # the program and its backward lines are the cell's
+            return None
         return cell_repro(ctx, scn, backend)
 
-    def fake_cause(self, ctx: ClassContext, scn: Scenario, backend: Backend):
-        return fake_cause(ctx, scn, backend)
+    def fake_cause(self, ctx: ClassContext, scn: Scenario | BackwardScenario, backend: Backend):
+        # A backward row's forward is the op row's: a fake that makes that one wrong makes this one wrong too.
+        return fake_cause(ctx, scn.base if isinstance(scn, BackwardScenario) else scn, backend)
 
-    def unsure(self, ctx: ClassContext, scn: Scenario) -> list[str]:
+    def unsure(self, ctx: ClassContext, scn: Scenario | BackwardScenario) -> list[str]:
         if scn.telling:
             return []
+        if isinstance(scn, BackwardScenario):
+            return [cannot_tell("run 1's eager gradient is the one an object in the traced state gives",
+                                "give example objects in states the op's gradient depends on (@conformance.examples)")]
         return [cannot_tell(
             "no example object gives this program another eager output than the traced object",
             "give example objects in states the row's calls read differently (@conformance.examples; the examples "

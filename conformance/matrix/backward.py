@@ -1,0 +1,176 @@
+"""A backward row's scenario and how its cell runs, for either kind of class (the kind supplies the op row's
+scenario, the program and the objects of each run: :mod:`conformance.matrix.torchbind.backward`,
+:mod:`conformance.matrix.custom.backward`). What a backward row is and how gradients are taken and compared:
+:mod:`conformance.matrix.gradients`.
+
+The program is compiled or exported with the first run's object, then each run calls it with floating-point inputs
+that require grad and differentiates the loss; plain eager does the same on a twin object, in the same context (a
+column's autocast included). Any step that raises is a :class:`~conformance.matrix.gradients.BackwardFailed` naming
+the op, the custom ops its backward calls and the stage, with torch's exception as its cause.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..core.evidence import collecting
+from ..core.results import exception_line
+from .backends import Backend
+from .cell import Difference
+from .gradients import (BackwardFailed, Gradients, custom_ops_called, gradient_differences,
+                        not_applicable, numeric_check, requiring_grad)
+from .limitations import failure_chain
+
+__all__ = ["BackwardScenario", "BackwardRun", "make_backward", "run_backward"]
+
+
+@dataclasses.dataclass(frozen=True)
+class BackwardRun:
+    """One call of a backward row's program: ``label`` (for messages), ``make()`` a new object in the run's state,
+    ``args(obj)`` the program's arguments with that object (new tensors on every call)."""
+
+    label: str
+    make: Callable[[], Any]
+    args: Callable[[Any], tuple]
+
+
+@dataclasses.dataclass
+class BackwardScenario:
+    """A backward row: ``base`` is the op row's scenario (what a backend prepares the program with; the limitation
+    table reads its attributes through this one), ``module(obj)`` a new eager program, ``runs`` its calls,
+    ``inputs`` the names of its floating-point inputs, ``backward_ops`` the custom ops eager's backward called,
+    ``numeric`` the differences of eager's gradient from finite differences (once per row) and ``notes`` what the
+    cells add (e.g. why that check did not run)."""
+
+    row: str
+    op: str
+    base: Any
+    module: Callable[[Any], torch.nn.Module]
+    runs: tuple[BackwardRun, ...]
+    inputs: tuple[str, ...]
+    gradients: Gradients
+    backward_ops: tuple[str, ...] = ()
+    numeric: tuple[Difference, ...] = ()
+    notes: tuple[str, ...] = ()
+    telling: bool = True
+
+    def __getattr__(self, name: str) -> Any:  # dynamic, placement, kind, class_kind, calls, has_object_input...
+        if name.startswith("__") or name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+    @property
+    def program_lines(self) -> list[str]:
+        """What a backward cell adds to the op row's program."""
+        names = ", ".join(self.inputs)
+        return ["# backward: with every floating-point input requiring grad (" + names + "),",
+                "#   loss = sum((out * w).sum() for each floating-point output out), w fixed random weights",
+                f"#   torch.autograd.grad(loss, [{names}])"
+                + (f"; the backward calls {', '.join(self.backward_ops)}" if self.backward_ops else "")]
+
+    @property
+    def backward_text(self) -> str:
+        """The op and the custom ops its backward calls, for messages."""
+        calls = f" (its backward calls {', '.join(self.backward_ops)})" if self.backward_ops else ""
+        return f"the backward of {self.op}{calls}"
+
+
+def make_backward(row: str, op: str, base: Any, module: Callable[[Any], torch.nn.Module],
+                  runs: tuple[BackwardRun, ...], call_fresh: Callable[[tuple], Any]) -> BackwardScenario:
+    """The backward scenario of ``op``'s row ``base``: eager's run 0 gives the loss weights and the custom ops the
+    backward calls; ``call_fresh(args)`` runs the program on a new object of run 0's state with ``args`` (the
+    finite-difference check calls it once per perturbation). Raises
+    :class:`~conformance.core.results.NotApplicable` when eager's outputs do not require grad on these inputs (no
+    floating-point input, or none the outputs depend on)."""
+    with collecting():  # choosing the scenario compares eager with eager: no backend's evidence
+        first = runs[0]
+        obj = first.make()
+        args, inputs = requiring_grad(first.args(obj))
+        if not inputs:
+            raise not_applicable(op, "the row's inputs have no floating-point tensor")
+        try:
+            outputs = module(obj)(*args)
+        except Exception as exc:  # noqa: BLE001 - eager rejects the program with inputs that require grad
+            raise not_applicable(op, f"plain eager raises {exception_line(exc, limit=300)} with its floating-point "
+                                     "inputs requiring grad") from exc
+        gradients = Gradients(outputs)
+
+        def eager_stage(what: str, exc: BaseException) -> Exception:
+            return exc
+
+        def differentiate():
+            return gradients.run(lambda a: module(obj2)(*a), first.args(obj2), eager_stage)
+
+        obj2 = first.make()
+        try:
+            result, called = custom_ops_called(differentiate)
+        except Exception as exc:  # noqa: BLE001 - eager's own backward raises: nothing to compare with
+            raise not_applicable(op, f"plain eager's backward raises {exception_line(exc, limit=300)}") from exc
+        if result.grads is None:
+            raise not_applicable(op, "plain eager's outputs do not require grad on the row's inputs")
+        numeric, note = numeric_check(call_fresh, first.args(first.make()), op)
+        names = tuple(f"input {i}" for i in range(len(inputs)))
+        telling = len(runs) > 1 and _grads_change(gradients, module, runs, eager_stage)
+    return BackwardScenario(row, op, base, module, runs, names, gradients, tuple(c for c in called if c != op),
+                            tuple(numeric), (note,) if note else (), telling)
+
+
+def _grads_change(gradients: Gradients, module, runs: tuple[BackwardRun, ...], stage) -> bool:
+    """Whether a later run's eager gradient differs from run 0's object's on that run's inputs: only then can a
+    backward that kept the traced object's state be told from a right one."""
+    from ..engine.compare import value_differences
+
+    for run in runs[1:]:
+        obj, traced = run.make(), runs[0].make()
+        got = gradients.run(lambda a: module(obj)(*a), run.args(obj), stage)
+        kept = gradients.run(lambda a: module(traced)(*a), run.args(traced), stage)
+        if value_differences(kept.grads, got.grads, "gradient"):
+            return True
+    return False
+
+
+def run_backward(scn: BackwardScenario, backend: Backend) -> list[Difference]:
+    """Compile or export the program with run 0's object, then differentiate each run through it and through plain
+    eager; every difference (eager's gradient against finite differences first, then each run's gradients against
+    eager's). Raises :class:`~conformance.matrix.gradients.BackwardFailed` when a step raises."""
+    first = scn.runs[0]
+    traced = first.make()
+    try:
+        runner = backend.prepare(scn.base, scn.module(traced), first.args(traced))
+    except Exception as exc:  # noqa: BLE001 - named by its stage
+        raise BackwardFailed(f"{'exporting' if backend.ahead_of_time else 'compiling'} the program of "
+                             f"{scn.backward_text} through {backend.side} raised {_innermost(exc)}") from exc
+    diffs = list(scn.numeric)
+    for i, run in enumerate(scn.runs):
+        eager_obj = run.make()
+        expected = scn.gradients.run(lambda a: scn.module(eager_obj)(*a), run.args(eager_obj),
+                                     lambda what, exc: exc)
+        obj = traced if i == 0 and not backend.ahead_of_time else run.make()
+        got = scn.gradients.run(lambda a: runner(*a), run.args(obj), _stage(scn, backend, i))
+        diffs += gradient_differences(run.label, list(scn.inputs), expected, got, backend.side, scn.op)
+    return diffs
+
+
+def _stage(scn: BackwardScenario, backend: Backend, run: int) -> Callable[[str, BaseException], Exception]:
+    def stage(what: str, exc: BaseException) -> Exception:
+        if what == "forward" and run == 0 and backend.dynamo:
+            return BackwardFailed(f"compiling {scn.backward_text} through {backend.side} raised {_innermost(exc)} "
+                                  "(on the first call dynamo traces the program, and AOTAutograd, for a backend that "
+                                  "uses it, the forward and the backward, with the ops' fakes)")
+        if what == "forward":
+            where = f"the forward of run {run}, for {scn.backward_text}, through {backend.side}"
+        else:
+            where = f"the backward (torch.autograd.grad) of run {run}, {scn.backward_text}, through {backend.side}"
+        return BackwardFailed(f"{where} raised {_innermost(exc)}")
+
+    return stage
+
+
+def _innermost(exc: BaseException) -> str:
+    """What raised, as its innermost exception's line (a compiler's wrapper, ``BackendCompilerFailed``, only says
+    which backend raised it)."""
+    return exception_line(failure_chain(exc)[-1], limit=300)

@@ -1,0 +1,220 @@
+"""The ``backward`` rows of the coverage matrix, the part both kinds of class share: which custom ops get one, the
+loss a row differentiates, the gradients of one run, and how they are compared with plain eager's.
+
+An op taking the class gets a backward row (``op.<name>.backward`` for a TorchBind class, ``<name>.backward`` for
+a Python custom class: the op's row, then the variant, as ``sequence.attr`` is the sequence's) when it has an
+autograd formula and its schema has a tensor argument and a tensor result (:func:`has_backward`, read off the
+dispatcher without building an object). An op with no autograd formula gets none: autograd raises (or warns) on its
+outputs in eager too, so there is nothing to compare.
+
+The row's program is the op's own row's program; a cell calls it with every floating-point tensor input requiring
+grad, reduces its floating-point outputs to ``loss = sum((out * w).sum())`` (``w``: fixed random weights, the same
+for eager and the backend) and takes ``torch.autograd.grad(loss, inputs)`` outside the program, so the backward a
+backend compiled (AOTAutograd's, for ``aot_eager`` and ``inductor``: its fakes, the backward op's fake included, run
+while compiling) is the one that runs. Gradients are compared with eager's by ``value_differences`` (the
+``torch.testing.assert_close`` tolerances every matrix comparison uses). Eager's own gradient is checked once per
+row against finite differences (``torch.autograd.gradcheck``, in float64 where the op accepts it): a formula that
+is wrong in eager, e.g. one that ignores the object's state, is as wrong in every backend.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch._library import custom_ops
+from torch.autograd.gradcheck import GradcheckError
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..core.results import NotApplicable, exception_line
+from ..engine.compare import value_differences
+from .cell import GRADIENT_DIFFERS, GRADIENT_WRONG, Difference
+
+__all__ = ["BACKWARD", "has_backward", "backward_row", "op_of_backward_row", "INFERENCE_ONLY", "Gradients",
+           "GradientRun", "BackwardFailed", "gradient_differences", "numeric_check", "custom_ops_called",
+           "MISSING_GRADIENT"]
+
+#: The suffix of a backward row's name (``op.gather.backward``).
+BACKWARD = ".backward"
+#: How a difference that a backend's outputs carry no gradient begins (the limitation table's evidence).
+MISSING_GRADIENT = "no gradient flows back"
+#: Backends whose programs autograd cannot differentiate, and why: their backward cells are n/a.
+INFERENCE_ONLY = {
+    "aoti": "AOTInductor compiles an inference-only program (torch._inductor.aoti_compile_and_package packages the "
+            "forward graph; the loaded package's outputs never require grad), so it has no backward to compare",
+}
+_AUTOGRAD_KEYS = ("Autograd", "AutogradCPU", "CompositeImplicitAutograd")
+_NOT_CUSTOM = frozenset({"aten", "prim", "prims", "higher_order"})
+
+
+def has_backward(qualname: str, schema: torch.FunctionSchema) -> bool:
+    """Whether the op ``qualname`` (``ns::op`` or ``ns::op.overload``) gets a backward row: the dispatcher has an
+    autograd kernel for it (``torch._C._dispatch_has_kernel_for_dispatch_key``: the ``Autograd`` kernel
+    ``torch.library.register_autograd`` registers, a C++ ``AutogradCPU`` one, or a ``CompositeImplicitAutograd``
+    decomposition; for an op ``torch.library.custom_op`` defined, a formula its ``register_autograd`` gave), and
+    its schema takes a tensor and returns one. Builds no object; raises nothing."""
+    tensor = lambda t: "Tensor" in str(t)  # noqa: E731 - Tensor, Tensor?, Tensor[]
+    if not any(tensor(a.type) for a in schema.arguments) or not any(tensor(r.type) for r in schema.returns):
+        return False
+    # torch.library.custom_op registers an Autograd kernel for every op it defines, which raises "no autograd formula
+    # was registered" until register_autograd gives it one: such an op has a formula only when its OpDef holds one.
+    opdef = custom_ops.OPDEFS.get(qualname.split(".")[0])
+    if opdef is not None:
+        return opdef._backward_fn is not None
+    try:
+        return any(torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key) for key in _AUTOGRAD_KEYS)
+    except RuntimeError:  # an op the dispatcher no longer knows
+        return False
+
+
+def backward_row(op_row: str) -> str:
+    """The backward row of an op's row (``op.gather`` -> ``op.gather.backward``)."""
+    return op_row + BACKWARD
+
+
+def op_of_backward_row(row: str) -> str | None:
+    """The op row a backward row differentiates, or ``None`` when ``row`` is not a backward row."""
+    return row[: -len(BACKWARD)] if row.endswith(BACKWARD) else None
+
+
+class BackwardFailed(RuntimeError):
+    """A backward cell's compile, forward or backward raised: the message names the op, the custom ops its backward
+    calls and the stage; the exception torch raised is its ``__cause__`` (the limitation table matches that one)."""
+
+
+class _CustomOps(TorchDispatchMode):
+    """Records the custom ops (not ``aten``/``prims``) dispatched while it is active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "namespace", "aten") not in _NOT_CUSTOM:
+            name = func.name().removesuffix(".default")
+            if name not in self.seen:
+                self.seen.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def custom_ops_called(fn: Callable[[], Any]) -> tuple[Any, list[str]]:
+    """``fn()``'s result and the custom ops it dispatched (``ns::op``), in order."""
+    with _CustomOps() as mode:
+        result = fn()
+    return result, mode.seen
+
+
+def _leaves(args: Any) -> list[torch.Tensor]:
+    return [t for t in pytree.tree_leaves(args) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
+def requiring_grad(args: tuple) -> tuple[tuple, list[torch.Tensor]]:
+    """``args`` with every floating-point tensor (in lists too) replaced by a detached copy that requires grad, and
+    those copies in order."""
+    made: list[torch.Tensor] = []
+
+    def leaf(t: Any) -> Any:
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            made.append(t.detach().clone().requires_grad_())
+            return made[-1]
+        return t
+
+    out = tuple(pytree.tree_map(leaf, a) if isinstance(a, (list, tuple, torch.Tensor)) else a for a in args)
+    return out, made
+
+
+@dataclasses.dataclass
+class GradientRun:
+    """One run's result: ``requires_grad`` of each floating-point output, and ``grads`` (one per floating-point
+    input, ``None`` where the loss does not depend on it), or ``None`` when no output requires grad."""
+
+    requires_grad: list[bool]
+    grads: list[torch.Tensor | None] | None
+
+
+class Gradients:
+    """The loss of a row and how a run's gradients are taken: ``weights[i]`` multiplies floating-point output ``i``
+    (fixed, from eager's first outputs)."""
+
+    def __init__(self, outputs: Any) -> None:
+        gen = torch.Generator().manual_seed(0)
+        self.weights = [torch.randn(o.shape, generator=gen).to(o.dtype) for o in _leaves(outputs)]
+
+    def run(self, call: Callable[[tuple], Any], args: tuple, stage: Callable[[str, BaseException], Exception]
+            ) -> GradientRun:
+        """Call ``call`` on ``args`` with floating-point inputs requiring grad, then differentiate the loss;
+        ``stage(what, exc)`` makes the exception raised when a step fails."""
+        args, inputs = requiring_grad(args)
+        try:
+            outputs = call(args)
+        except Exception as exc:  # noqa: BLE001 - named by its stage
+            raise stage("forward", exc) from exc
+        outs = _leaves(outputs)
+        flags = [o.requires_grad for o in outs]
+        if not any(flags):
+            return GradientRun(flags, None)
+        loss = sum((o * w.to(o.device)).sum() for o, w in zip(outs, self.weights) if o.requires_grad)
+        try:
+            grads = torch.autograd.grad(loss, inputs, allow_unused=True)
+        except Exception as exc:  # noqa: BLE001 - named by its stage
+            raise stage("backward", exc) from exc
+        return GradientRun(flags, list(grads))
+
+
+def gradient_differences(label: str, names: list[str], expected: GradientRun, got: GradientRun, side: str,
+                         op: str) -> list[Difference]:
+    """Every way run ``label``'s gradients through a backend (``got``, on ``side``) differ from eager's
+    (``expected``); ``names``: the floating-point inputs, by position; ``op`` the op differentiated."""
+    missing = [i for i, (e, g) in enumerate(zip(expected.requires_grad, got.requires_grad)) if e and not g]
+    if missing:
+        return [Difference(GRADIENT_DIFFERS, f"{label}: {MISSING_GRADIENT} through {op}: output "
+                           f"{', '.join(map(str, missing))} of {side} does not require grad where eager's does, so "
+                           "the loss has no gradient for the inputs")]
+    if expected.grads is None or got.grads is None:
+        return []
+    diffs: list[Difference] = []
+    for name, e, g in zip(names, expected.grads, got.grads):
+        lines = value_differences(e, g, f"{label}: gradient of {name}")
+        by = (f"; greatest absolute difference {float((g.double() - e.double()).abs().max()):.6g}"
+              if lines and isinstance(e, torch.Tensor) and isinstance(g, torch.Tensor) and e.shape == g.shape
+              and e.numel() else "")
+        diffs += [Difference(GRADIENT_DIFFERS, f"{line} (eager vs {side}{by})") for line in lines]
+    return diffs
+
+
+def numeric_check(call: Callable[[tuple], Any], args: tuple, op: str) -> tuple[list[Difference], str | None]:
+    """Eager's gradient of ``call`` (the program on a fresh object) against finite differences:
+    ``torch.autograd.gradcheck`` on float64 copies of the floating-point inputs. Returns the differences (rule
+    ``matrix.gradient-wrong``) and, when the check could not run (the op rejects float64 inputs), a note saying
+    so."""
+    double = tuple(pytree.tree_map(lambda t: t.double() if isinstance(t, torch.Tensor) and t.is_floating_point()
+                                   else t, a) if isinstance(a, (list, tuple, torch.Tensor)) else a for a in args)
+    args64, inputs = requiring_grad(double)
+    positions = [i for i, a in enumerate(args64) if isinstance(a, torch.Tensor) and a.requires_grad]
+    if len(positions) != len(inputs):  # a list of tensors: gradcheck takes tensors, not lists
+        return [], f"the gradient of {op} is not checked against finite differences (a list of tensor inputs)"
+
+    def fn(*xs):
+        full = list(args64)
+        for i, x in zip(positions, xs):
+            full[i] = x
+        return tuple(_leaves(call(tuple(full))))
+
+    try:
+        torch.autograd.gradcheck(fn, tuple(inputs), fast_mode=True)
+    except GradcheckError as exc:
+        first = str(exc).strip().splitlines()[0]
+        return [Difference(GRADIENT_WRONG, f"eager's gradient of {op} (its autograd formula) disagrees with finite "
+                           f"differences (torch.autograd.gradcheck, float64): {first}")], None
+    except Exception as exc:  # noqa: BLE001 - the op or its backward rejects float64: no finite differences to trust
+        return [], (f"the gradient of {op} is not checked against finite differences: in float64 it raised "
+                    f"{exception_line(exc, limit=150)}")
+    return [], None
+
+
+def not_applicable(op: str, why: str) -> NotApplicable:
+    """The n/a of a backward row whose op eager does not differentiate on the row's inputs."""
+    return NotApplicable(f"{op} has an autograd formula, but {why}: no gradient to compare")

@@ -1,0 +1,128 @@
+"""Python custom classes whose custom ops have autograd formulas (``register_autograd``), for the ``backward`` rows
+of the coverage matrix (``tests/unit/matrix/test_backward.py``). Not imported by ``sample_classes``.
+
+* :class:`Gain`, a constant (value) class holding ``factor``: ``samples_autograd::gain(x, g) = x * g.factor``,
+  whose autograd formula calls a custom op of its own, ``samples_autograd::gain_backward(grad, g) = grad *
+  g.factor``, with a correct fake. CORRECT: compiled gradients are eager's, and eager's are the finite
+  differences'.
+* :class:`GainBackwardFakeWrong`, the same class registered on its own, with ``samples_autograd::gain_bwfake``,
+  whose backward op ``samples_autograd::gain_backward_wrong`` has a fake of the wrong shape (one row fewer than
+  ``grad``): eager runs the real kernels and is right; AOTAutograd traces the backward with the fake while
+  compiling (aot_eager, inductor), and the autograd engine rejects the gradient's shape.
+* :class:`GainFormulaIgnoresState`, registered on its own, with ``samples_autograd::gain_nostate``, whose formula
+  returns ``grad * 1.0`` instead of ``grad * g.factor``: every backend agrees with eager, and eager is wrong, which
+  ``torch.autograd.gradcheck`` (finite differences) shows.
+
+Registered through whichever API the running torch has (:mod:`sample_classes.custom_classes`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .custom_classes import register_constant
+
+__all__ = ["Gain", "GainBackwardFakeWrong", "GainFormulaIgnoresState", "gain", "gain_backward", "gain_bwfake",
+           "gain_backward_wrong", "gain_nostate"]
+
+
+@register_constant
+class Gain:
+    """A constant custom class: a gain ``factor`` (a Python float) that its ops multiply a tensor by."""
+
+    def __init__(self, factor: float):
+        self.factor = factor
+
+    def __eq__(self, other):
+        return type(other) is type(self) and self.factor == other.factor
+
+    def __hash__(self):
+        return hash((type(self).__name__, self.factor))
+
+    def __fx_repr__(self):
+        name = type(self).__name__
+        return f"{name}({self.factor!r})", {name: type(self)}
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.factor!r})"
+
+
+@register_constant
+class GainBackwardFakeWrong(Gain):
+    """Broken: the fake of the backward op of ``samples_autograd::gain_bwfake`` returns the wrong shape."""
+
+
+@register_constant
+class GainFormulaIgnoresState(Gain):
+    """Broken: the autograd formula of ``samples_autograd::gain_nostate`` ignores ``factor``."""
+
+
+def _save(ctx, inputs, output):
+    ctx.gain = inputs[1]
+
+
+# ----- correct: gain, and its backward op gain_backward -----------------------------------------------------------
+@torch.library.custom_op("samples_autograd::gain", mutates_args=())
+def gain(x: torch.Tensor, g: Gain) -> torch.Tensor:
+    """``x * g.factor``: a new tensor, ``x``'s shape."""
+    return x * g.factor
+
+
+@gain.register_fake
+def _gain_fake(x, g):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("samples_autograd::gain_backward", mutates_args=())
+def gain_backward(grad: torch.Tensor, g: Gain) -> torch.Tensor:
+    """The gradient of ``gain`` with respect to ``x``: ``grad * g.factor``."""
+    return grad * g.factor
+
+
+@gain_backward.register_fake
+def _gain_backward_fake(grad, g):
+    return torch.empty_like(grad)
+
+
+gain.register_autograd(lambda ctx, grad: (gain_backward(grad, ctx.gain), None), setup_context=_save)
+
+
+# ----- broken: the backward op's fake has the wrong shape -------------------------------------------------------
+@torch.library.custom_op("samples_autograd::gain_bwfake", mutates_args=())
+def gain_bwfake(x: torch.Tensor, g: GainBackwardFakeWrong) -> torch.Tensor:
+    """``x * g.factor``, as ``gain``; only the fake of its backward op is wrong."""
+    return x * g.factor
+
+
+@gain_bwfake.register_fake
+def _gain_bwfake_fake(x, g):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("samples_autograd::gain_backward_wrong", mutates_args=())
+def gain_backward_wrong(grad: torch.Tensor, g: GainBackwardFakeWrong) -> torch.Tensor:
+    """``grad * g.factor``: right; its fake is not."""
+    return grad * g.factor
+
+
+@gain_backward_wrong.register_fake
+def _gain_backward_wrong_fake(grad, g):
+    return grad.new_empty((grad.shape[0] - 1, *grad.shape[1:]))  # the defect: one row fewer than grad
+
+
+gain_bwfake.register_autograd(lambda ctx, grad: (gain_backward_wrong(grad, ctx.gain), None), setup_context=_save)
+
+
+# ----- broken: the formula ignores the object's state -----------------------------------------------------------
+@torch.library.custom_op("samples_autograd::gain_nostate", mutates_args=())
+def gain_nostate(x: torch.Tensor, g: GainFormulaIgnoresState) -> torch.Tensor:
+    """``x * g.factor``, as ``gain``; its autograd formula is wrong."""
+    return x * g.factor
+
+
+@gain_nostate.register_fake
+def _gain_nostate_fake(x, g):
+    return torch.empty_like(x)
+
+
+gain_nostate.register_autograd(lambda ctx, grad: (grad * 1.0, None), setup_context=_save)  # the defect: no factor

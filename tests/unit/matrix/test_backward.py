@@ -1,0 +1,217 @@
+"""The backward rows of the coverage matrix (issue 31 item 1): which ops get one, gradients compared with plain
+eager's, a backward op's fake of the wrong shape, a formula that ignores the object's state, and torch's dropping
+of a TorchBind op's gradient under AOTAutograd (a known limitation). Each verdict beside the plain-torch lines that
+show the same; inductor only where a test needs it (each compile costs seconds)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+
+from conformance.core.results import Status
+from conformance.core.settings import Settings
+from conformance.matrix.backends import Backend
+from conformance.matrix.cell import GRADIENT_DIFFERS, GRADIENT_WRONG, RAISES, RULES
+from conformance.matrix.custom.run import ROWS as CUSTOM_ROWS
+from conformance.matrix.custom.run import run_cell as run_custom_cell
+from conformance.matrix.gradients import has_backward
+from conformance.matrix.limitations import LIMITATIONS
+from conformance.matrix.torchbind.rows import row_names
+from conformance.matrix.torchbind.run import run_cell
+from conftest import engine_of
+
+MOD = "sample_classes.custom_autograd"
+CACHE = "samples_inputs::PagedCache"
+
+
+@pytest.fixture(scope="module")
+def gains():
+    import sample_classes.custom_autograd as module
+
+    return module
+
+
+@pytest.fixture(scope="module")
+def paged():
+    """The ``samples_inputs_autograd`` ops over PagedCache, registered for this module's tests and dropped after
+    (while registered they are ops of the class: other tests must not see them), and an engine whose registry
+    holds the adopter's examples and strategies."""
+    import sample_classes  # noqa: F401 - builds (cached) and loads the libraries
+
+    def register():
+        importlib.reload(importlib.import_module("sample_classes.adopter_inputs"))
+        importlib.reload(importlib.import_module("sample_classes.inputs_autograd"))
+
+    engine = engine_of(register, Settings(examples=5))
+    module = importlib.import_module("sample_classes.inputs_autograd")
+    module.register()
+    yield engine
+    module.unregister()
+
+
+def _custom_ctx(cls: str):
+    return engine_of(None, Settings(examples=5)).context(f"{MOD}.{cls}")
+
+
+def _grad(fn, x, w):
+    x = x.detach().clone().requires_grad_()
+    out = fn(x)
+    return out, (torch.autograd.grad((out * w).sum(), [x])[0] if out.requires_grad else None)
+
+
+# ----- which ops get a backward row ---------------------------------------------------------------------------
+
+
+def test_only_ops_with_an_autograd_formula_get_a_backward_row(gains, paged):
+    # Plain torch: torch.library.custom_op gives every op an Autograd kernel (it raises until register_autograd);
+    # an op defined with torch.library.define has one only once register_autograd registers it; a C++ op with only
+    # a CPU kernel has none.
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    assert has("samples_autograd::gain_backward", "Autograd") and gains.gain_backward._backward_fn is None
+    assert has("samples_inputs_autograd::lookup", "Autograd") and not has("samples_inputs::gather", "Autograd")
+    op = torch.ops.samples_autograd.gain_backward.default
+    assert not has_backward("samples_autograd::gain_backward", op._schema)
+
+    assert CUSTOM_ROWS.names(_custom_ctx("Gain")) == ["gain", "gain_backward", "gain.backward"]
+    rows = row_names(paged.context(CACHE))
+    assert [r for r in rows if r.endswith(".backward")] == ["op.lookup.backward", "op.weighted.backward",
+                                                            "op.weighted_nostate.backward"]
+    assert rows[-4:] == ["sequence", "sequence.attr", "tensors.attr", "dynamic"]
+    assert {GRADIENT_DIFFERS, GRADIENT_WRONG} <= set(RULES)
+
+
+# ----- Python custom classes ----------------------------------------------------------------------------------
+
+
+def test_a_correct_formula_passes_and_aoti_is_not_applicable(gains):
+    ctx = _custom_ctx("Gain")
+    for backend in ("eager", "aot_eager"):
+        cell = run_custom_cell(ctx, "gain.backward", backend)
+        assert cell.status is Status.PASSED, (backend, cell.reason, cell.details)
+        assert "torch.autograd.grad(loss, [input 0])" in cell.program
+        assert "the backward calls samples_autograd::gain_backward" in cell.program
+    aoti = run_custom_cell(ctx, "gain.backward", "aoti")
+    assert aoti.status is Status.SKIPPED and aoti.reason.startswith("n/a: AOTInductor compiles an inference-only")
+
+
+def test_a_backward_fake_of_the_wrong_shape_fails_the_compiled_cells(gains):
+    # Plain torch: eager runs the real kernels and is right; aot_eager traces the backward with the backward op's
+    # fake (one row fewer than grad) and the autograd engine rejects the gradient's shape.
+    w = torch.ones(3, 2)
+    x = torch.ones(3, 2)
+    obj = gains.GainBackwardFakeWrong(2.0)
+    _, eager = _grad(lambda t: gains.gain_bwfake(t, obj), x, w)
+    assert torch.equal(eager, torch.full((3, 2), 2.0))
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda t, g: gains.gain_bwfake(t, g), backend="aot_eager", fullgraph=True)
+    with pytest.raises(Exception, match=r"invalid gradient at index 0 - got \[2, 2\] but expected shape compatible "
+                                        r"with \[3, 2\]"):
+        _grad(lambda t: compiled(t, obj), x, w)
+
+    ctx = _custom_ctx("GainBackwardFakeWrong")
+    assert run_custom_cell(ctx, "gain_bwfake.backward", "eager").status is Status.PASSED
+    cell = run_custom_cell(ctx, "gain_bwfake.backward", "aot_eager")
+    assert (cell.status, cell.rule) == (Status.FAILED, RAISES)
+    # The message names the op, the backward op and the stage, and what torch raised.
+    assert cell.reason.startswith("BackwardFailed: compiling the backward of samples_autograd::gain_bwfake (its "
+                                  "backward calls samples_autograd::gain_backward_wrong) through aot_eager")
+    assert "returned an invalid gradient at index 0" in cell.reason
+
+
+def test_a_formula_that_ignores_the_object_fails_against_finite_differences(gains):
+    # Plain torch: compiled gradients are eager's (the formula is the same), and both ignore the factor, which
+    # torch.autograd.gradcheck's finite differences show.
+    obj, x, w = gains.GainFormulaIgnoresState(3.0), torch.ones(2, 2), torch.ones(2, 2)
+    _, eager = _grad(lambda t: gains.gain_nostate(t, obj), x, w)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda t, g: gains.gain_nostate(t, g), backend="aot_eager", fullgraph=True)
+    _, got = _grad(lambda t: compiled(t, obj), x, w)
+    assert torch.equal(eager, got) and torch.equal(eager, torch.ones(2, 2))  # d(3x)/dx is 3, not 1
+    assert not torch.autograd.gradcheck(lambda t: gains.gain_nostate(t, obj), (x.double().requires_grad_(),),
+                                        raise_exception=False)
+
+    cell = run_custom_cell(_custom_ctx("GainFormulaIgnoresState"), "gain_nostate.backward", "aot_eager")
+    assert (cell.status, cell.rule) == (Status.FAILED, GRADIENT_WRONG)
+    assert cell.reason.startswith("eager's gradient of samples_autograd::gain_nostate (its autograd formula) "
+                                  "disagrees with finite differences (torch.autograd.gradcheck, float64)")
+
+
+def test_a_backend_whose_gradient_differs_fails_with_its_rule(gains):
+    def doubles(scn, module, args):  # a program that computes twice the op: its gradient is twice eager's
+        return lambda *a: module(*a) * 2
+
+    def detaches(scn, module, args):  # a program whose outputs carry no gradient
+        return lambda *a: module(*a).detach()
+
+    ctx = _custom_ctx("Gain")
+    cell = run_custom_cell(ctx, "gain.backward", Backend("doubles", "test", "doubles", doubles))
+    assert (cell.status, cell.rule) == (Status.FAILED, GRADIENT_DIFFERS), cell.reason
+    assert ": gradient of input 0: Tensor-likes are not close!" in cell.reason
+    assert "(eager vs doubles; greatest absolute difference " in cell.reason
+    cell = run_custom_cell(ctx, "gain.backward", Backend("detaches", "test", "detaches", detaches))
+    assert (cell.status, cell.rule) == (Status.FAILED, GRADIENT_DIFFERS), cell.reason
+    assert "no gradient flows back through samples_autograd::gain: output 0 of detaches does not require grad" \
+        in cell.reason
+
+
+# ----- TorchBind classes --------------------------------------------------------------------------------------
+
+
+def _cache(n: int, size: int = 3):
+    c = torch.classes.samples_inputs.PagedCache(size, 2)
+    for k in range(n):
+        c.append(torch.full((size,), float(k)))
+    return c
+
+
+def test_torch_drops_a_torchbind_ops_gradient_under_aot_autograd(paged):
+    # Plain torch: eager's output requires grad; aot_eager's does not (the op, given a FakeScriptObject while
+    # tracing, is dispatched in Python, where AutogradCPU falls through), so the gradient is silently lost.
+    ops = torch.ops.samples_inputs_autograd
+    x = torch.ones(2, 3, requires_grad=True)
+    assert ops.weighted(x, _cache(2)).requires_grad
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda t, c: ops.weighted(t, c), backend="aot_eager", fullgraph=True)
+    assert not compiled(x, _cache(2)).requires_grad
+    assert torch.DispatchKey.AutogradCPU in ops.weighted.default._fallthrough_keys()
+
+    ctx = paged.context(CACHE)
+    assert run_cell(ctx, "op.weighted.backward", "eager").status is Status.PASSED
+    assert run_cell(ctx, "op.weighted.backward", "export").status is Status.PASSED
+    cell = run_cell(ctx, "op.weighted.backward", "aot_eager")
+    assert (cell.status, cell.limitation) == (Status.UNSUPPORTED, "torchbind-op-autograd"), cell.reason
+    assert "samples_inputs_autograd::weighted is a TorchBindOpOverload whose AutogradCPU key falls through" \
+        in cell.reason
+    assert any(e.key == "torchbind-op-autograd" and "torch/_ops.py" in e.source for e in LIMITATIONS)
+
+
+def test_a_torchbind_backward_op_fake_torch_never_runs_cannot_fail_the_cell(paged):
+    # gather_backward's fake of the wrong shape: torch never calls it (no backward is traced, as above), so the
+    # lookup's cells are as they were; eager's gradient runs the real gather_backward.
+    from sample_classes.fakes_inputs import BROKEN
+
+    ctx = paged.context(CACHE)
+    with BROKEN["gather_backward_per_index"].installed():
+        ctx.cells_by_program.clear()
+        table = torch.zeros(2, 3, requires_grad=True)
+        out = torch.ops.samples_inputs_autograd.lookup(table, torch.tensor([1]), _cache(2))
+        (grad,) = torch.autograd.grad(out.sum(), [table])
+        assert torch.equal(grad, torch.tensor([[0.0] * 3, [1.0] * 3]))
+        assert run_cell(ctx, "op.lookup.backward", "eager").status is Status.PASSED
+        cell = run_cell(ctx, "op.lookup.backward", "aot_eager")
+        assert (cell.status, cell.limitation) == (Status.UNSUPPORTED, "torchbind-op-autograd"), cell.reason
+    ctx.cells_by_program.clear()
+
+
+def test_a_torchbind_formula_that_ignores_the_object_fails(paged):
+    # Plain torch: d(x * cache.size())/dx is cache.size(); the formula says 1 (gradcheck's finite differences).
+    ops = torch.ops.samples_inputs_autograd
+    x = torch.ones(2, 3, dtype=torch.float64, requires_grad=True)
+    assert not torch.autograd.gradcheck(lambda t: ops.weighted_nostate(t, _cache(2)), (x,), raise_exception=False)
+    assert torch.autograd.gradcheck(lambda t: ops.weighted(t, _cache(2)), (x,))
+
+    cell = run_cell(paged.context(CACHE), "op.weighted_nostate.backward", "eager")
+    assert (cell.status, cell.rule) == (Status.FAILED, GRADIENT_WRONG), cell.reason
+    assert "samples_inputs_autograd::weighted_nostate" in cell.reason
