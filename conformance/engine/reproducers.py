@@ -4,15 +4,16 @@ directory of its own, with the run's environment, as its reader will run it.
 A check builds its evidence in one long-lived process, where earlier calls may have left state behind that the
 object does not carry (a library's global handle, a registry, a static variable in C++). A reproducer that runs
 from a fresh interpreter and shows the same thing proves the divergence belongs to the class and its fake; one that
-raises something the plugin never saw, or prints the differential script's "no disagreement reproduced", shows
-that it depends on state outside the object, and the failure says so.
+runs and prints the differential script's "no disagreement reproduced" shows that it depends on state outside the
+object, and the failure says so. One that raises an error the failure does not show is no evidence of anything:
+the failure says what it raised (the whole error, not the last line of stderr) and that the script may be at fault.
 
 What counts as reproduced (the scripts print what each side did; they do not all judge themselves):
 
 * the script ran to the end and did not print :data:`NOT_REPRODUCED` (the differential's script prints it when
   the sequence it replays agrees), or
-* it stopped on an error the failure itself reports (its exception line appears in the failure's text: a fake
-  that raises, a C++ call the plugin saw raise).
+* it stopped on an error the failure itself reports (the first line of its exception's message appears in the
+  failure's text: a fake that raises, a C++ call the plugin saw raise, a compile that raised).
 
 Anything else — another error, a crash, a time-out — is not. Used by :func:`conformance.runner.run_target` when
 :attr:`conformance.core.settings.Settings.check_reproducers` is set (the plugin sets it unless
@@ -31,7 +32,7 @@ import time
 from ..core.results import Failure
 
 __all__ = ["NOT_REPRODUCED", "ReproRun", "run_fresh", "check_reproducer", "self_judging_tail", "MAX_CHECKED",
-           "TIMEOUT"]
+           "TIMEOUT", "MESSAGE_LINES", "message_lines"]
 
 #: What a self-judging reproducer prints when the disagreement it replays does not show.
 NOT_REPRODUCED = "no disagreement reproduced"
@@ -39,6 +40,8 @@ NOT_REPRODUCED = "no disagreement reproduced"
 MAX_CHECKED = 2
 #: Seconds one reproducer may run.
 TIMEOUT = 120.0
+#: Lines of an error's message a failure shows (a dynamo error: its explanation, hint, the user's code, advice).
+MESSAGE_LINES = 16
 
 
 def self_judging_tail(states: bool) -> list[str]:
@@ -67,10 +70,50 @@ class ReproRun:
     seconds: float
 
     @property
+    def exception(self) -> tuple[str, list[str]] | None:
+        """The exception that stopped the script, read from the last traceback on stderr: ``(type, message)``,
+        the type as Python prints it (``torch._dynamo.exc.InternalTorchDynamoError``) and every line of its message
+        (a dynamo error's explanation, hint and the user's code that raised among them); ``None`` when stderr
+        holds no traceback (a crash, a time-out)."""
+        lines = self.stderr.rstrip().splitlines()
+        starts = [i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call last):")]
+        if not starts:
+            return None
+        rest = lines[starts[-1] + 1:]
+        for j, ln in enumerate(rest):  # frames and their code are indented; the exception's line is not
+            if ln.strip() and not ln[0].isspace():
+                kind, _, first = ln.partition(": ")
+                return kind.strip(), [first.rstrip(), *(m.rstrip() for m in rest[j + 1:])]
+        return None
+
+    @property
     def error_line(self) -> str:
-        """The last non-empty line of stderr: the exception line of a traceback (``RuntimeError: not bound``)."""
+        """The exception's line (``RuntimeError: not bound``: its type and the first line of its message, not
+        the last line of stderr, which for a dynamo error is torch's advice to set TORCHDYNAMO_VERBOSE), or the
+        last non-empty line of stderr when it holds no traceback."""
+        raised = self.exception
+        if raised is not None:
+            return f"{raised[0]}: {raised[1][0]}" if raised[1][0] else raised[0]
         lines = [ln.strip() for ln in self.stderr.strip().splitlines() if ln.strip()]
         return lines[-1] if lines else ""
+
+    def error_lines(self, limit: int = MESSAGE_LINES) -> list[str]:
+        """The whole error the script stopped on, one line per item: :attr:`error_line`, then the rest of its
+        message (non-empty lines, at most ``limit`` in all)."""
+        raised = self.exception
+        if raised is None:
+            return [self.error_line] if self.error_line else []
+        return message_lines(self.error_line, raised[1][1:], limit)
+
+
+def message_lines(head: str, rest: list[str], limit: int = MESSAGE_LINES) -> list[str]:
+    """``head`` (an error's ``Type: first line``) and the non-empty lines of ``rest`` (the rest of its message,
+    each indented by two spaces), at most ``limit`` lines in all, the last saying how many were left out: the
+    whole of a dynamo error (its explanation, hint and the user's line) for a failure's details."""
+    body = [f"  {ln.rstrip()}" for ln in rest if ln.strip()]
+    if len(body) >= limit:
+        body = body[: limit - 2] + [f"  ... ({len(body) - (limit - 2)} more lines)"]
+    return [head, *body]
 
 
 def run_fresh(script: str, timeout: float = TIMEOUT) -> ReproRun:
@@ -101,8 +144,14 @@ _SCRIPT_ERRORS = ("SyntaxError", "ImportError", "ModuleNotFoundError", "NameErro
 _BROKEN = "the script itself does not run: "
 
 
+_SAME = "same error: "
+_OTHER = "other error: "
+
+
 def _why_not(failure: Failure, run: ReproRun, timeout: float) -> str | None:
-    """Why ``run`` does not reproduce ``failure`` (one clause), or ``None`` when it does."""
+    """Why ``run`` does not reproduce ``failure`` (one clause; prefixed with :data:`_BROKEN` when the script cannot
+    run at all, :data:`_OTHER` when it raised an error the failure does not show), :data:`_SAME` and the error when
+    it stopped on the error the failure reports, or ``None`` when it ran to the end."""
     if run.returncode is None:
         return f"it did not finish within {timeout:g} s"
     if NOT_REPRODUCED in run.stdout:
@@ -114,16 +163,20 @@ def _why_not(failure: Failure, run: ReproRun, timeout: float) -> str | None:
         return f"{_BROKEN}{line}"
     message = line.split(": ", 1)[1] if ": " in line else line
     reported = dataclasses.replace(failure, repro=None).render("", None)  # what the plugin saw, not the script
-    if message and message in reported:
-        return None  # it stops on the error the failure reports (a fake or a C++ call that raises)
+    if message and message.strip() in reported:
+        return f"{_SAME}{line}"  # it stops on the error the failure reports (a fake, a compile, a C++ call)
     if run.returncode < 0:
         return f"it was killed by signal {-run.returncode}"
+    if run.exception is not None:
+        return f"{_OTHER}{line}"
     return f"it raises {line or f'(exit status {run.returncode})'}"
 
 
 def check_reproducer(failure: Failure, timeout: float = TIMEOUT) -> Failure:
-    """``failure`` with a line saying what its reproducer did in a fresh interpreter: that it reproduces, or that
-    it does not and so the divergence depends on state outside the object (with the script's own output). A
+    """``failure`` with a line saying what its reproducer did in a fresh interpreter: that it reproduces (it ran
+    to the end, or stopped on the error the failure shows: same type and message), that it raised another error
+    (then the script is no evidence of the failure, and the whole error it raised is shown), or that it ran and
+    did not show the divergence, which then depends on state outside the object (with the script's own output). A
     failure without a reproducer is returned as it is."""
     if not failure.repro:
         return failure
@@ -139,16 +192,26 @@ def check_reproducer(failure: Failure, timeout: float = TIMEOUT) -> Failure:
             f"directory, {why[len(_BROKEN):]} (its load lines, or example code that only the plugin's process can "
             f"run, e.g. a lambda factory: give --torchbind-load specs and @conformance.examples factories defined "
             f"at module level)"))
-    if why is None:
-        line = (f"reproducer checked: run in a fresh interpreter from an empty directory, it ran as shown "
-                f"({run.seconds:.1f} s)")
+    if why is None or why.startswith(_SAME):
+        how = "it ran as shown" if why is None else f"it raised the same error ({why[len(_SAME):]})"
+        line = f"reproducer checked: run in a fresh interpreter from an empty directory, {how} ({run.seconds:.1f} s)"
         return dataclasses.replace(failure, details=(*failure.details, line))
+    output = run.stdout.strip().splitlines()[-3:]
+    if why.startswith(_OTHER):
+        lines = [f"NOT REPRODUCED in a fresh interpreter: the reproducer below, run from an empty directory, does not "
+                 f"show this — it raises {why[len(_OTHER):]}; that is not the error this failure shows, so the script "
+                 f"is no evidence of it (the failure rests on the plugin's own run, above): either the script does not "
+                 f"rebuild what the plugin ran (a fault of the plugin's reproducer: please report it with this "
+                 f"output) or what ran depends on process-global state that earlier calls in the plugin's process "
+                 f"left behind",
+                 *(f"  fresh run: {ln}" for ln in output),
+                 *(f"  fresh run raised: {ln}" for ln in run.error_lines())]
+        return dataclasses.replace(failure, details=(*failure.details, *lines))
     failed = run.returncode != 0 and run.error_line
-    output = run.stdout.strip().splitlines()[-3:] + ([run.error_line] if failed else [])
     lines = [f"NOT REPRODUCED in a fresh interpreter: the reproducer below, run from an empty directory, does not "
              f"show this — {why}. The divergence depends on state outside the object: process-global state that "
              f"earlier calls in the plugin's process left behind (a library global, a registry, a static in C++), "
              f"so the calls that set that state up (the call sequence above, where the failure shows one) are part "
              f"of it; the reproducer alone is incomplete",
-             *(f"  fresh run: {ln}" for ln in output)]
+             *(f"  fresh run: {ln}" for ln in output + (run.error_lines() if failed else []))]
     return dataclasses.replace(failure, details=(*failure.details, *lines))

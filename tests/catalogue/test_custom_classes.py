@@ -255,7 +255,9 @@ def test_guards_checks_hoisted_classes_as_graph_inputs(cc, monkeypatch):
            "else than eager for a with offset changed" in text
     eager, got = failure.details
     assert eager.startswith("eager:") and got.startswith("compiled:") and eager[9:] != got[9:]
-    assert "program = torch.compile(lambda obj: torch.ops.samples_custom.affine(" in failure.repro
+    # The op's inputs are built before the program and passed in, as the check calls it.
+    assert "program = torch.compile(lambda x, o: torch.ops.samples_custom.affine(x, o), backend='eager', " \
+           "fullgraph=True)" in failure.repro.splitlines()
     # With a sound __eq__ no result differs, but the graph has no input for the object: baked in, named as such.
     _, text = only_failure(verdicts("AffineHoisted"), ("guards", "affine"), "guards.hoisted-baked-in")
     assert "AffineHoisted is registered with hoist=True, but the graph compiled for samples_custom::affine does " \

@@ -33,7 +33,8 @@ from ...custom.state import twin_differences
 from ...engine.compare import value_differences
 from ...engine.values import ArgumentSet
 
-__all__ = ["Seen", "Finding", "equal_pair_violation", "crossed", "untold_notes", "PAIRS", "INPUTS", "OBJECTS"]
+__all__ = ["Seen", "Finding", "equal_pair_violation", "crossed", "untold_notes", "ProgramCall", "program_call",
+           "PAIRS", "INPUTS", "OBJECTS"]
 
 #: Equal pairs (per field) and inputs tried against each other after the search: at most PAIRS x INPUTS eager
 #: calls of the op per field, no compiling.
@@ -168,3 +169,61 @@ def _sample(seen: Seen) -> str:
     """The first input kept, as source, shortened for a note."""
     code = next(iter(seen.inputs), "")
     return code if len(code) <= 120 else code[:117] + "..."
+
+
+#: Names a reproducer's own lines use: an op's argument of one of these names is renamed (``w`` stays ``w``).
+_TAKEN = frozenset({"torch", "math", "a", "b", "o", "obj", "twin", "program", "print", "sys"})
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramCall:
+    """How a reproducer calls an op through a compiled program the way the check does: the op's other arguments
+    are built first, outside the program, and passed in (the check calls the program with them as inputs; built
+    inside the compiled function, a strategy's code such as ``torch.Generator().manual_seed(0)`` would be code
+    dynamo is asked to trace, and the script would fail for its own reasons). ``setup``: the lines that build
+    them; ``program``: the function to compile (source), taking them and ``o``."""
+
+    setup: tuple[str, ...]
+    program: str
+    _names: tuple[str, ...]
+    _keywords: tuple[tuple[str, str], ...]
+    _position: int
+    _op: str
+
+    def call(self, fn: str, obj: str) -> str:
+        """``fn`` (``program``, or the source of the eager function) called on the inputs and ``obj``."""
+        names = list(self._names)
+        names.insert(self._position, obj)
+        return f"{fn}({', '.join(names + [name for _, name in self._keywords])})"
+
+    def eager(self, obj: str) -> str:
+        """The op itself called in eager on the inputs and ``obj`` (source)."""
+        names = list(self._names)
+        names.insert(self._position, obj)
+        return f"{self._op}({', '.join(names + [f'{k}={name}' for k, name in self._keywords])})"
+
+
+def program_call(op: CustomOpInfo, args: ArgumentSet) -> ProgramCall:
+    """The :class:`ProgramCall` of ``op`` on ``args`` (the object's own position left out), each input named after
+    its parameter in the op's schema."""
+    position = op.positions[0]
+    params = [a.name for i, a in enumerate(op.schema.arguments) if i != position]
+    used: set[str] = set()
+
+    def name(wanted: str) -> str:
+        out = wanted if wanted.isidentifier() else "x"
+        while out in _TAKEN or out in used:
+            out += "_"
+        used.add(out)
+        return out
+
+    names = tuple(name(params[i] if i < len(params) else f"x{i}") for i in range(len(args.args)))
+    keywords = tuple((k, name(k)) for k, _ in args.kwargs)
+    setup = tuple(f"{n} = {v.code}" for n, v in zip(names, args.args)) + \
+        tuple(f"{n} = {v.code}" for (_, n), (_, v) in zip(keywords, args.kwargs))
+    ns, short = op.qualname.split("::")
+    inside = list(names)
+    inside.insert(position, "o")
+    body = f"torch.ops.{ns}.{short}({', '.join(inside + [f'{k}={n}' for k, n in keywords])})"
+    program = f"lambda {', '.join(inside + [n for _, n in keywords])}: {body}"
+    return ProgramCall(setup, program, names, keywords, position, f"torch.ops.{ns}.{short}")

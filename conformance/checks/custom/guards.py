@@ -56,7 +56,7 @@ from ...core.results import Failure
 from ...custom.context import CustomClassContext
 from ...custom.discovery import CustomOpInfo
 from .. import with_targets
-from .guard_inputs import Seen, crossed, equal_pair_violation, untold_notes
+from .guard_inputs import ProgramCall, Seen, crossed, equal_pair_violation, program_call, untold_notes
 
 
 def _targets(ctx):
@@ -94,7 +94,7 @@ def _stale_failure(ctx, op, finding) -> Failure:
     """The failure for an equal pair found by the search, confirmed by a compiled program: a's result for b."""
     a_recipe, b_recipe, label, fields, args, ra, rb = finding
     first, stale = _stale(ctx, op, args, a_recipe.build(), b_recipe.build())
-    call_a, call_b = ctx.call_code(op, args, "a"), ctx.call_code(op, args, "b")
+    call_b, pc = ctx.call_code(op, args, "b"), program_call(op, args)
     short = ctx.info.cls.__qualname__
     ignored = ", ".join(_field_told(f, a_recipe.build(), b_recipe.build()) for f in fields) or \
         f"what {label} changes"
@@ -107,11 +107,11 @@ def _stale_failure(ctx, op, finding) -> Failure:
         details=(f"eager, b:    {show(rb)}", f"compiled, b: {show(stale)}"
                  + ("  (stale)" if not value_differences(ra, stale, "result") else ""),
                  f"eager, a:    {show(ra)}   compiled, a: {show(first)}"),
-        repro=ctx.repro([f"a = {a_recipe.code}", f"b = {b_recipe.code}", "print('a == b:', a == b)",
-                         f"program = torch.compile(lambda o: {ctx.call_code(op, args, 'o')}, "
-                         "backend='eager', fullgraph=True)",
-                         "print('compiled, a:', program(a))", "print('compiled, b:', program(b))",
-                         f"print('eager, a:   ', {call_a})", f"print('eager, b:   ', {call_b})"]),
+        repro=ctx.repro([*pc.setup, f"a = {a_recipe.code}", f"b = {b_recipe.code}", "print('a == b:', a == b)",
+                         f"program = torch.compile({pc.program}, backend='eager', fullgraph=True)",
+                         f"print('compiled, a:', {pc.call('program', 'a')})",
+                         f"print('compiled, b:', {pc.call('program', 'b')})",
+                         f"print('eager, a:   ', {pc.eager('a')})", f"print('eager, b:   ', {pc.eager('b')})"]),
         rule="guards.eq-ignores-state")
 
 
@@ -151,10 +151,12 @@ def _hoisted_violation(ctx, op, draw, baked: list[Failure], compared: list[str])
             except Exception:  # noqa: BLE001 - an object the constructor or the op rejects: nothing to compare
                 continue
             call = ctx.call_code(op, args, "obj")
-            repro = ctx.repro([f"a = {a_recipe.code}", f"obj = {code}",
-                               f"program = torch.compile(lambda obj: {call}, backend='eager', fullgraph=True)",
-                               "print('compiled:', program(a))", f"print('eager:   ', {call})",
-                               "print('compiled:', program(obj))"])
+            pc = program_call(op, args)
+            repro = ctx.repro([*pc.setup, f"a = {a_recipe.code}", f"obj = {code}",
+                               f"program = torch.compile({pc.program}, backend='eager', fullgraph=True)",
+                               f"print('compiled:', {pc.call('program', 'a')})",
+                               f"print('eager:   ', {pc.eager('obj')})",
+                               f"print('compiled:', {pc.call('program', 'obj')})"])
             try:
                 with ctx.calling(lambda: f"{op.qualname} on {name} {label}, compiled"):
                     got = ctx.call_op(op, args, build(), program)
@@ -184,8 +186,8 @@ def _hoisted_violation(ctx, op, draw, baked: list[Failure], compared: list[str])
 
 
 def _reader(ctx, target):
-    """``(run, code)`` for a symbolic target: ``run(fn, obj)`` calls ``fn`` (the eager function or its compiled
-    program) the way the target needs, ``code`` the program as source taking ``o``."""
+    """``(eager_fn, run, calls)`` for a symbolic target: ``run(fn, obj)`` calls ``fn`` (the eager function or its
+    compiled program) the way the target needs, ``calls`` the :class:`ProgramCall` a reproducer writes it with."""
     if isinstance(target, str):
         if target in ("__eq__", "__ne__"):  # registered so that compiled code can compare two objects
             raise NotApplicable(f"{target} compares two objects, and this item judges what a program reads of one "
@@ -204,10 +206,11 @@ def _reader(ctx, target):
                 strat = None
             args = draw_fixed(strat, 1, f"{ctx.info.name}:guards:{target}")[0] if strat is not None else ""
             code = f"lambda o: o.{target}({args})"
-        return eval(code, {}), (lambda fn, obj: fn(obj)), code  # noqa: S307 - our source; dynamo traces it
+        member_call = ProgramCall((), code, (), (), 0, "")
+        return eval(code, {}), (lambda fn, obj: fn(obj)), member_call  # noqa: S307 - our source; dynamo traces it
     args = ctx.arguments.fixed(target.qualname, target.schema, target.positions[0], limit=1)[0]
     return ((lambda *a, **k: target.op(*a, **k)), (lambda fn, obj: ctx.call_op(target, args, obj, fn)),
-            f"lambda o: {ctx.call_code(target, args, 'o')}")
+            program_call(target, args))
 
 
 class _Raised:
@@ -265,7 +268,7 @@ def _symbolic_violation(ctx, target, draw, untwinned, reader) -> Failure | None:
     twin (eager calls) built by one recipe and checked equal first (objects that cannot be built equal are not
     compared; their recipe and the fields that differ are appended to ``untwinned``), then each state-changing method call, then new objects."""
     a_recipe, donor_recipe, calls = draw
-    eager_fn, run, program_code = reader
+    eager_fn, run, pc = reader
     what = f"{target}()" if isinstance(target, str) else target.qualname
     obj, twin = a_recipe.build(), a_recipe.build()  # compiled calls on obj, eager ones on its twin
     if twin_differences(obj, twin):  # eager on the twin cannot stand for the compiled call on obj
@@ -328,9 +331,10 @@ def _symbolic_violation(ctx, target, draw, untwinned, reader) -> Failure | None:
             return Failure(
                 summary, target=target if isinstance(target, str) else target.short_name,
                 example="\n".join(steps), details=(f"eager:    {show(expected)}", f"compiled: {show(got)}"),
-                repro=ctx.repro([*steps[:1], f"program = torch.compile({program_code}, backend='eager', "
-                                 "fullgraph=True)", "print('compiled:', program(obj))", *steps[1:],
-                                 f"print('compiled:', program(obj), ' eager:', ({program_code})(obj))"]),
+                repro=ctx.repro([*pc.setup, *steps[:1], f"program = torch.compile({pc.program}, backend='eager', "
+                                 "fullgraph=True)", f"print('compiled:', {pc.call('program', 'obj')})", *steps[1:],
+                                 f"print('compiled:', {pc.call('program', 'obj')}, ' eager:', "
+                                 f"{pc.call(f'({pc.program})', 'obj')})"]),
                 rule="guards.unguarded-change" if changed else "guards.compiled-differs")
 
         failure = compare("on its first call", [], _guard_values(ctx, obj))

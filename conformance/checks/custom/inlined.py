@@ -20,6 +20,7 @@ from ...engine.compare import value_differences
 from ...custom.context import same_value, show, state_of
 from ...custom.state import twin_differences
 from ...engine.dynamo_state import require_dynamo
+from ...engine.reproducers import message_lines
 from ...core.results import Failure, NotApplicable
 from ...custom.context import CustomClassContext
 from .. import with_targets
@@ -77,7 +78,8 @@ def inlined(ctx: CustomClassContext, member: str) -> list[Failure]:
                        else f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
                 return [Failure(f"the INLINED member {member} cannot be traced by torch.compile: {why}",
                                 example=f"obj = {recipe.code}", call=use.replace("o.", "obj.", 1),
-                                details=(f"eager: {show(expected)}",), repro=repro, rule="inlined.untraceable")]
+                                details=(f"eager: {show(expected)}", *_raised(exc)), repro=repro,
+                                rule="inlined.untraceable")]
             finally:
                 torch._dynamo.reset()
             compared += 1
@@ -100,3 +102,9 @@ def inlined(ctx: CustomClassContext, member: str) -> list[Failure]:
         raise NotApplicable(f"no call of {member} ran in eager, so nothing was compared; "
                             + ctx.arguments.hint(member))
     return []
+
+
+def _raised(exc: BaseException) -> list[str]:
+    """What the compile raised, whole (a dynamo error's explanation, hint and the user's line), as detail lines."""
+    first, *rest = str(exc).splitlines() or [""]
+    return message_lines(f"compiled: raised {type(exc).__name__}: {first}", rest)

@@ -1,0 +1,137 @@
+"""Reproducers that stop on an error (a new user's trial, issue 31): the check of a reproducer reads the exception a
+fresh run raised, not the last line of stderr (a dynamo error ends with torch's advice to set TORCHDYNAMO_VERBOSE);
+the same error as the failure's reproduces it; another error is said, whole, as what the script raised, never as
+evidence of state outside the object. And the guards reproducer builds the op's inputs outside the compiled
+function, as the check does: built inside, a strategy's ``torch.Generator()`` is an opaque object created mid-program,
+which dynamo refuses, so the script failed for its own reasons. Each shown first with plain torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+from hypothesis import strategies as st
+
+import conformance
+from conformance.core.results import Failure, Status
+from conformance.core.settings import Settings
+from conformance.engine.reproducers import check_reproducer, run_fresh
+from conformance.runner import run_class
+
+from conftest import REGISTRATION_SOURCE, engine_of
+
+from test_guards_draws import SOURCE as QUANT_SOURCE  # the trial's QuantScheme ({NS} to fill)
+
+#: A sampling state whose INLINED next_seed reads ``seed``, which is not a registered member: torch.compile cannot
+#: trace it (the trial's SamplingState).
+SAMPLING_SOURCE = REGISTRATION_SOURCE + '''
+class Sampling(Base):
+    def __init__(self, seed: int = 0):
+        self.seed, self.offset = seed, 0
+    def _bump(self) -> int:
+        self.offset += 1
+        return self.offset
+    def next_seed(self) -> int:
+        return self.seed + self._bump()
+
+register(Sampling, "reference", guard_fn=lambda s: [s.seed, s.offset],
+         members={"_bump": oo.MemberType.USE_REAL, "next_seed": oo.MemberType.INLINED})
+'''
+
+
+def _module(tmp_path, monkeypatch, name: str, source: str):
+    """``source`` as the module ``name`` in a file, importable here and by a reproducer run anywhere."""
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{__import__('os').environ.get('PYTHONPATH', '')}")
+    return importlib.import_module(name)
+
+
+def test_plain_torch_a_dynamo_error_ends_with_advice_not_with_what_went_wrong(tmp_path, monkeypatch):
+    mod = _module(tmp_path, monkeypatch, "repro_sampling_plain", SAMPLING_SOURCE)
+    torch._dynamo.reset()
+    program = torch.compile(lambda o: o.next_seed(), backend="eager", fullgraph=True)
+    with pytest.raises(Exception) as raised:
+        program(mod.Sampling(0))
+    lines = [ln for ln in str(raised.value).splitlines() if ln.strip()]
+    assert lines[0].startswith("UnsafeScriptObjectError: Attempted to access unregistered member")
+    assert "Member 'seed' is not registered" in str(raised.value)
+    assert lines[-1].startswith("Set TORCHDYNAMO_VERBOSE=1")  # what the last line of stderr showed
+
+
+@pytest.mark.process
+def test_a_reproducer_raising_the_failures_own_error_reproduces_it(tmp_path, monkeypatch):
+    _module(tmp_path, monkeypatch, "repro_sampling", SAMPLING_SOURCE)
+    [outcome] = run_class("repro_sampling.Sampling", only={"inlined"}, engine=engine_of(None, Settings(examples=5)))
+    assert outcome.status is Status.FAILED and outcome.failures[0].rule == "inlined.untraceable"
+    [failure] = outcome.failures
+    text = failure.render("repro_sampling.Sampling", "next_seed")
+    # The whole dynamo error in the failure: its first line, explanation and hint, not only torch's advice.
+    assert "compiled: raised InternalTorchDynamoError: UnsafeScriptObjectError: Attempted to access unregistered " \
+           "member on an OpaqueObject" in text, text
+    assert "Explanation: Member 'seed' is not registered for this opaque object type." in text, text
+    checked = check_reproducer(failure)
+    last = checked.details[-1]
+    assert last.startswith("reproducer checked: run in a fresh interpreter from an empty directory, it raised the "
+                           "same error (torch._dynamo.exc.InternalTorchDynamoError: UnsafeScriptObjectError: "
+                           "Attempted to access unregistered member on an OpaqueObject)"), last
+    assert not any("NOT REPRODUCED" in d for d in checked.details)
+
+
+@pytest.mark.process
+def test_a_reproducer_raising_another_error_says_what_it_raised_and_is_no_evidence():
+    script = ("class InternalTorchDynamoError(RuntimeError):\n    pass\n"
+              "raise InternalTorchDynamoError('Unsupported: An opaque object was created in the middle of the program."
+              "\\n  Explanation: Opaque objects cannot be created inside the torch.compile region.\\n\\n"
+              "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace')\n")
+    failure = Failure("a compiled program returns a stale result", details=("eager: 1", "compiled: 2"),
+                      repro=script)
+    checked = check_reproducer(failure)
+    text = "\n".join(checked.details)
+    assert "it raises InternalTorchDynamoError: Unsupported: An opaque object was created in the middle of the " \
+           "program.; that is not the error this failure shows, so the script is no evidence of it" in text, text
+    # The whole error it raised, not only its last line (torch's advice).
+    [explained] = [d for d in checked.details if d.startswith("  fresh run raised: ") and "Explanation" in d]
+    assert explained.endswith("Explanation: Opaque objects cannot be created inside the torch.compile region.")
+    assert "The divergence depends on state outside the object" not in text  # not blamed on the process
+
+
+def test_plain_torch_a_generator_built_inside_the_compiled_function_is_refused(tmp_path, monkeypatch):
+    mod = _module(tmp_path, monkeypatch, "repro_quant_plain", QUANT_SOURCE.replace("{NS}", "repro_quant_plain"))
+    op, a = torch.ops.repro_quant_plain.fake_quant, mod.QuantScheme(2, 2, False)
+    torch._dynamo.reset()
+    inside = torch.compile(lambda o: op(torch.randn(4, 8, generator=torch.Generator().manual_seed(0)), o),
+                           backend="eager", fullgraph=True)
+    with pytest.raises(Exception, match="An opaque object was created in the middle of the program"):
+        inside(a)
+    torch._dynamo.reset()
+    w = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
+    outside = torch.compile(lambda w, o: op(w, o), backend="eager", fullgraph=True)  # what the check compiles
+    assert torch.equal(outside(w, a), op(w, a))
+    torch._dynamo.reset()
+
+
+@pytest.mark.process
+def test_the_guards_reproducer_builds_the_inputs_outside_the_compiled_function(tmp_path, monkeypatch):
+    name = "repro_quant"
+    _module(tmp_path, monkeypatch, name, QUANT_SOURCE.replace("{NS}", name))
+
+    def register():  # the trial's input: a seeded random weight
+        conformance.strategy(f"{name}::fake_quant", arg="w")(
+            lambda: st.sampled_from(["torch.randn(4, 8, generator=torch.Generator().manual_seed(0))"]))
+
+    [outcome] = run_class(f"{name}.QuantScheme", only={"guards"}, engine=engine_of(register, Settings(examples=10)))
+    [failure] = outcome.failures
+    assert failure.rule == "guards.eq-ignores-state"
+    lines = failure.repro.splitlines()
+    assert "w = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))" in lines
+    assert f"program = torch.compile(lambda w, o: torch.ops.{name}.fake_quant(w, o), backend='eager', " \
+           "fullgraph=True)" in lines
+    run = run_fresh(failure.repro)
+    assert run.returncode == 0, run.stderr[-2000:]
+    shown = {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in run.stdout.splitlines() if ":" in ln)}
+    assert shown["compiled, b"] == shown["eager, a"] != shown["eager, b"]  # the stale result, as the failure says
+    assert check_reproducer(failure).details[-1].startswith("reproducer checked: run in a fresh interpreter from an "
+                                                            "empty directory, it ran as shown")
