@@ -23,6 +23,8 @@ calling the op) is called on an object, then again after each call of a public m
 state, after an attribute is set to another object's value, and with a new object; every result is compared with
 eager's on a twin object that gets the same calls (so an op that changes its object is compared fairly). A
 difference names what changed and what ``guard_fn`` returned before and after: a field it does not cover. The
+program is also called a second time with nothing changed: a ``USE_REAL`` member that changes its object (or gives
+another result each call) is stale whatever ``guard_fn`` returns, and the failure names that cause instead. The
 object's public methods are called with arguments drawn from their annotations (exclude one with
 ``conformance.strategy(name, method)(lambda: None)``); a tenth of ``--torchbind-examples`` objects are tried (each
 sequence compiles once more per change).
@@ -50,7 +52,7 @@ from ...engine.compare import value_differences
 from ...custom.context import same_value, show, state_of
 from ...custom.state import twin_differences
 from ...engine.dynamo_state import require_dynamo
-from ...core.evidence import evidence_so_far
+from ...core.evidence import evidence_so_far, uncounted
 from ...core.results import NotApplicable
 from ...core.results import Failure
 from ...custom.context import CustomClassContext
@@ -254,6 +256,40 @@ def _mutator_args(ctx) -> tuple[SearchStrategy, list[str]]:
     return st.fixed_dictionaries(out), uncalled
 
 
+def _use_real_cause(ctx, target, reader, recipe) -> str | None:
+    """Why no ``guard_fn`` can keep a program reading the ``USE_REAL`` member ``target`` right, or ``None``: calling
+    it (in eager, on a new object of ``recipe``) changes the object, or two calls in a row give different results.
+    torch evaluates a ``USE_REAL`` member once, on the real object, while compiling, and bakes the result into the
+    program as a constant (``MemberType`` in ``torch/_library/opaque_object.py``); the guards are built after that
+    call, from the state it left, so the program returns that first result on every later call."""
+    if not isinstance(target, str) or ctx.info.members.get(target) != "use_real":
+        return None
+    eager_fn, run, _ = reader
+    try:
+        probe = recipe.build()
+        before = state_of(probe)
+        first = run(eager_fn, probe)
+        after = state_of(probe)
+        second = run(eager_fn, probe)
+    except Exception:  # noqa: BLE001 - a member that raises here is judged by the comparison alone
+        return None
+    changed = [k for k in sorted(set(before) | set(after), key=str)
+               if k not in before or k not in after or not same_value(before[k], after[k])]
+    if changed:
+        what = "calling it changes the object (" + ", ".join(
+            f"{k}: {show(before.get(k))} -> {show(after.get(k))}" for k in changed) + ")"
+    else:
+        with uncounted():  # only to name the cause: the verdict rests on the comparison with eager
+            if not value_differences(first, second, "result"):
+                return None
+        what = f"two calls in a row give different results ({show(first)}, then {show(second)})"
+    return (f"{ctx.info.cls.__qualname__}.{target} is registered USE_REAL, but {what}; torch evaluates a USE_REAL "
+            "member once, on the real object, while compiling, and bakes its result into the program, so the "
+            "program returns that first result on every later call whatever guard_fn returns (no guard_fn can fix "
+            f"this): register {target} as INLINED (dynamo traces its body into the program) or make it a custom op "
+            "taking the object")
+
+
 def _guard_values(ctx, obj) -> str:
     if ctx.info.guard_fn is None:
         return "no guard_fn (type only)"
@@ -322,7 +358,10 @@ def _symbolic_violation(ctx, target, draw, untwinned, reader) -> Failure | None:
             if raised is None and not value_differences(expected, got, "result"):
                 return None
             guard_now = _guard_values(ctx, obj).removeprefix("guard_fn returned ")
-            if changed:
+            cause = _use_real_cause(ctx, target, reader, a_recipe)
+            if cause:  # no guard_fn can help: the member's result is baked in while compiling
+                summary = f"a compiled program that read {what} returns a stale result {trigger}: {cause}"
+            elif changed:
                 summary = (f"a compiled program that read {what} returns a stale result {trigger}: the change to "
                            f"{', '.join(repr(f) for f in changed)} is not guarded ({guards_before} before, "
                            f"{guard_now} after)")
@@ -335,9 +374,10 @@ def _symbolic_violation(ctx, target, draw, untwinned, reader) -> Failure | None:
                                  "fullgraph=True)", f"print('compiled:', {pc.call('program', 'obj')})", *steps[1:],
                                  f"print('compiled:', {pc.call('program', 'obj')}, ' eager:', "
                                  f"{pc.call(f'({pc.program})', 'obj')})"]),
-                rule="guards.unguarded-change" if changed else "guards.compiled-differs")
+                rule="guards.unguarded-change" if changed and not cause else "guards.compiled-differs")
 
-        failure = compare("on its first call", [], _guard_values(ctx, obj))
+        failure = compare("on its first call", [], _guard_values(ctx, obj)) or \
+            compare("when called again, nothing changed in between", [], _guard_values(ctx, obj))
         if failure:
             return failure
         for method, args in calls.items():  # each state-changing call
