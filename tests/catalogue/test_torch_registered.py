@@ -50,6 +50,7 @@ NOT_PASSED = {
     (GEN, "matrix[noise-aot_eager]"): ("failed", "Failed to convert args/kwargs to proxy"),
     (GEN, "matrix[noise-inductor]"): ("failed", "Failed to convert args/kwargs to proxy"),
     (GEN, "matrix[noise-export_strict]"): ("failed", "Failed to convert args/kwargs to proxy"),
+    (GEN, "matrix[noise-autocast]"): ("failed", "Failed to convert args/kwargs to proxy"),
     (GEN, "guards[noise]"): ("skipped", "does not compile"),
     # non-strict export bakes a Generator made in forward into the program: call 2 draws from call 1's state
     (GEN, "baked[noise]"): ("failed", "bakes the Generator created in forward into the program"),
