@@ -237,3 +237,13 @@ def test_a_gradient_through_a_torchbind_method_is_eagers_alone():
         torch._dynamo.reset()
         compiled = torch.compile(program, backend=backend, fullgraph=True)
         assert compiled(queue(torch.zeros(3)), x).requires_grad is keeps, backend
+    # Counter.scale(x) is x * value in C++: eager's gradient is the value; compiled, the output requires grad and
+    # still carries no gradient back to x.
+    counter = torch.classes.samples.Counter(0)
+    counter.increment(3)
+    assert torch.equal(torch.autograd.grad(counter.scale(x).sum(), [x])[0], torch.full((3,), 3.0))
+    for backend in ("eager", "aot_eager"):
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda c, t: c.scale(t), backend=backend, fullgraph=True)
+        out = compiled(counter, x)
+        assert out.requires_grad and torch.autograd.grad(out.sum(), [x], allow_unused=True) == (None,), backend
