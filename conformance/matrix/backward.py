@@ -20,8 +20,8 @@ import torch
 from ..core.evidence import collecting
 from ..core.results import exception_line
 from .backends import Backend
-from .cell import Difference
-from .gradients import (BackwardFailed, Gradients, custom_ops_called, gradient_differences,
+from .cell import FOLLOWS_FROM_FAKE, Difference
+from .gradients import (BackwardFailed, CustomOps, Gradients, OpCall, fake_mismatches, gradient_differences,
                         not_applicable, numeric_check, requiring_grad)
 from .limitations import failure_chain
 
@@ -42,7 +42,8 @@ class BackwardRun:
 class BackwardScenario:
     """A backward row: ``base`` is the op row's scenario (what a backend prepares the program with; the limitation
     table reads its attributes through this one), ``module(obj)`` a new eager program, ``runs`` its calls,
-    ``inputs`` the names of its floating-point inputs, ``backward_ops`` the custom ops eager's backward called,
+    ``inputs`` the names of its floating-point inputs, ``backward_ops`` the custom ops eager's backward called
+    (``backward_calls``: each call, with its arguments and result),
     ``numeric`` the differences of eager's gradient from finite differences (once per row) and ``notes`` what the
     cells add (e.g. why that check did not run)."""
 
@@ -54,6 +55,7 @@ class BackwardScenario:
     inputs: tuple[str, ...]
     gradients: Gradients
     backward_ops: tuple[str, ...] = ()
+    backward_calls: list[OpCall] = dataclasses.field(default_factory=list)
     numeric: tuple[Difference, ...] = ()
     notes: tuple[str, ...] = ()
     telling: bool = True
@@ -102,12 +104,9 @@ def make_backward(row: str, op: str, base: Any, module: Callable[[Any], torch.nn
         def eager_stage(what: str, exc: BaseException) -> Exception:
             return exc
 
-        def differentiate():
-            return gradients.run(lambda a: module(obj2)(*a), first.args(obj2), eager_stage)
-
-        obj2 = first.make()
+        obj2, recorder = first.make(), CustomOps()
         try:
-            result, called = custom_ops_called(differentiate)
+            result = gradients.run(lambda a: module(obj2)(*a), first.args(obj2), eager_stage, backward=recorder)
         except Exception as exc:  # noqa: BLE001 - eager's own backward raises: nothing to compare with
             raise not_applicable(op, f"plain eager's backward raises {exception_line(exc, limit=300)}") from exc
         if result.grads is None:
@@ -115,7 +114,7 @@ def make_backward(row: str, op: str, base: Any, module: Callable[[Any], torch.nn
         numeric, note = numeric_check(call_fresh, first.args(first.make()), op)
         names = tuple(f"input {i}" for i in range(len(inputs)))
         telling = len(runs) > 1 and _grads_change(gradients, module, runs, eager_stage)
-    return BackwardScenario(row, op, base, module, runs, names, gradients, tuple(c for c in called if c != op),
+    return BackwardScenario(row, op, base, module, runs, names, gradients, tuple(recorder.names), recorder.calls,
                             tuple(numeric), (note,) if note else (), telling)
 
 
@@ -136,7 +135,19 @@ def _grads_change(gradients: Gradients, module, runs: tuple[BackwardRun, ...], s
 def run_backward(scn: BackwardScenario, backend: Backend) -> list[Difference]:
     """Compile or export the program with run 0's object, then differentiate each run through it and through plain
     eager; every difference (eager's gradient against finite differences first, then each run's gradients against
-    eager's). Raises :class:`~conformance.matrix.gradients.BackwardFailed` when a step raises."""
+    eager's). Raises :class:`~conformance.matrix.gradients.BackwardFailed` when a step raises, unless the fake of
+    an op the backward calls returns other shapes than the op on eager's own call: then the failure follows from
+    that fake (``matrix.follows-from-fake``), and the difference says so first."""
+    try:
+        return _run_backward(scn, backend)
+    except BackwardFailed as exc:
+        wrong = fake_mismatches(scn.backward_calls)
+        if not wrong:
+            raise
+        return Difference.each(FOLLOWS_FROM_FAKE, [f"{wrong[0]}: {exc}", *wrong[1:]])
+
+
+def _run_backward(scn: BackwardScenario, backend: Backend) -> list[Difference]:
     first = scn.runs[0]
     traced = first.make()
     try:

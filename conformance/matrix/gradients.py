@@ -19,6 +19,7 @@ is wrong in eager, e.g. one that ignores the object's state, is as wrong in ever
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -34,8 +35,8 @@ from ..engine.compare import value_differences
 from .cell import GRADIENT_DIFFERS, GRADIENT_WRONG, Difference
 
 __all__ = ["BACKWARD", "has_backward", "backward_row", "op_of_backward_row", "INFERENCE_ONLY", "Gradients",
-           "GradientRun", "BackwardFailed", "gradient_differences", "numeric_check", "custom_ops_called",
-           "MISSING_GRADIENT"]
+           "GradientRun", "BackwardFailed", "gradient_differences", "numeric_check", "CustomOps", "OpCall",
+           "fake_mismatches", "MISSING_GRADIENT"]
 
 #: The suffix of a backward row's name (``op.gather.backward``).
 BACKWARD = ".backward"
@@ -85,26 +86,64 @@ class BackwardFailed(RuntimeError):
     calls and the stage; the exception torch raised is its ``__cause__`` (the limitation table matches that one)."""
 
 
-class _CustomOps(TorchDispatchMode):
-    """Records the custom ops (not ``aten``/``prims``) dispatched while it is active."""
+@dataclasses.dataclass(frozen=True)
+class OpCall:
+    """One call of a custom op eager's backward made: the op (``ns::op``), the ``OpOverload``, its arguments and
+    what it returned."""
+
+    name: str
+    func: Any
+    args: tuple
+    kwargs: dict
+    result: Any
+
+
+class CustomOps(TorchDispatchMode):
+    """Records the calls of custom ops (not ``aten``/``prims``) dispatched while it is active (``calls``)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.seen: list[str] = []
+        self.calls: list[OpCall] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
         if getattr(func, "namespace", "aten") not in _NOT_CUSTOM:
-            name = func.name().removesuffix(".default")
-            if name not in self.seen:
-                self.seen.append(name)
-        return func(*args, **(kwargs or {}))
+            self.calls.append(OpCall(func.name().removesuffix(".default"), func, args, dict(kwargs or {}), result))
+        return result
+
+    @property
+    def names(self) -> list[str]:
+        """The ops called, each once, in order."""
+        return list(dict.fromkeys(call.name for call in self.calls))
 
 
-def custom_ops_called(fn: Callable[[], Any]) -> tuple[Any, list[str]]:
-    """``fn()``'s result and the custom ops it dispatched (``ns::op``), in order."""
-    with _CustomOps() as mode:
-        result = fn()
-    return result, mode.seen
+def fake_mismatches(calls: list[OpCall]) -> list[str]:
+    """For each recorded call whose op's fake, run on fake copies of the same arguments (``FakeTensorMode``; a
+    TorchBind object fakified), returns other shapes or dtypes than the op returned: a line naming the op and both.
+    Calls whose fake cannot be run that way are left out. Raises nothing."""
+    from torch._library.fake_class_registry import maybe_to_fake_obj
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    found = []
+    for call in calls:
+        try:
+            with FakeTensorMode() as mode:
+                def fake(value: Any, mode=mode) -> Any:
+                    if isinstance(value, torch.Tensor):
+                        return mode.from_tensor(value)
+                    return maybe_to_fake_obj(mode, value) if isinstance(value, torch.ScriptObject) else value
+
+                got = call.func(*pytree.tree_map(fake, call.args), **pytree.tree_map(fake, call.kwargs))
+        except Exception:  # noqa: BLE001 - a fake that cannot run on these copies: no comparison
+            continue
+        real = [t for t in pytree.tree_leaves(call.result) if isinstance(t, torch.Tensor)]
+        faked = [t for t in pytree.tree_leaves(got) if isinstance(t, torch.Tensor)]
+        meta = lambda ts: ", ".join(f"{list(t.shape)} {t.dtype}" for t in ts)  # noqa: E731
+        if len(real) != len(faked) or any(tuple(r.shape) != tuple(f.shape) or r.dtype != f.dtype
+                                          for r, f in zip(real, faked)):
+            found.append(f"the fake of {call.name} returns {meta(faked)} where {call.name} returns {meta(real)} on "
+                         "the same arguments (its call in eager's backward)")
+    return found
 
 
 def _leaves(args: Any) -> list[torch.Tensor]:
@@ -143,10 +182,11 @@ class Gradients:
         gen = torch.Generator().manual_seed(0)
         self.weights = [torch.randn(o.shape, generator=gen).to(o.dtype) for o in _leaves(outputs)]
 
-    def run(self, call: Callable[[tuple], Any], args: tuple, stage: Callable[[str, BaseException], Exception]
-            ) -> GradientRun:
-        """Call ``call`` on ``args`` with floating-point inputs requiring grad, then differentiate the loss;
-        ``stage(what, exc)`` makes the exception raised when a step fails."""
+    def run(self, call: Callable[[tuple], Any], args: tuple, stage: Callable[[str, BaseException], Exception],
+            backward: Any = None) -> GradientRun:
+        """Call ``call`` on ``args`` with floating-point inputs requiring grad, then differentiate the loss (inside
+        the context ``backward``, when given); ``stage(what, exc)`` makes the exception raised when a step
+        fails."""
         args, inputs = requiring_grad(args)
         try:
             outputs = call(args)
@@ -158,7 +198,8 @@ class Gradients:
             return GradientRun(flags, None)
         loss = sum((o * w.to(o.device)).sum() for o, w in zip(outs, self.weights) if o.requires_grad)
         try:
-            grads = torch.autograd.grad(loss, inputs, allow_unused=True)
+            with backward if backward is not None else contextlib.nullcontext():
+                grads = torch.autograd.grad(loss, inputs, allow_unused=True)
         except Exception as exc:  # noqa: BLE001 - named by its stage
             raise stage("backward", exc) from exc
         return GradientRun(flags, list(grads))

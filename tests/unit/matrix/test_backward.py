@@ -13,7 +13,7 @@ import torch
 from conformance.core.results import Status
 from conformance.core.settings import Settings
 from conformance.matrix.backends import Backend
-from conformance.matrix.cell import GRADIENT_DIFFERS, GRADIENT_WRONG, RAISES, RULES
+from conformance.matrix.cell import FOLLOWS_FROM_FAKE, GRADIENT_DIFFERS, GRADIENT_WRONG, RAISES, RULES
 from conformance.matrix.custom.run import ROWS as CUSTOM_ROWS
 from conformance.matrix.custom.run import run_cell as run_custom_cell
 from conformance.matrix.gradients import has_backward
@@ -113,11 +113,36 @@ def test_a_backward_fake_of_the_wrong_shape_fails_the_compiled_cells(gains):
     ctx = _custom_ctx("GainBackwardFakeWrong")
     assert run_custom_cell(ctx, "gain_bwfake.backward", "eager").status is Status.PASSED
     cell = run_custom_cell(ctx, "gain_bwfake.backward", "aot_eager")
+    # The backward op's fake, run on its call in eager's backward, gives the wrong shape: the cell follows from it.
+    assert (cell.status, cell.rule) == (Status.FAILED, FOLLOWS_FROM_FAKE)
+    # The message names the backward op's fake and both shapes, then the op, the stage and what torch raised.
+    assert cell.reason.startswith("the fake of samples_autograd::gain_backward_wrong returns [1, 3] torch.float32 "
+                                  "where samples_autograd::gain_backward_wrong returns [2, 3] torch.float32 on the "
+                                  "same arguments (its call in eager's backward): compiling the backward of "
+                                  "samples_autograd::gain_bwfake (its backward calls "
+                                  "samples_autograd::gain_backward_wrong) through aot_eager raised RuntimeError: ")
+    assert "returned an invalid gradient at index 0 - got [1, 3] but expected shape compatible with [2, 3]" \
+        in cell.reason
+
+
+def test_a_backward_that_raises_for_another_reason_names_the_op_and_the_stage(gains):
+    def raises_in_backward(scn, module, args):
+        class Boom(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, t):
+                return t.clone()
+
+            @staticmethod
+            def backward(ctx, grad):
+                raise RuntimeError("backward exploded")
+
+        return lambda *a: Boom.apply(module(*a))
+
+    cell = run_custom_cell(_custom_ctx("Gain"), "gain.backward", Backend("boom", "test", "boom", raises_in_backward))
     assert (cell.status, cell.rule) == (Status.FAILED, RAISES)
-    # The message names the op, the backward op and the stage, and what torch raised.
-    assert cell.reason.startswith("BackwardFailed: compiling the backward of samples_autograd::gain_bwfake (its "
-                                  "backward calls samples_autograd::gain_backward_wrong) through aot_eager")
-    assert "returned an invalid gradient at index 0" in cell.reason
+    assert cell.reason == ("BackwardFailed: the backward (torch.autograd.grad) of run 0, the backward of "
+                           "samples_autograd::gain (its backward calls samples_autograd::gain_backward), through "
+                           "boom raised RuntimeError: backward exploded")
 
 
 def test_a_formula_that_ignores_the_object_fails_against_finite_differences(gains):
