@@ -135,13 +135,14 @@ def _grads_change(gradients: Gradients, module, runs: tuple[BackwardRun, ...], s
 def run_backward(scn: BackwardScenario, backend: Backend) -> list[Difference]:
     """Compile or export the program with run 0's object, then differentiate each run through it and through plain
     eager; every difference (eager's gradient against finite differences first, then each run's gradients against
-    eager's). Raises :class:`~conformance.matrix.gradients.BackwardFailed` when a step raises, unless the fake of
-    an op the backward calls returns other shapes than the op on eager's own call: then the failure follows from
-    that fake (``matrix.follows-from-fake``), and the difference says so first."""
+    eager's). Raises :class:`~conformance.matrix.gradients.BackwardFailed` when a step raises, unless it was the
+    compile that traces the backward with the ops' fakes and the fake of an op the backward calls returns other
+    shapes than the op on eager's own call: then the failure follows from that fake (``matrix.follows-from-fake``),
+    and the difference says so first."""
     try:
         return _run_backward(scn, backend)
     except BackwardFailed as exc:
-        wrong = fake_mismatches(scn.backward_calls)
+        wrong = fake_mismatches(scn.backward_calls) if exc.traced_backward else []
         if not wrong:
             raise
         return Difference.each(FOLLOWS_FROM_FAKE, [f"{wrong[0]}: {exc}", *wrong[1:]])
@@ -171,7 +172,7 @@ def _stage(scn: BackwardScenario, backend: Backend, run: int) -> Callable[[str, 
         if what == "forward" and run == 0 and backend.dynamo:
             return BackwardFailed(f"compiling {scn.backward_text} through {backend.side} raised {_innermost(exc)} "
                                   "(on the first call dynamo traces the program, and AOTAutograd, for a backend that "
-                                  "uses it, the forward and the backward, with the ops' fakes)")
+                                  "uses it, the forward and the backward, with the ops' fakes)", traced_backward=True)
         if what == "forward":
             where = f"the forward of run {run}, for {scn.backward_text}, through {backend.side}"
         else:

@@ -83,7 +83,12 @@ def op_of_backward_row(row: str) -> str | None:
 
 class BackwardFailed(RuntimeError):
     """A backward cell's compile, forward or backward raised: the message names the op, the custom ops its backward
-    calls and the stage; the exception torch raised is its ``__cause__`` (the limitation table matches that one)."""
+    calls and the stage; the exception torch raised is its ``__cause__`` (the limitation table matches that one).
+    ``traced_backward``: it was raised by the compile that traces the backward with the ops' fakes."""
+
+    def __init__(self, message: str, traced_backward: bool = False) -> None:
+        super().__init__(message)
+        self.traced_backward = traced_backward
 
 
 @dataclasses.dataclass(frozen=True)

@@ -123,6 +123,9 @@ def test_a_backward_fake_of_the_wrong_shape_fails_the_compiled_cells(gains):
                                   "samples_autograd::gain_backward_wrong) through aot_eager raised RuntimeError: ")
     assert "returned an invalid gradient at index 0 - got [1, 3] but expected shape compatible with [2, 3]" \
         in cell.reason
+    # Export traces no backward: a failure there is not the backward fake's, whatever that fake returns.
+    saved = run_custom_cell(ctx, "gain_bwfake.backward", "export_saveload")
+    assert (saved.status, saved.limitation) == (Status.UNSUPPORTED, "custom-saveload-object-input"), saved.reason
 
 
 def test_a_backward_that_raises_for_another_reason_names_the_op_and_the_stage(gains):
