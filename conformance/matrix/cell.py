@@ -24,8 +24,8 @@ from .backends import Backend, all_backends, get_backend
 from .limitations import observation, raised_at
 
 __all__ = ["Rows", "Difference", "RULES", "RAISES", "OUTPUT_DIFFERS", "STALE_RESULT", "STATE_DIFFERS",
-           "TRACING_CHANGED_OBJECT", "FOLLOWS_FROM_FAKE", "GRADIENT_DIFFERS", "GRADIENT_WRONG", "new_cell", "cell_failure",
-           "cell_skip_reason"]
+           "TRACING_CHANGED_OBJECT", "FOLLOWS_FROM_FAKE", "GRADIENT_DIFFERS", "GRADIENT_WRONG", "new_cell",
+           "cell_failure", "cell_skip_reason"]
 
 RAISES = "matrix.raises"
 OUTPUT_DIFFERS = "matrix.output-differs"
