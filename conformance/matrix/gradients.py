@@ -36,7 +36,7 @@ from .cell import GRADIENT_DIFFERS, GRADIENT_WRONG, Difference
 
 __all__ = ["BACKWARD", "has_backward", "backward_row", "op_of_backward_row", "INFERENCE_ONLY", "Gradients",
            "GradientRun", "BackwardFailed", "gradient_differences", "numeric_check", "CustomOps", "OpCall",
-           "fake_mismatches", "MISSING_GRADIENT"]
+           "fake_mismatches", "requiring_grad", "not_applicable", "MISSING_GRADIENT"]
 
 #: The suffix of a backward row's name (``op.gather.backward``).
 BACKWARD = ".backward"
