@@ -6,6 +6,8 @@ whose kernel relies on the autocast around it does not."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -174,3 +176,20 @@ def test_the_custom_op_with_an_autocast_rule_passes_and_the_one_without_fails(mi
     details = "\n".join(cell.details)
     assert "The values for attribute 'dtype' do not match: torch.float32 != torch.bfloat16" in details
     assert "torch.library.register_autocast(op, device_type, dtype)" in details
+
+
+@pytest.mark.process
+def test_the_reproducer_runs_both_sides_under_the_autocast(samples):
+    """The column's script lines wrap the compiled program in the autocast and make eager's reference again under
+    it: on a cell that passes, the script runs to its end in a fresh interpreter and finds no disagreement."""
+    from conformance.core.settings import Settings
+    from conformance.engine.reproducers import NOT_REPRODUCED, run_fresh
+    from conformance.matrix.torchbind.run import ROWS as rows
+    root = str(Path(__file__).resolve().parents[3])
+    engine = Engine(Settings(load_code=("import sys", f"sys.path.insert(0, {root!r})", "import sample_classes")))
+    ctx = engine.context(COUNTER)
+    script = rows.repro(ctx, scenario(ctx, "sequence"), get_backend("autocast"))
+    assert "with torch.autocast('cpu', dtype=torch.bfloat16):\n    expected = run_twice(module(first), first)" in script
+    ran = run_fresh(script)
+    assert ran.returncode == 0, ran
+    assert NOT_REPRODUCED in ran.stdout
