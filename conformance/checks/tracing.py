@@ -385,9 +385,27 @@ def _custom_programs(ctx: CustomClassContext, unjudged: list[str]) -> list[_Prog
 def _custom_repro(ctx: CustomClassContext):
     def repro(program: _Program, stage: str) -> str:
         return ctx.repro([*program.source.splitlines(), "", program.example,
-                          *program.stage_lines(stage, "state_of(obj)")]).replace(
-            "\nclass Program", "\nfrom conformance.custom.state import state_of\n\nclass Program", 1)
+                          *program.stage_lines(stage, _state_source(program.build()))])
     return repro
+
+
+def _state_source(obj: Any) -> str:
+    """Source over ``obj`` that reads what :func:`state_of` reads of it with nothing but Python, for a reproducer
+    that runs with torch and the user's module only: ``obj.__getstate__()`` where the class defines one, else its
+    ``__dict__`` (fields the trace adds show too) and ``__slots__``, else the fields :func:`state_of` found, read
+    with ``getattr`` (a C type's properties and members)."""
+    cls = type(obj)
+    if getattr(cls, "__getstate__", None) not in (None, getattr(object, "__getstate__", None)):
+        return "obj.__getstate__()"
+    declared = [vars(c).get("__slots__", ()) for c in cls.__mro__]
+    slots = [s for names in declared for s in ((names,) if isinstance(names, str) else names)
+             if s not in ("__dict__", "__weakref__")]
+    parts = ([f"**{{k: getattr(obj, k) for k in {tuple(slots)!r} if hasattr(obj, k)}}"] if slots else []) + \
+        (["**vars(obj)"] if hasattr(obj, "__dict__") else [])
+    if parts:
+        return "vars(obj)" if parts == ["**vars(obj)"] else "{" + ", ".join(parts) + "}"
+    keys = tuple(k for k in state_of(obj) if isinstance(k, str) and k.isidentifier())
+    return f"{{k: getattr(obj, k) for k in {keys!r} if hasattr(obj, k)}}"
 
 
 # ----- the check --------------------------------------------------------------------------------------------------

@@ -212,3 +212,69 @@ def test_a_class_giving_each_object_its_own_key_is_compared_on_one_object():
     assert outcome.status == Status.PASSED, outcome.render()
     assert not any("reading the object's state changes it" in n for n in outcome.notes), outcome.notes
     assert {s: outcome.evidence.counts.get(s) for s in STAGES} == {s: 1 for s in STAGES}
+
+
+# ----- the reproducer runs with torch and the user's module only ---------------------------------------------------
+
+
+@pytest.mark.process
+def test_a_custom_class_reproducer_needs_nothing_of_the_plugin(tmp_path, monkeypatch):
+    import importlib
+    import os
+
+    from conftest import REGISTRATION_SOURCE
+
+    from conformance.engine.reproducers import run_fresh
+
+    # The trial's SamplingState, in a module of its own: _bump, a USE_REAL member, advances the RNG offset.
+    (tmp_path / "tracing_sampling.py").write_text(REGISTRATION_SOURCE + """
+@symbolic(guard_fn=lambda s: [s.offset], _bump=1)
+class Sampling(Base):
+    def __init__(self, seed: int = 0):
+        self.seed, self.offset = seed, 0
+    def _bump(self) -> int:
+        self.offset += 1
+        return self.offset
+""")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    importlib.import_module("tracing_sampling")
+    outcome = tracing_of("tracing_sampling.Sampling")
+    bump = {f.target: f for f in outcome.failures}["_bump"]
+    assert "conformance" not in bump.repro, bump.repro  # it imported conformance.custom.state for state_of
+    assert "print('before:', vars(obj))" in bump.repro.splitlines()
+    # Run fresh from an empty directory with the plugin made unimportable: it shows the change by itself.
+    run = run_fresh("import sys\nsys.modules['conformance'] = None  # no plugin\n" + bump.repro)
+    assert run.returncode == 0, run.stderr[-2000:]
+    shown = dict(ln.split(": ", 1) for ln in run.stdout.splitlines() if ln.startswith(("before", "traced")))
+    assert shown["before"].endswith("'offset': 0}") and shown["traced"].endswith("'offset': 1}"), run.stdout
+
+
+class _Slotted:
+    __slots__ = ("level", "__weakref__")
+
+    def __init__(self):
+        self.level = 0
+
+
+class _Pickled:
+    def __init__(self):
+        self.level = 0
+
+    def __getstate__(self):
+        return {"level": self.level}
+
+
+def test_the_reproducers_state_line_reads_what_state_of_reads():
+    from conformance.checks.tracing import _state_source
+    from conformance.custom.state import state_of
+
+    for obj in (_Slotted(), _Pickled(), _gauge()):
+        source = _state_source(obj)
+        assert eval(source, {"obj": obj}) == state_of(obj), (type(obj), source)  # noqa: S307 - ours
+
+
+def _gauge():
+    import sample_classes.custom_classes as module
+
+    return module.GaugeInlinedAdvances(2)
