@@ -14,6 +14,9 @@ Both classes hold ``k``, and their op is ``x @ (k * W)`` for a fixed 3x3 matrix 
   program runs its graph with autocast off (AOTAutograd disables it at run time, pytorch#86515), so the same kernel
   computes in float32: the compiled program's output is float32 where eager's is bfloat16 (``assert_close``: dtype
   differs). BROKEN under autocast only: without autocast both give float32.
+* :class:`MixerFloat32Only` and ``samples_autocast::mix_float32``, whose autocast rule casts to bfloat16 but whose
+  kernel accepts float32 only: plain eager itself raises under autocast, so the column has no reference (n/a,
+  saying what eager raised); without autocast every column runs it.
 
 Registered through whichever API the running torch has (:mod:`sample_classes.custom_classes`).
 """
@@ -24,7 +27,7 @@ import torch
 
 from .custom_classes import register_constant
 
-__all__ = ["Mixer", "MixerAmbient", "mix", "mix_ambient", "WEIGHT"]
+__all__ = ["Mixer", "MixerAmbient", "MixerFloat32Only", "mix", "mix_ambient", "mix_float32", "WEIGHT"]
 
 #: The fixed matrix both ops scale by ``k``.
 WEIGHT = torch.tensor([[1.0, 0.5, -0.25], [0.125, 2.0, 0.75], [-1.5, 0.375, 1.0]])
@@ -88,3 +91,24 @@ def mix_ambient(x: torch.Tensor, m: MixerAmbient) -> torch.Tensor:
 @mix_ambient.register_fake
 def _mix_ambient_fake(x, m):
     return x.new_empty((*x.shape[:-1], WEIGHT.shape[1]))
+
+
+@register_constant
+class MixerFloat32Only(_Weighted):
+    """A constant custom class whose op ``samples_autocast::mix_float32`` rejects the bfloat16 its autocast rule
+    casts to: eager under autocast raises."""
+
+
+@torch.library.custom_op("samples_autocast::mix_float32", mutates_args=())
+def mix_float32(x: torch.Tensor, m: MixerFloat32Only) -> torch.Tensor:
+    """``x @ m.weight()``; raises unless ``x`` is float32."""
+    torch._check(x.dtype == torch.float32, lambda: f"mix_float32 takes float32 only, got {x.dtype}")
+    return x @ m.weight()
+
+
+@mix_float32.register_fake
+def _mix_float32_fake(x, m):
+    return x.new_empty((*x.shape[:-1], WEIGHT.shape[1]))
+
+
+torch.library.register_autocast("samples_autocast::mix_float32", "cpu", torch.bfloat16)

@@ -178,6 +178,21 @@ def test_the_custom_op_with_an_autocast_rule_passes_and_the_one_without_fails(mi
     assert "torch.library.register_autocast(op, device_type, dtype)" in details
 
 
+def test_a_program_plain_eager_rejects_under_autocast_has_no_reference(mixers):
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(_Mix(mixers.mix_float32)(x, mixers.MixerFloat32Only(2.0)),
+                               x @ mixers.MixerFloat32Only(2.0).weight())
+    with bf16(), pytest.raises(RuntimeError, match="mix_float32 takes float32 only, got torch.bfloat16"):
+        _Mix(mixers.mix_float32)(x, mixers.MixerFloat32Only(2.0))
+    ctx = ENGINE.context(f"{MOD}.MixerFloat32Only")
+    assert run_custom_cell(ctx, "mix_float32", "aot_eager").status is Status.PASSED
+    cell = run_custom_cell(ctx, "mix_float32", "autocast")
+    assert cell.status is Status.SKIPPED
+    assert cell.reason.startswith("no eager reference: plain eager under torch.autocast('cpu', "
+                                  "dtype=torch.bfloat16) raises RuntimeError: mix_float32 takes float32 only"), \
+        cell.reason
+
+
 @pytest.mark.process
 def test_the_reproducer_runs_both_sides_under_the_autocast(samples):
     """The column's script lines wrap the compiled program in the autocast and make eager's reference again under
