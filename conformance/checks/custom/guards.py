@@ -13,7 +13,7 @@ results names the field ``__eq__`` ignores; the failure then calls a compiled pr
 with ``a``, then ``b``, and shows its stale result beside eager's. A pair and an input that shows the ignored field
 need not be drawn together: the search steers toward inputs that tell fields apart, tries every equal pair it kept
 on every input it kept, and says in a note when no input told an ignored field apart
-(:mod:`conformance.checks.custom.guard_inputs`).
+(:mod:`conformance.custom.guard_inputs`).
 
 **Symbolic (reference) types** (targets: each ``USE_REAL`` member and each op taking the class): a symbolic object
 is a graph input guarded by its type and the values ``guard_fn`` returns, not by identity; a ``USE_REAL`` member is
@@ -58,7 +58,7 @@ from ...core.results import Failure
 from ...custom.context import CustomClassContext
 from ...custom.discovery import CustomOpInfo
 from .. import with_targets
-from .guard_inputs import ProgramCall, Seen, crossed, equal_pair_violation, program_call, untold_notes
+from ...custom.guard_inputs import ProgramCall, Seen, crossed, equal_pair_violation, program_call, untold_notes
 
 
 def _targets(ctx):

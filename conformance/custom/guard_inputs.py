@@ -1,4 +1,4 @@
-"""The inputs of the ``guards`` check on a constant (value) class: a stale result needs an equal pair *and* an input
+"""The inputs of the ``guards`` check (:mod:`conformance.checks.custom.guards`) on a constant (value) class: a stale result needs an equal pair *and* an input
 that tells the pair apart, and the draw must not decide whether both were found.
 
 Rule source: the ``guards`` check (:mod:`conformance.checks.custom.guards`): torch.compile guards a constant object
@@ -23,15 +23,16 @@ So the search:
 from __future__ import annotations
 
 import dataclasses
+
 from hypothesis import target
 
-from ...core.evidence import record, uncounted
-from ...core.results import Note
-from ...custom.context import CustomClassContext, Recipe
-from ...custom.discovery import CustomOpInfo
-from ...custom.state import twin_differences
-from ...engine.compare import value_differences
-from ...engine.values import ArgumentSet
+from ..core.evidence import record, uncounted
+from ..core.results import Note
+from ..engine.compare import value_differences
+from ..engine.values import ArgumentSet
+from .context import CustomClassContext, Recipe
+from .discovery import CustomOpInfo
+from .state import twin_differences
 
 __all__ = ["Seen", "Finding", "equal_pair_violation", "crossed", "untold_notes", "ProgramCall", "program_call",
            "PAIRS", "INPUTS", "OBJECTS"]
