@@ -21,6 +21,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import conformance
 from conformance.matrix.torchbind.run import run_cell
+from conformance.core.names import CHECK_NAMES
 from conformance.core.registry import REGISTRY
 from conformance.runner import Engine, plan, run_target
 from conformance.core.settings import Settings
@@ -244,13 +245,14 @@ def test_signature_accepts_any_anywhere_in_a_fake_annotation(adopter, inputs):
     assert "return: annotated List[Any], C++ returns Tensor" in got[("signature", "scratch")].failures[0].details
 
 
-@pytest.mark.process  # compiles with inductor / AOTInductor: runs the C++ compiler
 def test_tracing_mode_real_skips_what_needs_a_fake_and_runs_the_rest(inputs):
     real = torch.classes.samples_inputs.RealEngine(2)
     # Plain torch: with tracing_mode() == "real" fakification hands back the real object; the fake is never used.
     assert maybe_to_fake_obj(FakeTensorMode(), real) is real
     engine = engine_of()  # an engine with an empty registry
-    got = outcomes(engine, ENGINE)
+    # Every check but the matrix, whose cell that shows the rule runs below (the others, through inductor and
+    # AOTInductor, would compile for nothing this test asserts).
+    got = outcomes(engine, ENGINE, only=set(CHECK_NAMES) - {"matrix"})
     for key in [("roundtrip", None), ("coverage", "run"), ("signature", "scale"), ("agreement", "run"),
                 ("return_type", "scale"), ("extra_methods", None), ("differential", None)]:
         assert got[key].status == "skipped", key
