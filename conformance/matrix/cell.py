@@ -52,8 +52,9 @@ RULES = {
                        "named)",
     GRADIENT_DIFFERS: "a backward row: a gradient of the loss through the backend differs from plain eager's, or the "
                       "backend's outputs carry no gradient where eager's do",
-    GRADIENT_WRONG: "a backward row: plain eager's gradient (the op's autograd formula) disagrees with finite "
-                    "differences (torch.autograd.gradcheck), so every backend differentiates a wrong formula",
+    GRADIENT_WRONG: "a backward row: plain eager's own gradient (the op's autograd formula) disagrees with finite "
+                    "differences (torch.autograd.gradcheck's Jacobians) where the forward is not flat, and the "
+                    "backend reproduces it: every backend differentiates the same wrong formula",
 }
 
 
@@ -294,9 +295,12 @@ def new_cell(qualname: str, row_index: int, row: str, backend: str) -> Cell:
 
 def cell_failure(cell: Cell) -> Failure:
     """The :class:`Failure` a ``FAILED`` cell's item reports, with the cell's rule id (:data:`RULES`): which
-    backend does not reproduce eager, why, and the program."""
+    backend does not reproduce eager, why, and the program; for ``matrix.gradient-wrong`` (eager's own formula is
+    wrong, the backend reproduces it) why, naming no backend."""
     backend = get_backend(cell.backend)
-    return Failure(f"{backend.group} {backend.title} does not reproduce plain eager for {cell.row}: {cell.reason}",
+    headline = (cell.reason if cell.rule == GRADIENT_WRONG  # eager's own formula is wrong: no backend's fault
+                else f"{backend.group} {backend.title} does not reproduce plain eager for {cell.row}: {cell.reason}")
+    return Failure(headline,
                    details=tuple(cell.details), program=cell.program or None, repro=cell.repro or None,
                    rule=cell.rule)
 
