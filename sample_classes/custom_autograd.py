@@ -12,6 +12,12 @@ of the coverage matrix (``tests/unit/matrix/test_backward.py``). Not imported by
 * :class:`GainFormulaIgnoresState`, registered on its own, with ``samples_autograd::gain_nostate``, whose formula
   returns ``grad * 1.0`` instead of ``grad * g.factor``: every backend agrees with eager, and eager is wrong, which
   ``torch.autograd.gradcheck`` (finite differences) shows.
+* :class:`Quantizer`, a constant class holding a rounding ``step`` and a ``bound`` (in steps), with
+  ``samples_autograd::ste_quantize(x, q) = round(x / q.step).clamp(-q.bound, q.bound) * q.step`` (quantize, then
+  dequantize: an FP8/int8 recipe's fake quantization) and a straight-through gradient, the usual one for it:
+  ``samples_autograd::ste_quantize_backward(grad, x, q) = grad`` where ``|x / q.step| <= q.bound``, 0 where the
+  forward clipped. CORRECT: compiled gradients are eager's; ``torch.autograd.gradcheck`` fails on it (the forward
+  is flat, its finite differences zero), as it does on every straight-through estimator.
 
 Registered through whichever API the running torch has (:mod:`sample_classes.custom_classes`).
 """
@@ -23,7 +29,7 @@ import torch
 from .custom_classes import register_constant
 
 __all__ = ["Gain", "GainBackwardFakeWrong", "GainFormulaIgnoresState", "gain", "gain_backward", "gain_bwfake",
-           "gain_backward_wrong", "gain_nostate"]
+           "gain_backward_wrong", "gain_nostate", "Quantizer", "ste_quantize", "ste_quantize_backward"]
 
 
 @register_constant
@@ -126,3 +132,63 @@ def _gain_nostate_fake(x, g):
 
 
 gain_nostate.register_autograd(lambda ctx, grad: (grad * 1.0, None), setup_context=_save)  # the defect: no factor
+
+
+# ----- correct: a straight-through estimator (the forward is flat, the gradient a choice) ------------------------
+@register_constant
+class Quantizer:
+    """A constant custom class: a rounding ``step`` (in ``[1e-3, 1e3]``) and a ``bound`` (the largest magnitude, in
+    steps, a quantized value takes, in ``[1, 1e6]``: 127 for int8, 448 for FP8 E4M3 with step 1). Raises
+    ``ValueError`` for others."""
+
+    def __init__(self, step: float, bound: float):
+        if not (1e-3 <= step <= 1e3) or not (1.0 <= bound <= 1e6):
+            raise ValueError(f"step must be in [1e-3, 1e3] and bound in [1, 1e6], got {step!r}, {bound!r}")
+        self.step, self.bound = step, bound
+
+    def __eq__(self, other):
+        return type(other) is type(self) and (self.step, self.bound) == (other.step, other.bound)
+
+    def __hash__(self):
+        return hash((type(self).__name__, self.step, self.bound))
+
+    def __fx_repr__(self):
+        return f"Quantizer({self.step!r}, {self.bound!r})", {"Quantizer": Quantizer}
+
+    def __repr__(self):
+        return f"Quantizer({self.step!r}, {self.bound!r})"
+
+
+@torch.library.custom_op("samples_autograd::ste_quantize", mutates_args=())
+def ste_quantize(x: torch.Tensor, q: Quantizer) -> torch.Tensor:
+    """``x`` rounded to a multiple of ``q.step``, clipped to ``q.bound`` steps: a new tensor, ``x``'s shape."""
+    return torch.round(x / q.step).clamp(-q.bound, q.bound) * q.step
+
+
+@ste_quantize.register_fake
+def _ste_quantize_fake(x, q):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("samples_autograd::ste_quantize_backward", mutates_args=())
+def ste_quantize_backward(grad: torch.Tensor, x: torch.Tensor, q: Quantizer) -> torch.Tensor:
+    """The straight-through gradient of ``ste_quantize``: ``grad`` where ``x`` was not clipped, 0 where it was."""
+    return grad * ((x / q.step).abs() <= q.bound).to(grad.dtype)
+
+
+@ste_quantize_backward.register_fake
+def _ste_quantize_backward_fake(grad, x, q):
+    return torch.empty_like(grad)
+
+
+def _save_quantizer(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+    ctx.quantizer = inputs[1]
+
+
+def _ste_quantize_grad(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return ste_quantize_backward(grad, x, ctx.quantizer), None
+
+
+ste_quantize.register_autograd(_ste_quantize_grad, setup_context=_save_quantizer)

@@ -45,7 +45,7 @@ class BackwardScenario:
     ``inputs`` the names of its floating-point inputs, ``backward_ops`` the custom ops eager's backward called
     (``backward_calls``: each call, with its arguments and result),
     ``numeric`` the differences of eager's gradient from finite differences (once per row) and ``notes`` what the
-    cells add (e.g. why that check did not run)."""
+    cells add (e.g. why that check did not run or could not judge: a flat forward)."""
 
     row: str
     op: str
@@ -134,8 +134,8 @@ def _grads_change(gradients: Gradients, module, runs: tuple[BackwardRun, ...], s
 
 def run_backward(scn: BackwardScenario, backend: Backend) -> list[Difference]:
     """Compile or export the program with run 0's object, then differentiate each run through it and through plain
-    eager; every difference (eager's gradient against finite differences first, then each run's gradients against
-    eager's). Raises :class:`~conformance.matrix.gradients.BackwardFailed` when a step raises, unless it was the
+    eager; every difference (each run's gradients against eager's first, then eager's own gradient against finite
+    differences: ``matrix.gradient-wrong`` is the cell's rule only where the backend reproduces eager). Raises :class:`~conformance.matrix.gradients.BackwardFailed` when a step raises, unless it was the
     compile that traces the backward with the ops' fakes and the fake of an op the backward calls returns other
     shapes than the op on eager's own call: then the failure follows from that fake (``matrix.follows-from-fake``),
     and the difference says so first."""
@@ -156,7 +156,7 @@ def _run_backward(scn: BackwardScenario, backend: Backend) -> list[Difference]:
     except Exception as exc:  # noqa: BLE001 - named by its stage
         raise BackwardFailed(f"{'exporting' if backend.ahead_of_time else 'compiling'} the program of "
                              f"{scn.backward_text} through {backend.side} raised {_innermost(exc)}") from exc
-    diffs = list(scn.numeric)
+    diffs: list[Difference] = []
     for i, run in enumerate(scn.runs):
         eager_obj = run.make()
         expected = scn.gradients.run(lambda a: scn.module(eager_obj)(*a), run.args(eager_obj),
@@ -164,7 +164,9 @@ def _run_backward(scn: BackwardScenario, backend: Backend) -> list[Difference]:
         obj = traced if i == 0 and not backend.ahead_of_time else run.make()
         got = scn.gradients.run(lambda a: runner(*a), run.args(obj), _stage(scn, backend, i))
         diffs += gradient_differences(run.label, list(scn.inputs), expected, got, backend.side, scn.op)
-    return diffs
+    # The backend's own differences first: the cell's rule is theirs when it has any; eager's formula, wrong in every
+    # backend alike, is the cell's rule only where the backend reproduces eager.
+    return diffs + list(scn.numeric)
 
 
 def _stage(scn: BackwardScenario, backend: Backend, run: int) -> Callable[[str, BaseException], Exception]:

@@ -14,13 +14,16 @@ backend compiled (AOTAutograd's, for ``aot_eager`` and ``inductor``: its fakes, 
 while compiling) is the one that runs. Gradients are compared with eager's by ``value_differences`` (the
 ``torch.testing.assert_close`` tolerances every matrix comparison uses). Eager's own gradient is checked once per
 row against finite differences (``torch.autograd.gradcheck``, in float64 where the op accepts it): a formula that
-is wrong in eager, e.g. one that ignores the object's state, is as wrong in every backend.
+is wrong in eager, e.g. one that ignores the object's state, is as wrong in every backend. Where gradcheck fails, its
+Jacobians say why (:func:`judge_jacobians`): where the forward is flat by steps (a rounding or quantizing op, whose
+straight-through gradient is a choice) or jumps, finite differences judge nothing, and the cells say so.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +39,8 @@ from .cell import GRADIENT_DIFFERS, GRADIENT_WRONG, Difference
 
 __all__ = ["BACKWARD", "has_backward", "backward_row", "op_of_backward_row", "INFERENCE_ONLY", "Gradients",
            "GradientRun", "BackwardFailed", "gradient_differences", "numeric_check", "CustomOps", "OpCall",
-           "fake_mismatches", "requiring_grad", "not_applicable", "MISSING_GRADIENT"]
+           "fake_mismatches", "requiring_grad", "not_applicable", "MISSING_GRADIENT", "judge_jacobians", "EPS",
+           "ATOL", "RTOL", "COARSE"]
 
 #: The suffix of a backward row's name (``op.gather.backward``).
 BACKWARD = ".backward"
@@ -233,9 +237,11 @@ def gradient_differences(label: str, names: list[str], expected: GradientRun, go
 
 def numeric_check(call: Callable[[tuple], Any], args: tuple, op: str) -> tuple[list[Difference], str | None]:
     """Eager's gradient of ``call`` (the program on a fresh object) against finite differences:
-    ``torch.autograd.gradcheck`` on float64 copies of the floating-point inputs. Returns the differences (rule
-    ``matrix.gradient-wrong``) and, when the check could not run (the op rejects float64 inputs), a note saying
-    so."""
+    ``torch.autograd.gradcheck`` on float64 copies of the floating-point inputs, and where it fails, the Jacobians it
+    compares (:func:`judge_jacobians`). Returns the differences (rule ``matrix.gradient-wrong``, a fact about eager's
+    formula, the same for every backend) and a note where the check could not judge: the op rejects float64 inputs,
+    its forward is flat on these inputs (a rounding or quantizing op, whose straight-through gradient is a choice
+    finite differences cannot judge), or it disagrees only where the forward jumps. Raises nothing."""
     double = tuple(pytree.tree_map(lambda t: t.double() if isinstance(t, torch.Tensor) and t.is_floating_point()
                                    else t, a) if isinstance(a, (list, tuple, torch.Tensor)) else a for a in args)
     args64, inputs = requiring_grad(double)
@@ -252,13 +258,102 @@ def numeric_check(call: Callable[[tuple], Any], args: tuple, op: str) -> tuple[l
     try:
         torch.autograd.gradcheck(fn, tuple(inputs), fast_mode=True)
     except GradcheckError as exc:
-        first = str(exc).strip().splitlines()[0]
-        return [Difference(GRADIENT_WRONG, f"eager's gradient of {op} (its autograd formula) disagrees with finite "
-                           f"differences (torch.autograd.gradcheck, float64): {first}")], None
+        return judge_jacobians(fn, tuple(inputs), op, exc)
     except Exception as exc:  # noqa: BLE001 - the op or its backward rejects float64: no finite differences to trust
         return [], (f"the gradient of {op} is not checked against finite differences: in float64 it raised "
                     f"{exception_line(exc, limit=150)}")
     return [], None
+
+
+#: torch.autograd.gradcheck's defaults: the step of its finite differences and the tolerances it compares with.
+EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3
+#: The coarser steps that tell a piecewise-constant forward (it moves by steps: a rounding) from a constant one.
+COARSE = (1e-4, 1e-2, 1.0, 1e2, 1e4)
+_GRADCHECK = importlib.import_module("torch.autograd.gradcheck")  # the module (torch.autograd.gradcheck is its function)
+
+
+def judge_jacobians(fn: Callable[..., tuple], inputs: tuple, op: str,
+                    failed: Exception) -> tuple[list[Difference], str | None]:
+    """Why ``torch.autograd.gradcheck`` failed on ``fn`` (``failed``), from the Jacobians it compares: eager's
+    formula's (gradcheck's ``_check_analytical_jacobian_attributes``) and the finite differences' (its
+    ``_get_numerical_jacobian``, at its step :data:`EPS`, a quarter of it, and the :data:`COARSE` steps). Each entry
+    (an input element, an output element) is
+
+    * smooth: its finite difference is not zero and hardly moves from one fine step to the other: judged;
+    * a jump: it moves otherwise (a quarter of the step gives zero, or four times as much: the output jumped
+      between ``x - eps`` and ``x + eps``): finite differences say nothing of a gradient there, not judged;
+    * flat by steps: zero at both fine steps, not at a coarse one (a rounding or quantizing forward, piecewise
+      constant): the gradient there is a choice (a straight-through estimator), not judged;
+    * constant: zero at every step: the derivative is 0, judged.
+
+    A judged entry where the formula differs from the finite differences by more than gradcheck's tolerances
+    (:data:`ATOL`, :data:`RTOL`) makes the formula wrong (``matrix.gradient-wrong``), with the largest one and both
+    values; otherwise a note says what was not judged. Where gradcheck's helpers cannot run, gradcheck's own message
+    is the difference. Raises nothing."""
+    try:
+        outputs = fn(*inputs)
+        jacobian = lambda eps: _GRADCHECK._get_numerical_jacobian(fn, inputs, outputs, eps=eps)  # noqa: E731
+        wide, narrow = jacobian(EPS), jacobian(EPS / 4)  # [input][output]
+        formula = [_GRADCHECK._check_analytical_jacobian_attributes(inputs, out, 0.0, False)  # [output][input]
+                   for out in outputs]
+        coarse = [jacobian(eps) for eps in COARSE]
+    except Exception:  # noqa: BLE001 - gradcheck's helpers refuse what gradcheck refused: its message says why
+        text = " ".join(str(failed).split())
+        return [Difference(GRADIENT_WRONG, f"eager's own gradient of {op} (its autograd formula) disagrees with "
+                           f"finite differences (torch.autograd.gradcheck, float64): {text[:600]}")], None
+    count = dict(entries=0, smooth=0, jumps=0, stepped=0, wrong=0, unjudged=0)
+    worst: tuple[float, str] | None = None
+    for j, x in enumerate(inputs):
+        for i, out in enumerate(outputs):
+            w, n, a = wide[j][i], narrow[j][i], formula[i][j].to(torch.float64)
+            fine_flat = (w.abs() <= ATOL) & (n.abs() <= ATOL)
+            smooth = ~fine_flat & ((n - w).abs() <= 0.5 * w.abs())  # a smooth forward's hardly moves with the step
+            moved = torch.zeros_like(fine_flat)
+            for c in coarse:
+                moved |= c[j][i] != 0
+            stepped, jump = fine_flat & moved, ~fine_flat & ~smooth
+            judged = ~stepped & ~jump
+            differs = (a - w).abs() > ATOL + RTOL * w.abs()
+            bad = judged & differs
+            for key, mask in (("smooth", smooth), ("jumps", jump), ("stepped", stepped), ("wrong", bad),
+                              ("unjudged", ~judged & differs)):
+                count[key] += int(mask.sum())
+            count["entries"] += w.numel()
+            if bad.any():
+                gap = torch.where(bad, (a - w).abs(), torch.zeros_like(w))
+                k = int(gap.argmax())
+                row, col = divmod(k, max(out.numel(), 1))
+                size = float(gap.flatten()[k])
+                if worst is None or size > worst[0]:
+                    worst = (size, f"d output {i}{_at(out, col)} / d input {j}{_at(x, row)} is "
+                                   f"{float(a.flatten()[k]):.6g} by the formula, {float(w.flatten()[k]):.6g} by "
+                                   f"finite differences (difference {size:.6g})")
+    if worst is not None:
+        return [Difference(GRADIENT_WRONG, f"eager's own gradient of {op} (its autograd formula, in plain eager) "
+                           f"disagrees with finite differences (torch.autograd.gradcheck's, float64, step {EPS:g}) "
+                           f"on {count['wrong']} of {count['entries']} Jacobian entries; the largest: {worst[1]}. "
+                           "Every backend runs the same formula: the formula's fault, not the backend's")], None
+    jumped = f", and jumps at {count['jumps']}" if count["jumps"] else ""
+    if not count["smooth"] and count["unjudged"]:
+        return [], (f"eager's gradient of {op} is not the finite differences' (torch.autograd.gradcheck, float64, "
+                    f"fails), but the forward is flat on these inputs (piecewise constant: of {count['entries']} "
+                    f"Jacobian entries, {count['stepped']} are zero at gradcheck's step {EPS:g} and move only at a "
+                    f"coarser one{jumped}): the gradient of a rounding or quantizing forward, a straight-through "
+                    "estimator, is a choice by design that finite differences cannot judge; the cells compare the "
+                    "backend's gradient with eager's alone")
+    if count["unjudged"]:
+        return [], (f"eager's gradient of {op} differs from finite differences (torch.autograd.gradcheck, float64) "
+                    f"only where the forward is flat by steps or jumps ({count['unjudged']} of {count['entries']} "
+                    "Jacobian entries), where finite differences judge no gradient; elsewhere they agree")
+    return [], (f"torch.autograd.gradcheck (fast mode, float64) fails on eager's gradient of {op}, but the full "
+                "Jacobians it compares agree within its tolerances: not judged")
+
+
+def _at(t: torch.Tensor, flat: int) -> str:
+    """Element ``flat`` (a row-major index) of ``t``, as ``[i, j]`` (nothing for a 0-d tensor)."""
+    if t.dim() == 0:
+        return ""
+    return "[" + ", ".join(str(int(i)) for i in torch.unravel_index(torch.tensor(flat), t.shape)) + "]"
 
 
 def not_applicable(op: str, why: str) -> NotApplicable:

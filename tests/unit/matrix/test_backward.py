@@ -6,6 +6,7 @@ show the same; inductor only where a test needs it (each compile costs seconds).
 from __future__ import annotations
 
 import importlib
+import re
 
 import pytest
 import torch
@@ -13,10 +14,10 @@ import torch
 from conformance.core.results import Status
 from conformance.core.settings import Settings
 from conformance.matrix.backends import Backend
-from conformance.matrix.cell import FOLLOWS_FROM_FAKE, GRADIENT_DIFFERS, GRADIENT_WRONG, RAISES, RULES
+from conformance.matrix.cell import FOLLOWS_FROM_FAKE, GRADIENT_DIFFERS, GRADIENT_WRONG, RAISES, RULES, cell_failure
 from conformance.matrix.custom.run import ROWS as CUSTOM_ROWS
 from conformance.matrix.custom.run import run_cell as run_custom_cell
-from conformance.matrix.gradients import has_backward
+from conformance.matrix.gradients import has_backward, numeric_check
 from conformance.matrix.limitations import LIMITATIONS
 from conformance.matrix.torchbind.rows import row_names
 from conformance.matrix.torchbind.run import run_cell
@@ -162,8 +163,101 @@ def test_a_formula_that_ignores_the_object_fails_against_finite_differences(gain
 
     cell = run_custom_cell(_custom_ctx("GainFormulaIgnoresState"), "gain_nostate.backward", "aot_eager")
     assert (cell.status, cell.rule) == (Status.FAILED, GRADIENT_WRONG)
-    assert cell.reason.startswith("eager's gradient of samples_autograd::gain_nostate (its autograd formula) "
-                                  "disagrees with finite differences (torch.autograd.gradcheck, float64)")
+    # A fact about eager's formula, with gradcheck's numbers (its Jacobians' largest difference and where), not its
+    # message cut short; the failure names no backend as not reproducing eager (aot_eager gives eager's gradient).
+    factor = float(re.search(r"first: obj = GainFormulaIgnoresState\((.*?)\)", cell.program).group(1))
+    assert re.fullmatch(r"eager's own gradient of samples_autograd::gain_nostate \(its autograd formula, in plain "
+                        r"eager\) disagrees with finite differences \(torch\.autograd\.gradcheck's, float64, step "
+                        r"1e-06\) on (\d+) of (\d+) Jacobian entries; the largest: d output 0(\[[\d, ]*\])? / "
+                        r"d input 0(\[[\d, ]*\])? is 1 by the formula, (\S+) by finite differences \(difference "
+                        r"\S+\)\. Every backend runs the same formula: the formula's fault, not the backend's",
+                        cell.reason), cell.reason
+    assert re.search(r"is 1 by the formula, (\S+) by", cell.reason).group(1) == f"{factor:.6g}"
+    assert "Jacobian mismatch" not in cell.reason
+    failure = cell_failure(cell)
+    assert failure.rule == GRADIENT_WRONG and "does not reproduce" not in failure.summary
+    assert failure.summary == cell.reason
+
+    # A backend that also differs from eager fails on its own gradient first; eager's formula follows in the details.
+    def doubles(scn, module, args):
+        return lambda *a: module(*a) * 2
+
+    cell = run_custom_cell(_custom_ctx("GainFormulaIgnoresState"), "gain_nostate.backward",
+                           Backend("doubles", "test", "doubles", doubles))
+    assert (cell.status, cell.rule) == (Status.FAILED, GRADIENT_DIFFERS), cell.reason
+    assert any(d.startswith("eager's own gradient of samples_autograd::gain_nostate") for d in cell.details)
+
+
+def test_a_straight_through_estimator_is_not_judged_by_finite_differences(gains):
+    # Plain torch: ste_quantize rounds (its forward is flat between steps), its formula passes the gradient through
+    # where the input was not clipped. gradcheck fails on it: its numerical Jacobian is zero, the formula's is not.
+    # Compiled, the gradient is eager's.
+    q = gains.Quantizer(0.5, 4.0)  # values up to 4 steps (2.0)
+    x, w = torch.tensor([[0.3, -1.1], [2.9, 0.8]]), torch.ones(2, 2)
+    out, eager = _grad(lambda t: gains.ste_quantize(t, q), x, w)
+    assert torch.equal(out, torch.tensor([[0.5, -1.0], [2.0, 1.0]]))
+    assert torch.equal(eager, torch.tensor([[1.0, 1.0], [0.0, 1.0]]))  # zero where 2.9 was clipped
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda t, o: gains.ste_quantize(t, o), backend="aot_eager", fullgraph=True)
+    assert torch.equal(_grad(lambda t: compiled(t, q), x, w)[1], eager)
+    x64 = x.double().requires_grad_()
+    assert not torch.autograd.gradcheck(lambda t: gains.ste_quantize(t, q), (x64,), raise_exception=False)
+    helpers = importlib.import_module("torch.autograd.gradcheck")
+    (numerical,), = helpers._get_numerical_jacobian(lambda t: (gains.ste_quantize(t, q),), (x64,), eps=1e-6)
+    assert torch.equal(numerical, torch.zeros(4, 4, dtype=torch.float64))
+
+    ctx = _custom_ctx("Quantizer")
+    for backend in ("eager", "aot_eager"):
+        cell = run_custom_cell(ctx, "ste_quantize.backward", backend)
+        assert (cell.status, cell.rule) == (Status.PASSED, ""), (backend, cell.reason)
+        note = next(d for d in cell.details if d.startswith("eager's gradient of samples_autograd::ste_quantize is "
+                                                             "not the finite differences'"))
+        assert "the forward is flat on these inputs (piecewise constant" in note
+        assert note.endswith("a straight-through estimator, is a choice by design that finite differences cannot "
+                             "judge; the cells compare the backend's gradient with eager's alone")
+
+    def doubles(scn, module, args):  # the cells still fail on the backend's own gradient
+        return lambda *a: module(*a) * 2
+
+    cell = run_custom_cell(ctx, "ste_quantize.backward", Backend("doubles", "test", "doubles", doubles))
+    assert (cell.status, cell.rule) == (Status.FAILED, GRADIENT_DIFFERS), cell.reason
+    assert ": gradient of input 0: Tensor-likes are not close!" in cell.reason and "(eager vs doubles; " in cell.reason
+
+
+def _ones_formula(forward):
+    """``forward`` with the autograd formula ``grad * 1`` (a straight-through estimator's)."""
+    class Through(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return forward(t)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 1.0
+
+    return lambda args: Through.apply(args[0])
+
+
+def test_finite_differences_tell_a_rounding_forward_from_a_constant_one():
+    # Both forwards have a numerical Jacobian of zero at gradcheck's step, and the formula grad * 1 fails gradcheck
+    # on both; a float8 round trip (an FP8 recipe's qdq) moves by steps: its gradient is a choice, not judged. A
+    # forward that ignores its input (x * 0) never moves: its derivative is 0 and the formula is wrong.
+    x = torch.tensor([[0.3, -1.7, 2.2], [5.0, -0.05, 1.0]])
+    qdq = _ones_formula(lambda t: t.to(torch.float8_e4m3fn).to(t.dtype))
+    zero = _ones_formula(lambda t: t * 0.0)
+    for fn in (qdq, zero):
+        assert not torch.autograd.gradcheck(lambda t: fn((t,)), (x.double().requires_grad_(),),
+                                            raise_exception=False)
+    diffs, note = numeric_check(qdq, (x,), "qdq")
+    assert diffs == [] and "the forward is flat on these inputs (piecewise constant: of 36 Jacobian entries, 6 are" \
+        in note
+    diffs, note = numeric_check(zero, (x,), "zero")
+    assert note is None and [d.rule for d in diffs] == [GRADIENT_WRONG]
+    assert "on 6 of 36 Jacobian entries; the largest: d output 0[0, 0] / d input 0[0, 0] is 1 by the formula, 0 " \
+           "by finite differences (difference 1)" in diffs[0].line
+    # A smooth forward with a wrong formula: the numbers are the formula's and the finite differences'.
+    diffs, _ = numeric_check(_ones_formula(lambda t: t * 3.0), (x,), "triple")
+    assert "is 1 by the formula, 3 by finite differences (difference 2)" in diffs[0].line
 
 
 def test_a_backend_whose_gradient_differs_fails_with_its_rule(gains):
@@ -242,7 +336,11 @@ def test_a_torchbind_formula_that_ignores_the_object_fails(paged):
 
     cell = run_cell(paged.context(CACHE), "op.weighted_nostate.backward", "eager")
     assert (cell.status, cell.rule) == (Status.FAILED, GRADIENT_WRONG), cell.reason
-    assert "samples_inputs_autograd::weighted_nostate" in cell.reason
+    assert cell.reason.startswith("eager's own gradient of samples_inputs_autograd::weighted_nostate (its autograd "
+                                  "formula, in plain eager) disagrees with finite differences")
+    assert re.search(r"the largest: d output 0(\[[\d, ]*\])? / d input 0(\[[\d, ]*\])? is 1 by the formula, \S+ by "
+                     r"finite differences",
+                     cell.reason), cell.reason
 
 
 def test_a_gradient_through_a_torchbind_method_is_eagers_alone():
