@@ -341,6 +341,11 @@ def test_a_torchbind_formula_that_ignores_the_object_fails(paged):
     assert re.search(r"the largest: d output 0(\[[\d, ]*\])? / d input 0(\[[\d, ]*\])? is 1 by the formula, \S+ by "
                      r"finite differences",
                      cell.reason), cell.reason
+    # Under aot_eager torch drops the op's gradient (the limitation) before any formula runs: that is the cell's
+    # verdict, the formula's line follows in its details (the eager and export cells fail on it).
+    cell = run_cell(paged.context(CACHE), "op.weighted_nostate.backward", "aot_eager")
+    assert (cell.status, cell.limitation) == (Status.UNSUPPORTED, "torchbind-op-autograd"), cell.reason
+    assert any(d.startswith("eager's own gradient of samples_inputs_autograd::weighted_nostate") for d in cell.details)
 
 
 def test_a_gradient_through_a_torchbind_method_is_eagers_alone():
