@@ -135,7 +135,8 @@ def _grads_change(gradients: Gradients, module, runs: tuple[BackwardRun, ...], s
 def run_backward(scn: BackwardScenario, backend: Backend) -> list[Difference]:
     """Compile or export the program with run 0's object, then differentiate each run through it and through plain
     eager; every difference (each run's gradients against eager's first, then eager's own gradient against finite
-    differences: ``matrix.gradient-wrong`` is the cell's rule only where the backend reproduces eager). Raises :class:`~conformance.matrix.gradients.BackwardFailed` when a step raises, unless it was the
+    differences: ``matrix.gradient-wrong`` is the cell's rule only where the backend reproduces eager).
+    Raises :class:`~conformance.matrix.gradients.BackwardFailed` when a step raises, unless it was the
     compile that traces the backward with the ops' fakes and the fake of an op the backward calls returns other
     shapes than the op on eager's own call: then the failure follows from that fake (``matrix.follows-from-fake``),
     and the difference says so first."""

@@ -269,7 +269,8 @@ def numeric_check(call: Callable[[tuple], Any], args: tuple, op: str) -> tuple[l
 EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3
 #: The coarser steps that tell a piecewise-constant forward (it moves by steps: a rounding) from a constant one.
 COARSE = (1e-4, 1e-2, 1.0, 1e2, 1e4)
-_GRADCHECK = importlib.import_module("torch.autograd.gradcheck")  # the module (torch.autograd.gradcheck is its function)
+#: gradcheck's module (``torch.autograd.gradcheck`` is its function), whose Jacobian helpers the check reads.
+_GRADCHECK = importlib.import_module("torch.autograd.gradcheck")
 
 
 def judge_jacobians(fn: Callable[..., tuple], inputs: tuple, op: str,
