@@ -91,9 +91,15 @@ class Rows:
         """Why no cell of the class can run at all (its cells skip with it), or ``None``."""
         return None
 
+    def is_backward_row(self, ctx, row: str) -> bool:
+        """Whether ``row`` is one of the class's backward rows (:mod:`conformance.matrix.gradients`)."""
+        return False
+
     def cannot_run_in(self, ctx, row: str, backend: Backend) -> str | None:
-        """Why ``row`` has no cell through ``backend`` (e.g. a backward row through an inference-only backend: the
-        cell skips with it), or ``None``."""
+        """Why ``row`` has no cell through ``backend``, or ``None``: a backward row through a backend autograd
+        cannot differentiate (:attr:`~conformance.matrix.backends.Backend.no_backward`); the cell skips with it."""
+        if backend.no_backward and self.is_backward_row(ctx, row):
+            return backend.no_backward
         return None
 
     def scenario(self, ctx, row: str) -> Any:

@@ -37,7 +37,7 @@ from ..core.results import NotApplicable, exception_line
 from ..engine.compare import value_differences
 from .cell import GRADIENT_DIFFERS, GRADIENT_WRONG, Difference
 
-__all__ = ["BACKWARD", "has_backward", "backward_row", "op_of_backward_row", "INFERENCE_ONLY", "Gradients",
+__all__ = ["BACKWARD", "has_backward", "backward_row", "op_of_backward_row", "Gradients",
            "GradientRun", "BackwardFailed", "gradient_differences", "numeric_check", "CustomOps", "OpCall",
            "fake_mismatches", "requiring_grad", "not_applicable", "MISSING_GRADIENT", "judge_jacobians", "EPS",
            "ATOL", "RTOL", "COARSE"]
@@ -46,11 +46,6 @@ __all__ = ["BACKWARD", "has_backward", "backward_row", "op_of_backward_row", "IN
 BACKWARD = ".backward"
 #: How a difference that a backend's outputs carry no gradient begins (the limitation table's evidence).
 MISSING_GRADIENT = "no gradient flows back"
-#: Backends whose programs autograd cannot differentiate, and why: their backward cells are n/a.
-INFERENCE_ONLY = {
-    "aoti": "AOTInductor compiles an inference-only program (torch._inductor.aoti_compile_and_package packages the "
-            "forward graph; the loaded package's outputs never require grad), so it has no backward to compare",
-}
 _AUTOGRAD_KEYS = ("Autograd", "AutogradCPU", "CompositeImplicitAutograd")
 _NOT_CUSTOM = frozenset({"aten", "prim", "prims", "higher_order"})
 

@@ -43,7 +43,9 @@ class Backend:
     test's own), whose failed cells come without a reproducer. ``autocast``: the ``(device_type, dtype)`` of a
     column whose program runs under ``torch.autocast(device_type, dtype=dtype)``; the cell then makes plain eager's
     reference under the same autocast (:meth:`conformance.matrix.cell.Rows.run_cell`), and its ``script`` rebinds
-    the reproducer's ``expected`` the same way. ``None``: no autocast.
+    the reproducer's ``expected`` the same way. ``None``: no autocast. ``no_backward``: why autograd cannot
+    differentiate the backend's program (an inference-only backend), the reason its backward-row cells skip with;
+    empty where it can.
     """
 
     name: str
@@ -56,6 +58,7 @@ class Backend:
     dynamo: bool = False
     script: tuple[str, ...] = ()
     autocast: tuple[str, torch.dtype] | None = None
+    no_backward: str = ""
 
     def autocasting(self) -> contextlib.AbstractContextManager:
         """``torch.autocast(device_type, dtype=dtype)`` for a column with :attr:`autocast`, else a context that

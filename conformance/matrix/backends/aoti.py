@@ -23,7 +23,10 @@ def prepare(scenario, module, example_args):
 
 
 BACKEND = Backend(name="aoti", group="AOTInductor", title="AOTInductor", prepare=prepare,
-                  ahead_of_time=True, state_visible=False, scalars_as_tensors=True, script=(
+                  ahead_of_time=True, state_visible=False, scalars_as_tensors=True,
+                  no_backward="AOTInductor compiles an inference-only program (torch._inductor.aoti_compile_and_package "
+                              "packages the forward graph; the loaded package's outputs never require grad), so it "
+                              "has no backward to compare", script=(
                       "import os, tempfile",
                       export_script(strict=False, name="exported"),
                       "package = torch._inductor.aoti_compile_and_package(exported, package_path=os.path.join("

@@ -15,7 +15,6 @@ from ..backends import Backend
 from ..backward import BackwardScenario, run_backward
 from ..cell import OUTPUT_DIFFERS, STALE_RESULT, STATE_DIFFERS, Difference, Rows
 from ..explain import STAYED, cannot_tell
-from ..gradients import INFERENCE_ONLY
 from .backward import backward_scenario, is_backward_row
 from .rows import CustomScenario, custom_rows, scenario
 
@@ -32,11 +31,8 @@ class CustomRows(Rows):
     def qualname(self, ctx: CustomClassContext) -> str:
         return ctx.info.name
 
-    def cannot_run_in(self, ctx: CustomClassContext, row: str, backend: Backend) -> str | None:
-        """A backward row through an inference-only backend (:data:`~conformance.matrix.gradients.INFERENCE_ONLY`)."""
-        if backend.name in INFERENCE_ONLY and is_backward_row(ctx, row):
-            return f"n/a: {INFERENCE_ONLY[backend.name]}"
-        return None
+    def is_backward_row(self, ctx: CustomClassContext, row: str) -> bool:
+        return is_backward_row(ctx, row)
 
     def scenario(self, ctx: CustomClassContext, row: str) -> CustomScenario | BackwardScenario:
         if is_backward_row(ctx, row):

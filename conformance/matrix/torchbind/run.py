@@ -20,7 +20,6 @@ from ..backends.export_strict import fake_tensors_left
 from ..backward import BackwardScenario, run_backward
 from ..cell import STATE_DIFFERS, TRACING_CHANGED_OBJECT, Difference, Rows
 from ..explain import cannot_tell
-from ..gradients import INFERENCE_ONLY
 from .backward import backward_scenario, is_backward_row
 from .explain import fake_cause, output_differences, state_differences
 from .repro import cell_repro
@@ -57,11 +56,8 @@ class TorchBindRows(Rows):
                     f"either (see {ctx.info.test_name}::flatten)")
         return None
 
-    def cannot_run_in(self, ctx: ClassContext, row: str, backend: Backend) -> str | None:
-        """A backward row through an inference-only backend (:data:`~conformance.matrix.gradients.INFERENCE_ONLY`)."""
-        if backend.name in INFERENCE_ONLY and is_backward_row(ctx, row):
-            return f"n/a: {INFERENCE_ONLY[backend.name]}"
-        return None
+    def is_backward_row(self, ctx: ClassContext, row: str) -> bool:
+        return is_backward_row(ctx, row)
 
     def scenario(self, ctx: ClassContext, row: str) -> Scenario | BackwardScenario:
         if is_backward_row(ctx, row):
