@@ -82,12 +82,6 @@ def run_checks(load: str, entries: dict[str, dict]) -> dict[str, list[Verdict]]:
                          options=("--torchbind-timeout=5",))
 
 
-#: The tests that read the ``samples`` fixture, kept on one xdist worker (``--dist=loadgroup``, the project's
-#: addopts): the fixture scaffolds and checks every sample class, the most costly setup of the suite, and a module
-#: fixture is made again in each worker that runs one of its tests.
-ON_THE_SAMPLES = pytest.mark.xdist_group("scaffold-samples")
-
-
 @pytest.fixture(scope="module")
 def samples(tmp_path_factory):
     """Every sample class scaffolded, and the plugin's verdicts on the generated modules."""
@@ -116,7 +110,6 @@ def assert_structural_checks_pass(entries: dict[str, dict], verdicts: dict[str, 
                 assert v.status in ("passed", "skipped"), (qualname, v)
 
 
-@ON_THE_SAMPLES
 @pytest.mark.process
 def test_every_sample_class(samples):
     entries, verdicts = samples
@@ -141,7 +134,6 @@ def test_every_sample_class(samples):
     assert_structural_checks_pass(entries, verdicts, CPP_FAULTS)
 
 
-@ON_THE_SAMPLES
 @pytest.mark.process
 @pytest.mark.parametrize("qualname", list(EXPECTED))
 def test_inferred_bodies_pass_agreement_and_differential(samples, qualname):
@@ -158,7 +150,6 @@ def test_inferred_bodies_pass_agreement_and_differential(samples, qualname):
     assert text_of(samples, qualname).count("@torch.library.register_fake(") >= ops
 
 
-@ON_THE_SAMPLES
 @pytest.mark.process
 def test_every_inferred_body_passes_agreement(samples):
     """What the scaffold keeps, the plugin's agreement check accepts (a failing candidate became a stub)."""
@@ -173,7 +164,6 @@ def test_every_inferred_body_passes_agreement(samples):
                 assert "raise NotImplementedError(" in body, (qualname, v)
 
 
-@ON_THE_SAMPLES
 @pytest.mark.process
 def test_crashing_and_hanging_calls_are_left_out(samples):
     text = text_of(samples, "samples_unsafe::CrashyStack")
@@ -254,7 +244,6 @@ def table(stdout: str) -> list[Verdict]:
     return rows
 
 
-@ON_THE_SAMPLES
 @pytest.mark.process
 @pytest.mark.parametrize("qualname", list(EXPECTED))
 def test_generated_module_content(samples, qualname):
@@ -268,7 +257,6 @@ def test_generated_module_content(samples, qualname):
     assert text.count("@torch.library.register_fake(") == ops
 
 
-@ON_THE_SAMPLES
 @pytest.mark.process
 def test_tensor_queue_module(samples):
     text = text_of(samples, "samples::TensorQueue")
@@ -283,7 +271,6 @@ def test_tensor_queue_module(samples):
     assert "return x * foo.size()" in text
 
 
-@ON_THE_SAMPLES
 @pytest.mark.process
 def test_versioned_static_methods(samples):
     text = text_of(samples, "samples_patterns::Versioned")
@@ -292,7 +279,6 @@ def test_versioned_static_methods(samples):
     assert "    @staticmethod\n    def clamp(_0: int, _1: int) -> int:" in text
 
 
-@ON_THE_SAMPLES
 @pytest.mark.process
 def test_uninferred_body_says_what_was_observed(samples):
     text = text_of(samples, "samples::Config")
