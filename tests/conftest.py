@@ -140,6 +140,30 @@ def run_inprocess(pytester, *args, **kwargs):
         hypothesis.core.global_force_seed = seed
 
 
+def made_once(tmp_path_factory, name: str, make):
+    """What ``make(folder)`` returns (JSON data; ``folder`` a new directory for the files it writes), made once per
+    test session, under xdist too: the first worker to ask makes it while holding a lock in the directory all the
+    workers' temporary directories share, and keeps it there as JSON; a worker asking later waits for the lock and
+    reads it. For a costly module fixture that several tests read, which ``-n 2`` would otherwise make again in
+    each worker that runs one of them (pytest-xdist's ``--dist=loadgroup`` groups nothing with pytest 9.2)."""
+    import fcntl
+    import json
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # pytest-of-<user>/pytest-<n>/, above popen-gw0, popen-gw1
+    done = shared / f"{name}.json"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, a failed make included
+        if done.exists():
+            return json.loads(done.read_text())
+        folder = shared / name
+        folder.mkdir(exist_ok=True)
+        value = make(folder)
+        done.write_text(json.dumps(value))
+        return value
+
+
 def undated_report(path) -> dict:
     """A JSON matrix report without the date it was written (the one label two runs of the same suite differ
     in), for comparing the reports of two runs."""

@@ -8,6 +8,7 @@ imported), so the generated module is the only fake of its class.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from conformance.core.results import Status, Verdict
 from conformance.scaffold.check import CHECKS, STRUCTURAL, RUN_CHECK, check_modules, format_table, structural
 from conformance.scaffold.templates import literal
 
-from conftest import needs_torch_testlib
+from conftest import made_once, needs_torch_testlib
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY_ONLY = f"{ROOT / 'sample_classes' / '_build.py'}:load_library"
@@ -79,15 +80,24 @@ def run_checks(load: str, entries: dict[str, dict]) -> dict[str, list[Verdict]]:
     isolation (the unsafe samples crash and hang in C++)."""
     made = {q: Path(e["module"]) for q, e in entries.items() if "module" in e}
     return check_modules(list(made), [load], list(made.values()), checks=CHECKS, examples=10, isolation="process",
-                         options=("--torchbind-timeout=5",))
+                         options=("--torchbind-timeout=2",))
 
 
 @pytest.fixture(scope="module")
 def samples(tmp_path_factory):
-    """Every sample class scaffolded, and the plugin's verdicts on the generated modules."""
-    entries = batch(LIBRARY_ONLY, ["samples::*", "samples_patterns::*", "samples_broken::*", "samples_unsafe::*"],
-                    tmp_path_factory.mktemp("scaffold-samples"))
-    return entries, run_checks(LIBRARY_ONLY, entries)
+    """Every sample class scaffolded, and the plugin's verdicts on the generated modules: made once for the test
+    session (the suite's most costly setup; under xdist the worker that comes second reads what the first made)."""
+
+    def make(folder: Path) -> dict:
+        entries = batch(LIBRARY_ONLY, ["samples::*", "samples_patterns::*", "samples_broken::*", "samples_unsafe::*"],
+                        folder)
+        verdicts = run_checks(LIBRARY_ONLY, entries)
+        return {"entries": entries, "verdicts": {q: [v.to_json() for v in vs] for q, vs in verdicts.items()}}
+
+    made = made_once(tmp_path_factory, "scaffold-samples", make)
+    verdicts = {q: [dataclasses.replace(Verdict.from_json(v), qualname=q) for v in vs]
+                for q, vs in made["verdicts"].items()}
+    return made["entries"], verdicts
 
 
 def text_of(samples, qualname: str) -> str:
