@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from .autograd_evidence import autograd_falls_through
+from .autograd_evidence import autograd_falls_through, method_autograd_not_implemented
 
 __all__ = ["Limitation", "LIMITATIONS", "find_limitation", "observation", "raised_at", "failure_chain"]
 
@@ -437,6 +437,22 @@ LIMITATIONS: tuple[Limitation, ...] = (
                "kernel is registered for that very key; register_autograd registers the Autograd alias key) and "
                "_dispatch_in_python; torch/_functorch/aot_autograd.py then compiles an inference graph, since no "
                "output requires grad (torch 2.13, 2.14.1)",
+    ),
+    Limitation(
+        key="torchbind-method-autograd",
+        backends=frozenset({"eager", "aot_eager", "inductor", "export", "export_strict", "export_saveload",
+                            "autocast"}),
+        difference=r"^run \d \([^)]*\): (gradient of input \d+: expected Tensor.*, got None \(NoneType\)|no gradient "
+                   r"flows back through )",
+        observed="the backend's gradient of an input was None where eager's is a tensor",
+        confirm=method_autograd_not_implemented,
+        reason="a traced or exported program calls a TorchBind method through call_torchbind, which has no autograd "
+               "formula: with a tensor argument requiring grad its result is detached (and wrapped in a DelayedError), "
+               "so the output requires grad but no gradient reaches the inputs; plain eager differentiates the aten "
+               "ops the C++ method runs",
+        source="torch/_higher_order_ops/torchbind.py: call_torchbind.py_autograd_impl(autograd_not_implemented("
+               "call_torchbind, deferred_error=True)); torch/_higher_order_ops/utils.py autograd_not_implemented_inner "
+               "(torch 2.13, 2.14.1)",
     ),
     Limitation(
         key="saveload-object-input",

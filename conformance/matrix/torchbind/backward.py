@@ -10,6 +10,7 @@ from ...core.results import NotApplicable
 from ...torchbind.context import ClassContext
 from ..backward import BackwardRun, BackwardScenario, make_backward
 from ..gradients import op_of_backward_row
+from .method_backward import is_method_backward_row, method_backward_scenario
 from .rows import OP_PREFIX, scenario
 from .scenarios import Scenario
 
@@ -17,9 +18,11 @@ __all__ = ["is_backward_row", "backward_scenario"]
 
 
 def is_backward_row(ctx: ClassContext, row: str) -> bool:
-    """Whether ``row`` is one of the class's backward rows."""
+    """Whether ``row`` is one of the class's backward rows (an op's, or a method's:
+    :mod:`conformance.matrix.torchbind.method_backward`)."""
     op_row = op_of_backward_row(row)
-    return op_row is not None and any(OP_PREFIX + op.short_name == op_row for op in ctx.info.ops)
+    return op_row is not None and (any(OP_PREFIX + op.short_name == op_row for op in ctx.info.ops)
+                                   or is_method_backward_row(ctx, row))
 
 
 def backward_scenario(ctx: ClassContext, row: str) -> BackwardScenario:
@@ -31,6 +34,8 @@ def backward_scenario(ctx: ClassContext, row: str) -> BackwardScenario:
         raise cached
     if cached is not None:
         return cached
+    if is_method_backward_row(ctx, row):
+        return method_backward_scenario(ctx, row)
     op_row = op_of_backward_row(row)
     base: Scenario = scenario(ctx, op_row)
     differentiated = next(o for o in ctx.info.ops if OP_PREFIX + o.short_name == op_row).qualname

@@ -9,6 +9,8 @@ Rows, after the seed document's Coverage Matrix ("Custom Op with torchbind input
 * ``<op>``: a custom op that takes the object, the object a ``forward`` input;
 * ``<op>.backward``: the gradients of the op's row, for an op with an autograd formula
   (:mod:`conformance.matrix.gradients`; its scenario: :mod:`conformance.matrix.torchbind.backward`);
+* ``<method>.backward``: the gradients of a method's row, for a method taking and returning a tensor (its scenario,
+  and why torch alone decides its cells: :mod:`conformance.matrix.torchbind.method_backward`);
 * ``sequence`` / ``sequence.attr``: method calls that mutate then read the state (e.g. push, push, pop, size),
   with the object a ``forward`` input / a module attribute (a constant of the program). Ops have rows of their
   own; methods returning ``str`` are left out, since no backend can trace them (the ``non-tensor-op-result`` and
@@ -34,7 +36,8 @@ from ..gradients import backward_row, has_backward
 from .scenarios import NoEagerReference, ProgramCall, Scenario, tensor_values
 from .sizes import dynamic_inputs
 
-__all__ = ["row_names", "scenario", "OP_PREFIX", "SEQUENCE", "SEQUENCE_ATTR", "TENSORS_ATTR", "DYNAMIC"]
+__all__ = ["row_names", "scenario", "method_backward_rows", "OP_PREFIX", "SEQUENCE", "SEQUENCE_ATTR", "TENSORS_ATTR",
+           "DYNAMIC"]
 
 SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC = "sequence", "sequence.attr", "tensors.attr", "dynamic"
 _SEQUENCES = (SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC)
@@ -48,13 +51,25 @@ _SKIPPED_METHODS = frozenset({"tracing_mode"})
 def row_names(ctx: ClassContext) -> list[str]:
     """The scenario rows of a class, in report order (no objects are built): each method (dunder methods
     included, called explicitly: ``obj.__len__()``), each dunder again through its Python operator
-    (``operator.len``: ``len(obj)``), each op, the backward row of each op with an autograd formula, then the
-    sequences."""
+    (``operator.len``: ``len(obj)``), each op, the backward row of each op with an autograd formula and of each
+    method taking and returning a tensor (:func:`method_backward_rows`), then the sequences."""
     methods = [m for m in ctx.info.user_methods if m not in _SKIPPED_METHODS]
     operators = [Callee.python_operator(m).label for m in methods if m in OPERATORS]
     ops = [OP_PREFIX + op.short_name for op in ctx.info.ops]
     backward = [backward_row(OP_PREFIX + op.short_name) for op in ctx.info.ops if has_backward(op.qualname, op.schema)]
-    return methods + operators + ops + backward + list(_SEQUENCES)
+    return methods + operators + ops + backward + method_backward_rows(ctx) + list(_SEQUENCES)
+
+
+def method_backward_rows(ctx: ClassContext) -> list[str]:
+    """The backward rows of the class's methods (``scale.backward``), read off the schemas alone, as rows are
+    planned before any object is built: each method, dunders left out (called by name they are the
+    ``explicit-dunder-call`` limitation), that takes a tensor and returns one. Where eager's output on the row's
+    inputs does not require grad, the row's cells are n/a, saying so."""
+    tensor = lambda t: "Tensor" in str(t)  # noqa: E731 - Tensor, Tensor?, Tensor[]
+    return [backward_row(m) for m in ctx.info.user_methods
+            if m not in _SKIPPED_METHODS and not m.startswith("__")
+            and any(tensor(a.type) for a in ctx.info.methods[m].arguments[1:])
+            and tensor(return_type(ctx.info.methods[m]))]
 
 
 def _eager_ok(example: Example, calls: tuple[ProgramCall, ...], errors: list[str] | None = None) -> bool:
