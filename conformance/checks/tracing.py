@@ -334,13 +334,14 @@ def _torchbind_read(ctx: ClassContext) -> Callable[[Any], Any]:
 
 
 def _custom_programs(ctx: CustomClassContext, unjudged: list[str]) -> list[_Program]:
-    drawn_recipes = draw_fixed(ctx.objects(), 3, f"{ctx.info.name}:tracing")
+    drawn_recipes = ctx.drawn(3, f"{ctx.info.name}:tracing")  # none built: the constructor's skip, not a program's
     # An object every factory call returns again, uncopyable: a change would reach the items after this one.
     recipes = [r for r in drawn_recipes if r.code not in ctx.shared]
-    if drawn_recipes and not recipes:
+    if not recipes:  # no object to try: no program is one eager rejected
         unjudged.append(f"the example objects ({', '.join(ctx.shared)}) are the same object on every factory call "
                         "and cannot be copied, so a change tracing made would reach the items after this one; "
                         "return new objects from the factory")
+        return []
     candidates: list[_Program] = []
     refused: dict[_Program, str] = {}  # a program eager may reject, and what to say then
     for op in ctx.info.ops:

@@ -22,7 +22,7 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from ..engine.arguments import ArgumentSource
+from ..engine.arguments import ArgumentSource, draw_fixed
 from ..core.breadcrumbs import Tracer
 from .discovery import CustomClassInfo, CustomOpInfo, api_names
 from .state import fresh_copy, learn_memos, same_value, state_of
@@ -242,11 +242,28 @@ class CustomClassContext:
         except Found as found:
             return found.finding
         except Unsatisfiable:
-            raise NotApplicable(
-                f"{self.info.name}'s constructor rejected every generated argument set (last: {self.rejected}), so "
-                f"nothing was compared; give objects with @conformance.examples({self.info.name!r}) or arguments "
-                f"with conformance.strategy({self.info.name!r}, '__init__', ...)") from None
+            raise self.unbuildable() from None
         return None
+
+    def drawn(self, count: int, digest: str) -> list[Recipe]:
+        """Up to ``count`` objects of :meth:`objects`, the same on every run
+        (:func:`conformance.engine.arguments.draw_fixed` seeded from ``digest``). Raises :meth:`unbuildable` when
+        not one could be built, so that no check blames an op or a member for the constructor's refusal."""
+        recipes = draw_fixed(self.objects(), count, digest)
+        if not recipes:
+            raise self.unbuildable()
+        return recipes
+
+    def unbuildable(self) -> NotApplicable:
+        """The skip of every item that needed an object of the class when none could be built: the constructor's
+        last error on the generated arguments (:attr:`rejected`) and what the adopter can give. One text for every
+        check and matrix cell: the cause is the constructor, never an op or member "rejecting every object"."""
+        name = self.info.name
+        why = (f"{name}'s constructor rejected every generated argument set (last: {self.rejected})"
+               if self.rejected is not None else f"no argument set for {name}'s constructor could be drawn")
+        return NotApplicable(f"{why}, so no object of {name} could be built and nothing was compared; give objects "
+                             f"with @conformance.examples({name!r}) or the constructor's arguments with "
+                             f"conformance.strategy({name!r}, '__init__', ...)")
 
     # ----- ops -------------------------------------------------------------------------------------------------
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import torch
 
-from ...engine.arguments import draw_fixed
 from ...engine.compare import value_differences
 from ...custom.context import show
 from ...core.results import Failure, NotApplicable
@@ -57,7 +56,7 @@ def baked(ctx: CustomClassContext, op: CustomOpInfo) -> list[Failure]:
     args = drawn[0]
     call = ctx.call_code(op, args, "obj")
     exported, export_error = 0, None
-    for recipe in draw_fixed(ctx.objects(), 3, f"{ctx.info.name}:baked:{op.qualname}"):
+    for recipe in ctx.drawn(3, f"{ctx.info.name}:baked:{op.qualname}"):  # none built: the constructor's skip
         module = _module(ctx, op, args, recipe)
         try:
             with ctx.calling(lambda: f"{op.qualname} on a {ctx.info.name} made in forward, eager"):

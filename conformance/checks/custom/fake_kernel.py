@@ -129,7 +129,7 @@ def fake_kernel(ctx: CustomClassContext, op: CustomOpInfo) -> list[Failure]:
     device, strides, aliasing) and reads only registered members of a symbolic object."""
     args_sets = ctx.arguments.fixed(op.qualname, op.schema, op.positions[0], limit=3)
     compared = 0
-    for recipe in _objects(ctx):
+    for recipe in _objects(ctx):  # at least one object: the op, not the constructor, rejects what follows
         for args in args_sets:
             pos, kw = args.make()
             pos.insert(op.positions[0], recipe.build())
@@ -205,7 +205,6 @@ def _raised(ctx, op, args, recipe, call, real, exc: BaseException) -> Failure:
 def _objects(ctx):
     """The objects compared: every object the adopter's ``@conformance.examples`` factories return (comparing a
     fake is cheap, and any of them may be the one it gets wrong), else three drawn from the constructor (the same
-    on every run)."""
-    from ...engine.arguments import draw_fixed
-
-    return ctx.example_recipes() or draw_fixed(ctx.objects(), 3, f"{ctx.info.name}:fake_kernel")
+    on every run). Raises the class's :meth:`~conformance.custom.context.CustomClassContext.unbuildable` skip when
+    no object could be built."""
+    return ctx.example_recipes() or ctx.drawn(3, f"{ctx.info.name}:fake_kernel")

@@ -132,9 +132,7 @@ def _draw(ctx, op: CustomOpInfo):
     if unlike is not None:
         return unlike
     if not draws:
-        raise NotApplicable(f"{ctx.info.name}'s constructor rejected every generated argument set (last: "
-                            f"{ctx.rejected}), so the check compared nothing; give objects with "
-                            f"@conformance.examples({ctx.info.name!r})")
+        raise ctx.unbuildable()
     raise NotApplicable(f"no program calling {op.qualname} could be called with {TWINS} distinct objects built the "
                         f"same way ({'; '.join(list(dict.fromkeys(why))[:3])}), so the check compared nothing; give "
                         f"such objects with @conformance.examples({ctx.info.name!r}) or arguments the op accepts "
