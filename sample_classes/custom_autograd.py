@@ -18,6 +18,13 @@ of the coverage matrix (``tests/unit/matrix/test_backward.py``). Not imported by
   ``samples_autograd::ste_quantize_backward(grad, x, q) = grad`` where ``|x / q.step| <= q.bound``, 0 where the
   forward clipped. CORRECT: compiled gradients are eager's; ``torch.autograd.gradcheck`` fails on it (the forward
   is flat, its finite differences zero), as it does on every straight-through estimator.
+* :class:`LossScale`, a symbolic class holding a ``label`` and a ``scale`` (registered ``USE_REAL``), with
+  ``samples_autograd::loss_scaled(x, s) = x * s.scale``, whose autograd formula reads ``s.scale``: the forward's
+  kernel runs on the object passed in, the formula is traced while compiling (AOTAutograd), reading ``scale`` on the
+  real object and baking it in. Its ``guard_fn`` returns ``label`` and ``scale``. CORRECT.
+* :class:`LossScaleGuardMissesScale`, the same with ``samples_autograd::loss_scaled_stale``, whose ``guard_fn`` returns
+  ``label`` alone: forward results stay right, and a program compiled for one object gives another object with the
+  same label the first one's gradient (an FP8 recipe's scaling state in a new user's trial).
 
 Registered through whichever API the running torch has (:mod:`sample_classes.custom_classes`).
 """
@@ -26,10 +33,11 @@ from __future__ import annotations
 
 import torch
 
-from .custom_classes import register_constant
+from .custom_classes import _SymbolicBase, register_constant, register_symbolic
 
 __all__ = ["Gain", "GainBackwardFakeWrong", "GainFormulaIgnoresState", "gain", "gain_backward", "gain_bwfake",
-           "gain_backward_wrong", "gain_nostate", "Quantizer", "ste_quantize", "ste_quantize_backward"]
+           "gain_backward_wrong", "gain_nostate", "Quantizer", "ste_quantize", "ste_quantize_backward", "LossScale",
+           "LossScaleGuardMissesScale", "loss_scaled", "loss_scaled_stale"]
 
 
 @register_constant
@@ -192,3 +200,53 @@ def _ste_quantize_grad(ctx, grad):
 
 
 ste_quantize.register_autograd(_ste_quantize_grad, setup_context=_save_quantizer)
+
+
+# ----- a symbolic class whose backward reads a field: guard_fn must return it -----------------------------------
+@register_symbolic(guard_fn=lambda s: [s.label, s.scale], use_real=("scale",))
+class LossScale(_SymbolicBase):
+    """A symbolic custom class: a ``label`` and a loss ``scale`` (finite, in ``[1e-3, 1e3]``; ``ValueError``
+    otherwise) that ``update`` changes."""
+
+    def __init__(self, label: str, scale: float):
+        self.label = label
+        self.scale = self._checked(scale)
+
+    @staticmethod
+    def _checked(scale: float) -> float:
+        if not (1e-3 <= abs(scale) <= 1e3):
+            raise ValueError(f"scale must be finite with |scale| in [1e-3, 1e3], got {scale!r}")
+        return float(scale)
+
+    def update(self, scale: float) -> None:
+        self.scale = self._checked(scale)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.label!r}, {self.scale!r})"
+
+
+@register_symbolic(guard_fn=lambda s: [s.label], use_real=("scale",))
+class LossScaleGuardMissesScale(LossScale):
+    """Broken: ``guard_fn`` leaves out ``scale``, which only the backward of ``samples_autograd::loss_scaled_stale``
+    reads while compiling."""
+
+
+def _save_scale(ctx, inputs, output):
+    ctx.scaling = inputs[1]
+
+
+@torch.library.custom_op("samples_autograd::loss_scaled", mutates_args=())
+def loss_scaled(x: torch.Tensor, s: LossScale) -> torch.Tensor:
+    """``x * s.scale``: a new tensor, ``x``'s shape; its formula is ``grad * s.scale``."""
+    return x * s.scale
+
+
+@torch.library.custom_op("samples_autograd::loss_scaled_stale", mutates_args=())
+def loss_scaled_stale(x: torch.Tensor, s: LossScaleGuardMissesScale) -> torch.Tensor:
+    """``x * s.scale``, as ``loss_scaled``; only its class's ``guard_fn`` is wrong."""
+    return x * s.scale
+
+
+for _op in (loss_scaled, loss_scaled_stale):
+    _op.register_fake(lambda x, s: torch.empty_like(x))
+    _op.register_autograd(lambda ctx, grad: (grad * ctx.scaling.scale, None), setup_context=_save_scale)

@@ -17,12 +17,12 @@ from typing import Any
 
 import torch
 
-from ..core.evidence import collecting
+from ..core.evidence import collecting, uncounted
 from ..core.results import exception_line
 from .backends import Backend
-from .cell import FOLLOWS_FROM_FAKE, Difference
-from .gradients import (BackwardFailed, CustomOps, Gradients, OpCall, fake_mismatches, gradient_differences,
-                        not_applicable, numeric_check, requiring_grad)
+from .cell import FOLLOWS_FROM_FAKE, GRADIENT_DIFFERS, Difference
+from .gradients import (BackwardFailed, CustomOps, Gradients, GradientRun, OpCall, fake_mismatches,
+                        formula_column, gradient_differences, not_applicable, numeric_check, requiring_grad)
 from .limitations import failure_chain
 
 __all__ = ["BackwardScenario", "BackwardRun", "make_backward", "run_backward"]
@@ -44,8 +44,11 @@ class BackwardScenario:
     table reads its attributes through this one), ``module(obj)`` a new eager program, ``runs`` its calls,
     ``inputs`` the names of its floating-point inputs, ``backward_ops`` the custom ops eager's backward called
     (``backward_calls``: each call, with its arguments and result),
-    ``numeric`` the differences of eager's gradient from finite differences (once per row) and ``notes`` what the
-    cells add (e.g. why that check did not run or could not judge: a flat forward)."""
+    ``numeric`` the differences of eager's gradient from finite differences (once per row; reported by the cell of
+    :func:`~conformance.matrix.gradients.formula_column` alone) and ``notes`` what the cells add (e.g. why that
+    check did not run or could not judge: a flat forward, or which cell reports a wrong formula).
+    ``stale_hint(i)``: the kind's reason why the program may have kept run 0's object for run ``i`` (e.g. the two
+    objects' equal ``guard_fn`` values), or ``None``; added where a run's compiled gradient is run 0's."""
 
     row: str
     op: str
@@ -59,6 +62,7 @@ class BackwardScenario:
     numeric: tuple[Difference, ...] = ()
     notes: tuple[str, ...] = ()
     telling: bool = True
+    stale_hint: Callable[[int], str | None] | None = None
 
     def __getattr__(self, name: str) -> Any:  # dynamic, placement, kind, class_kind, calls, has_object_input...
         if name.startswith("__") or name == "base":
@@ -82,10 +86,11 @@ class BackwardScenario:
 
 
 def make_backward(row: str, op: str, base: Any, module: Callable[[Any], torch.nn.Module],
-                  runs: tuple[BackwardRun, ...], call_fresh: Callable[[tuple], Any]) -> BackwardScenario:
+                  runs: tuple[BackwardRun, ...], call_fresh: Callable[[tuple], Any],
+                  stale_hint: Callable[[int], str | None] | None = None) -> BackwardScenario:
     """The backward scenario of ``op``'s row ``base``: eager's run 0 gives the loss weights and the custom ops the
     backward calls; ``call_fresh(args)`` runs the program on a new object of run 0's state with ``args`` (the
-    finite-difference check calls it once per perturbation). Raises
+    finite-difference check calls it once per perturbation); ``stale_hint``: see :class:`BackwardScenario`. Raises
     :class:`~conformance.core.results.NotApplicable` when eager's outputs do not require grad on these inputs (no
     floating-point input, or none the outputs depend on)."""
     with collecting():  # choosing the scenario compares eager with eager: no backend's evidence
@@ -114,8 +119,15 @@ def make_backward(row: str, op: str, base: Any, module: Callable[[Any], torch.nn
         numeric, note = numeric_check(call_fresh, first.args(first.make()), op)
         names = tuple(f"input {i}" for i in range(len(inputs)))
         telling = len(runs) > 1 and _grads_change(gradients, module, runs, eager_stage)
+    notes = (note,) if note else ()
+    column = formula_column()
+    if numeric and column is not None:  # one fault of eager's formula: one failure per row, the others say where
+        notes += (f"eager's own gradient of {op} disagrees with finite differences (matrix.gradient-wrong): a fault "
+                  "of its autograd formula, which every backend runs alike, so one cell of the row reports it, "
+                  f"matrix[{row}-{column}]; the row's other cells judge only their backend's gradients against "
+                  "eager's",)
     return BackwardScenario(row, op, base, module, runs, names, gradients, tuple(recorder.names), recorder.calls,
-                            tuple(numeric), (note,) if note else (), telling)
+                            tuple(numeric), notes, telling, stale_hint)
 
 
 def _grads_change(gradients: Gradients, module, runs: tuple[BackwardRun, ...], stage) -> bool:
@@ -134,8 +146,10 @@ def _grads_change(gradients: Gradients, module, runs: tuple[BackwardRun, ...], s
 
 def run_backward(scn: BackwardScenario, backend: Backend) -> list[Difference]:
     """Compile or export the program with run 0's object, then differentiate each run through it and through plain
-    eager; every difference (each run's gradients against eager's first, then eager's own gradient against finite
-    differences: ``matrix.gradient-wrong`` is the cell's rule only where the backend reproduces eager).
+    eager; every difference (each run's gradients against eager's first, a run whose compiled gradient is run 0's
+    object's said first; then, in :func:`~conformance.matrix.gradients.formula_column`'s cell alone, eager's own
+    gradient against finite differences: ``matrix.gradient-wrong`` is that cell's rule only where the backend
+    reproduces eager).
     Raises :class:`~conformance.matrix.gradients.BackwardFailed` when a step raises, unless it was the
     compile that traces the backward with the ops' fakes and the fake of an op the backward calls returns other
     shapes than the op on eager's own call: then the failure follows from that fake (``matrix.follows-from-fake``),
@@ -164,10 +178,41 @@ def _run_backward(scn: BackwardScenario, backend: Backend) -> list[Difference]:
                                      lambda what, exc: exc)
         obj = traced if i == 0 and not backend.ahead_of_time else run.make()
         got = scn.gradients.run(lambda a: runner(*a), run.args(obj), _stage(scn, backend, i))
-        diffs += gradient_differences(run.label, list(scn.inputs), expected, got, backend.side, scn.op)
+        found = gradient_differences(run.label, list(scn.inputs), expected, got, backend.side, scn.op)
+        if found and i > 0:
+            found = _kept_first(scn, backend, i, expected, got) + found
+        diffs += found
     # The backend's own differences first: the cell's rule is theirs when it has any; eager's formula, wrong in every
-    # backend alike, is the cell's rule only where the backend reproduces eager.
-    return diffs + list(scn.numeric)
+    # backend alike, is reported once per row (formula_column's cell), and is that cell's rule only where the backend
+    # reproduces eager; the other cells carry a note (make_backward).
+    column = formula_column()
+    return diffs + (list(scn.numeric) if column is None or backend.name == column else [])
+
+
+def _kept_first(scn: BackwardScenario, backend: Backend, i: int, expected: GradientRun,
+                got: GradientRun) -> list[Difference]:
+    """A line for run ``i`` whose gradient through the backend (``got``) is not eager's (``expected``) but what eager
+    gives on run 0's object with run ``i``'s inputs: the program kept the object it was compiled or exported with
+    (the kind's :attr:`BackwardScenario.stale_hint` says why it may have); ``[]`` otherwise."""
+    if expected.grads is None or got.grads is None:
+        return []
+    from ..engine.compare import value_differences
+
+    run, first = scn.runs[i], scn.runs[0]
+    traced = first.make()
+    with uncounted():  # only to name the cause: the verdict rests on the comparison with eager's gradient
+        try:
+            kept = scn.gradients.run(lambda a: scn.module(traced)(*a), run.args(traced), lambda what, exc: exc)
+        except Exception:  # noqa: BLE001 - eager rejects run 0's object on these inputs: no cause to name
+            return []
+        if kept.grads is None or value_differences(kept.grads, got.grads, "gradient") or \
+                not value_differences(kept.grads, expected.grads, "gradient"):
+            return []
+    hint = scn.stale_hint(i) if scn.stale_hint is not None else None
+    return [Difference(GRADIENT_DIFFERS, f"{run.label}: the gradient through {backend.side} is the one plain eager "
+                                         "gives on the first object (the one the program was "
+                                         f"{'exported' if backend.ahead_of_time else 'compiled'} with): its backward "
+                                         "kept that object's state" + (f"; {hint}" if hint else ""))]
 
 
 def _stage(scn: BackwardScenario, backend: Backend, run: int) -> Callable[[str, BaseException], Exception]:

@@ -53,8 +53,10 @@ RULES = {
     GRADIENT_DIFFERS: "a backward row: a gradient of the loss through the backend differs from plain eager's, or the "
                       "backend's outputs carry no gradient where eager's do",
     GRADIENT_WRONG: "a backward row: plain eager's own gradient (the op's autograd formula) disagrees with finite "
-                    "differences (torch.autograd.gradcheck's Jacobians) where the forward is not flat, and the "
-                    "backend reproduces it: every backend differentiates the same wrong formula",
+                    "differences (torch.autograd.gradcheck's Jacobians) where the forward is not flat: every backend "
+                    "differentiates the same wrong formula, so one cell of the row reports it (its first column "
+                    "that differentiates, torch.compile eager), where that backend reproduces eager; the row's "
+                    "other cells say so in a note",
 }
 
 

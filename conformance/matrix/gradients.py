@@ -14,7 +14,8 @@ backend compiled (AOTAutograd's, for ``aot_eager`` and ``inductor``: its fakes, 
 while compiling) is the one that runs. Gradients are compared with eager's by ``value_differences`` (the
 ``torch.testing.assert_close`` tolerances every matrix comparison uses). Eager's own gradient is checked once per
 row against finite differences (``torch.autograd.gradcheck``, in float64 where the op accepts it): a formula that
-is wrong in eager, e.g. one that ignores the object's state, is as wrong in every backend. Where gradcheck fails, its
+is wrong in eager, e.g. one that ignores the object's state, is as wrong in every backend, so it fails one cell of
+the row (:func:`formula_column`'s) and the others say so in a note. Where gradcheck fails, its
 Jacobians say why (:func:`judge_jacobians`): where the forward is flat by steps (a rounding or quantizing op, whose
 straight-through gradient is a choice) or jumps, finite differences judge nothing, and the cells say so.
 """
@@ -40,7 +41,7 @@ from .cell import GRADIENT_DIFFERS, GRADIENT_WRONG, Difference
 __all__ = ["BACKWARD", "has_backward", "backward_row", "op_of_backward_row", "Gradients",
            "GradientRun", "BackwardFailed", "gradient_differences", "numeric_check", "CustomOps", "OpCall",
            "fake_mismatches", "requiring_grad", "not_applicable", "MISSING_GRADIENT", "judge_jacobians", "EPS",
-           "ATOL", "RTOL", "COARSE"]
+           "ATOL", "RTOL", "COARSE", "formula_column"]
 
 #: The suffix of a backward row's name (``op.gather.backward``).
 BACKWARD = ".backward"
@@ -350,6 +351,20 @@ def _at(t: torch.Tensor, flat: int) -> str:
     if t.dim() == 0:
         return ""
     return "[" + ", ".join(str(int(i)) for i in torch.unravel_index(torch.tensor(flat), t.shape)) + "]"
+
+
+def formula_column() -> str | None:
+    """The one column whose backward cells report ``matrix.gradient-wrong``: the first backend, in column order, that
+    can differentiate a program here (no :attr:`~conformance.matrix.backends.Backend.no_backward`, and dynamo
+    enabled for a ``torch.compile`` one): ``eager`` (torch.compile's eager backend), ``export`` with dynamo disabled.
+    Eager's formula is the same in every backend, so one fault is one failure per row, not one per column; the
+    choice reads neither ``--torchbind-backends`` nor ``-k``, so a cell's verdict never depends on which other cells
+    run (the reuse key leaves the backends out). ``None`` when no backend differentiates. Raises nothing."""
+    from ..engine.dynamo_state import dynamo_disabled
+    from .backends import all_backends
+
+    off = dynamo_disabled() is not None
+    return next((b.name for b in all_backends() if not b.no_backward and not (b.dynamo and off)), None)
 
 
 def not_applicable(op: str, why: str) -> NotApplicable:

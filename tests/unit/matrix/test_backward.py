@@ -161,7 +161,8 @@ def test_a_formula_that_ignores_the_object_fails_against_finite_differences(gain
     assert not torch.autograd.gradcheck(lambda t: gains.gain_nostate(t, obj), (x.double().requires_grad_(),),
                                         raise_exception=False)
 
-    cell = run_custom_cell(_custom_ctx("GainFormulaIgnoresState"), "gain_nostate.backward", "aot_eager")
+    # One fault of eager's formula is one failure of the row: the first column's cell (torch.compile eager) reports it.
+    cell = run_custom_cell(_custom_ctx("GainFormulaIgnoresState"), "gain_nostate.backward", "eager")
     assert (cell.status, cell.rule) == (Status.FAILED, GRADIENT_WRONG)
     # A fact about eager's formula, with gradcheck's numbers (its Jacobians' largest difference and where), not its
     # message cut short; the failure names no backend as not reproducing eager (aot_eager gives eager's gradient).
@@ -278,6 +279,41 @@ def test_a_backend_whose_gradient_differs_fails_with_its_rule(gains):
         in cell.reason
 
 
+def test_a_wrong_formula_is_one_failure_of_its_row_not_one_per_backend(gains):
+    # Plain torch: aot_eager and export give eager's gradient, so each of their cells agrees with eager; eager's
+    # formula is wrong against finite differences whatever the backend (the test above shows the numbers).
+    obj, x, w = gains.GainFormulaIgnoresState(3.0), torch.ones(2, 2), torch.ones(2, 2)
+    _, eager = _grad(lambda t: gains.gain_nostate(t, obj), x, w)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda t, g: gains.gain_nostate(t, g), backend="aot_eager", fullgraph=True)
+    assert torch.equal(_grad(lambda t: compiled(t, obj), x, w)[1], eager)
+    exported = torch.export.export(_Nostate(gains), (x.clone().requires_grad_(), obj), strict=False).module()
+    assert torch.equal(_grad(lambda t: exported(t, obj), x, w)[1], eager)
+
+    ctx = _custom_ctx("GainFormulaIgnoresState")
+    cells = {b: run_custom_cell(ctx, "gain_nostate.backward", b) for b in ("eager", "aot_eager", "export")}
+    wrong = [b for b, c in cells.items() if c.rule == GRADIENT_WRONG]
+    assert wrong == ["eager"], {b: (c.status, c.rule) for b, c in cells.items()}
+    pointer = ("eager's own gradient of samples_autograd::gain_nostate disagrees with finite differences "
+               "(matrix.gradient-wrong): a fault of its autograd formula, which every backend runs alike, so one cell "
+               "of the row reports it, matrix[gain_nostate.backward-eager]; the row's other cells judge only their "
+               "backend's gradients against eager's")
+    for backend in ("aot_eager", "export"):  # judged on agreement with eager alone, and told where the fault is
+        assert cells[backend].status is Status.PASSED, (backend, cells[backend].reason)
+        assert pointer in cells[backend].details
+    assert cells["eager"].status is Status.FAILED and pointer in cells["eager"].details
+    assert cell_failure(cells["eager"]).rule == GRADIENT_WRONG
+
+
+class _Nostate(torch.nn.Module):
+    def __init__(self, gains):
+        super().__init__()
+        self.op = gains.gain_nostate
+
+    def forward(self, t, g):
+        return self.op(t, g)
+
+
 # ----- TorchBind classes --------------------------------------------------------------------------------------
 
 
@@ -342,7 +378,7 @@ def test_a_torchbind_formula_that_ignores_the_object_fails(paged):
                      r"finite differences",
                      cell.reason), cell.reason
     # Under aot_eager torch drops the op's gradient (the limitation) before any formula runs: that is the cell's
-    # verdict, the formula's line follows in its details (the eager and export cells fail on it).
+    # verdict; a note in its details says the formula is wrong, and which cell reports it (the eager cell, once).
     cell = run_cell(paged.context(CACHE), "op.weighted_nostate.backward", "aot_eager")
     assert (cell.status, cell.limitation) == (Status.UNSUPPORTED, "torchbind-op-autograd"), cell.reason
     assert any(d.startswith("eager's own gradient of samples_inputs_autograd::weighted_nostate") for d in cell.details)
