@@ -27,7 +27,10 @@ program is also called a second time with nothing changed: a ``USE_REAL`` member
 another result each call) is stale whatever ``guard_fn`` returns, and the failure names that cause instead. The
 object's public methods are called with arguments drawn from their annotations (exclude one with
 ``conformance.strategy(name, method)(lambda: None)``); a tenth of ``--torchbind-examples`` objects are tried (each
-sequence compiles once more per change).
+sequence compiles once more per change). An op with an autograd formula is also differentiated: two objects with
+equal ``guard_fn`` values whose eager gradients differ, through one program compiled with ``aot_eager``, which traces
+the formula and bakes what it reads (:mod:`conformance.checks.custom.guard_gradients`, rule
+``guards.stale-gradient``).
 
 **Hoisted constant types** (``hoist=True``): the object is lifted to a graph input instead of being baked in
 (``register_custom_class``'s ``hoist`` in ``torch/_library/opaque_object.py``;
@@ -58,6 +61,7 @@ from ...core.results import Failure
 from ...custom.context import CustomClassContext
 from ...custom.discovery import CustomOpInfo
 from .. import with_targets
+from .guard_gradients import stale_gradient
 from ...custom.guard_inputs import ProgramCall, Seen, crossed, equal_pair_violation, program_call, untold_notes
 
 
@@ -424,6 +428,7 @@ def guards(ctx: CustomClassContext, target: CustomOpInfo | str) -> list[Failure]
     op as a graph input; symbolic types: guard_fn covers what a program reads."""
     require_dynamo(f"guards[{target if isinstance(target, str) else target.short_name}]")
     objects = ctx.objects()
+    backward = None  # a symbolic class's op with an autograd formula: its gradients' finding, or a note
     if ctx.info.kind == "constant" and ctx.info.hoist:  # a graph input: compared call by call, compiling
         draws = st.tuples(objects, objects, ctx.op_arguments(target))
         baked: list[Failure] = []
@@ -449,6 +454,9 @@ def guards(ctx: CustomClassContext, target: CustomOpInfo | str) -> list[Failure]
         failure = ctx.search(st.tuples(objects, objects, calls),
                              lambda draw: _symbolic_violation(ctx, target, draw, untwinned, reader),
                              max(1, ctx.settings.examples // 10), shrink=False)
+        backward = stale_gradient(ctx, target) if failure is None and not isinstance(target, str) else None
+        if isinstance(backward, Failure):  # forward results right, gradients stale: guard_fn misses a backward read
+            return [backward]
         if failure is None and untwinned and not evidence_so_far():
             raise NotApplicable(
                 f"two objects built the same way are not equal (built twice by {untwinned[0][0]}, they differ in "
@@ -458,4 +466,4 @@ def guards(ctx: CustomClassContext, target: CustomOpInfo | str) -> list[Failure]
         if failure is None and uncalled:  # no pass without the calls that could change what the program read
             raise NotApplicable("compiled programs stayed right after the calls the plugin could make, attribute "
                                 "changes and new objects, but some methods were never called: " + "; ".join(uncalled))
-    return [failure] if failure else []
+    return ([failure] if failure else []) + ([backward] if backward else [])
