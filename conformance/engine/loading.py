@@ -7,7 +7,8 @@ forked worker, importing a module, calling its function) is :mod:`conformance.pr
 Accepted forms, applied in the order given:
 
 * ``path/to/libfoo.so`` (any existing file ending in ``.so``, ``.dylib`` or ``.dll``): ``torch.ops.load_library``;
-* ``path/to/fakes.py``: imported as a module from that file;
+* ``path/to/fakes.py``: imported as a module from that file, named by :func:`file_module_name` (its stem,
+  ``fakes``, unless another module has that name), so a Python custom class it registers is ``fakes.Cls``;
 * ``path/to/fakes.py:function``: the file imported as above, then ``function()`` is called with no arguments;
 * ``package.module``: imported with ``importlib.import_module``;
 * ``package.module:function``: imported, then ``function()`` is called with no arguments.
@@ -18,26 +19,34 @@ imported from ``sys.path`` first; when its top-level package/module is not on ``
 directory, then the rootdir (:func:`find_beside`).
 
 :func:`repro_lines` emits the same loading for a standalone reproducer script, with absolute paths (including a
-``sys.path.insert`` for a module that lives in the invocation directory or the rootdir), so the script runs from
-any directory.
+``sys.path.insert`` for a module that lives in the invocation directory or the rootdir, and a ``.py`` file imported
+by its path under the same module name), so the script runs from any directory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.machinery
+import importlib.util
+import keyword
 import os
+import re
 import sys
 from pathlib import Path
 
 from ..core.results import ConformanceError
 
 __all__ = ["LoadError", "LIB_SUFFIXES", "parse_spec", "repro_lines", "existing_path", "find_beside", "search_dirs",
-           "is_dotted_name", "selected_classes", "selecting"]
+           "is_dotted_name", "selected_classes", "selecting", "file_module_name", "FILE_MODULE_PREFIX"]
 
 #: The suffixes of a library spec (also ``name.so.1``).
 LIB_SUFFIXES = (".so", ".dylib", ".dll")
 
+#: The start of the module name of a ``.py`` file whose stem cannot be its name (:func:`file_module_name`).
+FILE_MODULE_PREFIX = "_torchbind_load_"
+
+_file_modules: dict[Path, str] = {}  # each .py file named by a spec in this process -> its module name
 _selection: list[tuple[str, ...] | None] = []  # the selectors of the run loading now, innermost last
 _runs = 0  # pytest runs of the plugin that applied their load specs in this process
 
@@ -89,7 +98,10 @@ def repro_lines(spec: str, rootdir: Path | None = None) -> list[str]:
     """Python lines that apply ``spec`` in a standalone reproducer script, runnable from any directory.
 
     Files (libraries, ``.py`` files, ``file.py:function``) are named by absolute path when they exist (relative
-    paths tried against the CWD, then ``rootdir``). A module whose top-level package/module lives in the invocation
+    paths tried against the CWD, then ``rootdir``). A ``.py`` file is imported from that path under the module name
+    the plugin gives it (:func:`file_module_name`), once, with ``importlib.util.spec_from_file_location``, so the
+    classes it registers have the names they have in the plugin's run; a module name that is such a file's (a
+    class's ``__module__``) gets the same lines. A module whose top-level package/module lives in the invocation
     directory (the CWD) or ``rootdir``, or is found there by the search :func:`find_beside` does, gets an
     ``import sys`` / ``sys.path.insert(0, '<absolute dir>')`` before its ``import`` line. Never raises for a bad
     spec: the lines then name the spec as given, and :func:`conformance.process.loading.apply_load_spec` reports the
@@ -101,15 +113,96 @@ def repro_lines(spec: str, rootdir: Path | None = None) -> list[str]:
     if kind == "library":
         return [f"torch.ops.load_library({where!r})"]
     if kind == "file":
-        if func:
-            return ["import runpy", f"runpy.run_path({where!r})[{func!r}]()"]
-        return ["import runpy", f"runpy.run_path({where!r})"]
+        if path is None:
+            return ["import runpy", f"runpy.run_path({where!r})" + (f"[{func!r}]()" if func else "")]
+        return _file_lines(path, file_module_name(path, rootdir), func)
+    loaded = _loaded_file(target)
+    if loaded is not None:  # a module a .py spec imported by path (a class's module): imported the same way
+        return _file_lines(loaded, target, func)
     lines = []
     if is_dotted_name(target):
         directory = _module_home(target.split(".")[0], rootdir)
         if directory is not None:
             lines += ["import sys", f"sys.path.insert(0, {str(directory)!r})"]
     return lines + [f"import {target}"] + ([f"{target}.{func}()"] if func else [])
+
+
+def file_module_name(path: Path, rootdir: Path | None = None) -> str:
+    """The module name the ``.py`` file ``path`` is imported under (``--torchbind-load=path/to/fakes.py``): the
+    same in every run of the same command, so the classes the file registers (``fakes.Cls``) and the test ids
+    naming them are too.
+
+    The file's stem (``fakes``) when it is an identifier, not a keyword, and no other module has or would get that
+    name: no different module of that name in ``sys.modules``, none importable from ``sys.path`` (the standard
+    library's ``json``, an installed package) or from the invocation directory or ``rootdir`` (where a module spec
+    is looked for, :func:`find_beside`), and no other file given that name earlier in this process. Otherwise
+    ``_torchbind_load_<stem>_<12 hex digits of the SHA-256 of the resolved path>`` (characters of the stem that
+    cannot be in a name become ``_``). A file keeps its name for the life of the process. Raises nothing."""
+    path = Path(path).resolve()
+    name = _file_modules.get(path)
+    if name is not None and _module_is(sys.modules.get(name), path) is not False:
+        return name
+    stem = path.stem
+    if not _stem_is_free(stem, path, rootdir):
+        digest = hashlib.sha256(os.fsencode(str(path))).hexdigest()[:12]
+        stem = FILE_MODULE_PREFIX + re.sub(r"\W", "_", stem) + f"_{digest}"
+    _file_modules[path] = stem
+    return stem
+
+
+def _stem_is_free(stem: str, path: Path, rootdir: Path | None) -> bool:
+    """Whether ``path`` can be imported as the module ``stem`` without taking the place of another module (see
+    :func:`file_module_name`)."""
+    if not stem.isidentifier() or keyword.iskeyword(stem):
+        return False
+    if any(name == stem and other != path for other, name in _file_modules.items()):
+        return False
+    present = _module_is(sys.modules.get(stem), path)
+    if present is not None:
+        return present
+    try:
+        found = [importlib.util.find_spec(stem)]
+        found += [importlib.machinery.PathFinder.find_spec(stem, [str(d)]) for d in search_dirs(rootdir)]
+    except Exception:  # an odd finder or sys.path entry: do not guess, take the name no module can have
+        return False
+    return all(spec is None or _same_file(spec.origin, path) for spec in found)
+
+
+def _module_is(module, path: Path) -> bool | None:
+    """Whether ``module`` was imported from the file ``path``; ``None`` for no module."""
+    if module is None:
+        return None
+    return _same_file(getattr(module, "__file__", None), path)
+
+
+def _same_file(origin, path: Path) -> bool:
+    if not isinstance(origin, str) or not os.path.isabs(origin):
+        return False  # built-in, frozen, a namespace package
+    try:
+        return Path(origin).resolve() == path
+    except (OSError, RuntimeError):
+        return False
+
+
+def _loaded_file(name: str) -> Path | None:
+    """The ``.py`` file a spec imported by its path as the module ``name`` (:func:`file_module_name`), when
+    ``sys.modules`` holds it; ``None`` otherwise."""
+    for path, given in _file_modules.items():
+        if given == name and _module_is(sys.modules.get(name), path):
+            return path
+    return None
+
+
+def _file_lines(path: Path, name: str, func: str) -> list[str]:
+    """Reproducer lines importing the file ``path`` as the module ``name`` (once, as the plugin does), then
+    calling its function ``func`` (none when ``""``)."""
+    module = f"sys.modules[{name!r}]"
+    lines = ["import importlib.util", "import sys",
+             f"if {name!r} not in sys.modules:",
+             f"    {module} = importlib.util.module_from_spec(importlib.util.spec_from_file_location({name!r}, "
+             f"{str(path)!r}))",
+             f"    {module}.__spec__.loader.exec_module({module})"]
+    return lines + ([f"{module}.{func}()"] if func else [])
 
 
 def is_dotted_name(name: str) -> bool:

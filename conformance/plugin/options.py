@@ -86,13 +86,16 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("class", metavar="NS::CLS", action="append", ini="torchbind_classes",
            ini_help="TorchBind classes to check (NS::CLS or NS::*)", ini_type="linelist",
            about="TorchBind class to check against its fake class; NS::* selects a whole namespace. A Python custom "
-                 "class (opaque object) by its torch name, module.QualName, or an fnmatch pattern on those names. "
-                 "Repeatable."),
+                 "class (opaque object) by its torch name, module.QualName (of a class a .py file loaded by "
+                 "path registers: STEM.QualName), or an fnmatch pattern on those names. Repeatable."),
     Option("load", metavar="SPEC", action="append", ini="torchbind_load",
            ini_help="libraries / modules to load before collection", ini_type="linelist",
            ini_note="a file there is relative to the ini file's directory",
            about="load before collection, in order: a .so (torch.ops.load_library), a .py file or dotted module "
-                 "(imported), or module:function (imported, then called). Repeatable."),
+                 "(imported), or module:function / file.py:function (imported, then called). A .py file is imported "
+                 "as the module named by its stem (path/to/fakes.py: fakes, its classes fakes.Cls) unless another "
+                 "module has that name; then as _torchbind_load_STEM_HEX (HEX: from the file's resolved path). "
+                 "Repeatable."),
     Option("checks", metavar="NAMES",
            about="comma-separated check names to run (default: all). Available: {checks}."),
     Option("backends", metavar="NAMES", ini="torchbind_backends", ini_help="coverage-matrix backends (comma-separated)",

@@ -31,7 +31,8 @@ from pathlib import Path
 
 import torch
 
-from ..engine.loading import LoadError, existing_path, find_beside, is_dotted_name, parse_spec, search_dirs
+from ..engine.loading import (LoadError, existing_path, file_module_name, find_beside, is_dotted_name, parse_spec,
+                              search_dirs)
 from .supervisor import Supervisor, isolation_available
 from .lost import WorkerLost
 from ..core.breadcrumbs import Tracer
@@ -115,7 +116,7 @@ def apply_load_spec(spec: str, rootdir: Path | None = None) -> None:
     if kind == "file":
         if path is None:
             raise LoadError(f"--torchbind-load={spec!r}: Python file not found")
-        module = _guarded(spec, f"importing {path}", lambda: _import_file(spec, path))
+        module = _guarded(spec, f"importing {path}", lambda: _import_file(spec, path, rootdir))
         if func_name:
             _guarded(spec, f"calling {path}:{func_name}()", lambda: _call(spec, module, str(path), func_name))
         return
@@ -305,9 +306,11 @@ def _probe_library(spec: str, path: Path, via: str | None = None) -> None:
                     f"static initializers (TORCH_LIBRARY blocks, globals) crashed. {tried}")
 
 
-def _import_file(spec: str, path: Path):
-    """Import ``path`` as a module of its own (once per process) and return it."""
-    name = f"_torchbind_load_{path.stem}_{abs(hash(str(path))):x}"
+def _import_file(spec: str, path: Path, rootdir: Path | None):
+    """Import ``path`` as a module of its own, named by :func:`~conformance.engine.loading.file_module_name` (its
+    stem unless another module has that name), once per process, and return it. A module ``sys.modules`` already
+    holds from the same file (imported by a ``conftest.py``, or by an earlier spec) is returned as it is."""
+    name = file_module_name(path, rootdir)
     if name in sys.modules:
         return sys.modules[name]
     try:

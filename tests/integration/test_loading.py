@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import builtins
+import hashlib
 import os
 import subprocess
 import sys
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.engine.loading import parse_spec, repro_lines
+from conformance.engine.loading import file_module_name, parse_spec, repro_lines
 from conformance.process.loading import LoadError, apply_load_spec
 from conftest import TORCH_SPEC
 
@@ -163,10 +165,21 @@ def test_spec_of_no_known_form(dirs, spec):
 
 
 # ----- .py files, with and without a function ------------------------------------------------------------------------
+def file_lines(path: Path, name: str) -> list[str]:
+    """The reproducer lines importing the file ``path`` as the module ``name``, as the plugin did."""
+    module = f"sys.modules[{name!r}]"
+    return ["import importlib.util", "import sys", f"if {name!r} not in sys.modules:",
+            f"    {module} = importlib.util.module_from_spec(importlib.util.spec_from_file_location({name!r}, "
+            f"{str(path)!r}))",
+            f"    {module}.__spec__.loader.exec_module({module})"]
+
+
 def test_python_file_relative_to_the_rootdir(dirs):
     path = write_fakes(dirs["root"], "tbl_file")
     apply_load_spec("tbl_file.py", dirs["root"])
-    assert repro_lines("tbl_file.py", dirs["root"]) == ["import runpy", f"runpy.run_path({str(path)!r})"]
+    assert sys.modules["tbl_file"].__file__ == str(path)  # named by its stem
+    assert repro_lines("tbl_file.py", dirs["root"]) == file_lines(path, "tbl_file")
+    assert repro_lines("tbl_file", dirs["root"]) == file_lines(path, "tbl_file")  # a class's module: the same
 
 
 def test_python_file_with_a_function(dirs):
@@ -174,12 +187,54 @@ def test_python_file_with_a_function(dirs):
     sub.mkdir()
     path = write_fakes(sub, "tbl_filefunc")
     apply_load_spec("sub/tbl_filefunc.py:setup", dirs["root"])
-    [module] = [m for n, m in sys.modules.items() if n.startswith("_torchbind_load_tbl_filefunc")]
-    assert module.CALLS == ["setup"]
+    module = sys.modules["tbl_filefunc"]
+    assert module.__file__ == str(path) and module.CALLS == ["setup"]
     apply_load_spec("sub/tbl_filefunc.py:setup", dirs["root"])  # imported once, called once per spec
     assert module.CALLS == ["setup", "setup"]
     assert repro_lines("sub/tbl_filefunc.py:setup", dirs["root"]) == [
-        "import runpy", f"runpy.run_path({str(path)!r})['setup']()"]
+        *file_lines(path, "tbl_filefunc"), "sys.modules['tbl_filefunc'].setup()"]
+
+
+# ----- the module name of a .py file: the same on every run -----------------------------------------------------------
+def test_a_file_whose_stem_is_free_is_imported_under_its_stem_once(dirs):
+    path = write_fakes(dirs["cwd"], "tbl_stem")
+    assert file_module_name(path, dirs["root"]) == "tbl_stem"
+    before = getattr(builtins, "tbl_imports", 0)
+    apply_load_spec(str(path), dirs["root"])
+    apply_load_spec("tbl_stem.py", dirs["root"])  # the same file by another spelling: not imported again
+    assert sys.modules["tbl_stem"].__file__ == str(path)
+    assert builtins.tbl_imports == before + 1
+
+
+def digest_name(stem: str, path: Path) -> str:
+    return f"_torchbind_load_{stem}_{hashlib.sha256(os.fsencode(str(path.resolve()))).hexdigest()[:12]}"
+
+
+@pytest.mark.parametrize("stem, name", [
+    ("json", "json"),  # the standard library's
+    ("tbl_taken", "tbl_taken"),  # another file's, in sys.modules
+    ("tbl_beside", "tbl_beside"),  # another file's, beside the invocation directory (a module spec would import it)
+    ("tbl-dash", "tbl_dash"),  # no identifier
+    ("class", "class"),  # a keyword
+])
+def test_a_file_whose_stem_another_module_has_gets_a_name_from_its_path(dirs, stem, name):
+    if stem == "tbl_taken":
+        write_fakes(dirs["elsewhere"], "tbl_taken")
+        sys.path.insert(0, str(dirs["elsewhere"]))
+        import tbl_taken  # noqa: F401
+        sys.path.remove(str(dirs["elsewhere"]))
+    if stem == "tbl_beside":
+        write_fakes(dirs["cwd"], "tbl_beside")
+    sub = dirs["root"] / "sub"
+    sub.mkdir()
+    path = write_fakes(sub, stem)
+    before = sys.modules.get(stem)
+    apply_load_spec(str(path), dirs["root"])
+    expected = digest_name(name, path)
+    assert sys.modules[expected].__file__ == str(path)
+    assert sys.modules.get(stem) is before  # the other module keeps its name
+    assert file_module_name(path, dirs["root"]) == expected  # and the file its own
+    sys.modules.pop(expected)
 
 
 @pytest.mark.parametrize("func, message", [
@@ -250,7 +305,7 @@ def test_reproducer_runs_a_python_file_function_from_anywhere(dirs):
     path = dirs["cwd"] / "tbl_rfile.py"
     path.write_text("import os\ndef setup():\n    print('ok', os.getcwd())\n")
     lines = repro_lines("tbl_rfile.py:setup", dirs["root"])
-    assert lines == ["import runpy", f"runpy.run_path({str(path)!r})['setup']()"]
+    assert lines == [*file_lines(path, "tbl_rfile"), "sys.modules['tbl_rfile'].setup()"]
     proc = run_repro(lines, [], dirs["elsewhere"], dirs["elsewhere"])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"ok {dirs['elsewhere']}"
