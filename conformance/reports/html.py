@@ -7,6 +7,7 @@ from html import escape
 
 from ..core.results import REUSED, Status, Verdict
 from . import SYMBOLS, ClassMatrix, MatrixReport, encodable
+from .markdown import matrix_title
 
 __all__ = ["render"]
 
@@ -87,9 +88,10 @@ def _matrix(m: ClassMatrix, anchor: str, known: set[str]) -> list[str]:
 
 def render(report: MatrixReport) -> str:
     """The page as a string."""
+    title = escape(matrix_title(m.qualname for m in report.classes))
     out = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>",
-           f"<title>TorchBind coverage matrix</title><style>{_CSS}</style></head><body>",
-           f"<h1>TorchBind coverage matrix</h1><p>torch {escape(report.torch_version)} · ✓ matches eager · "
+           f"<title>{title}</title><style>{_CSS}</style></head><body>",
+           f"<h1>{title}</h1><p>torch {escape(report.torch_version)} · ✓ matches eager · "
            "✗ fails or differs · – known torch limitation · n/a did not run (no fake class, or no eager reference: "
            "the footnote says why) · ✗ known: a failure the baseline lists</p>"]
     every = [v for vs in report.verdicts.values() for v in vs]

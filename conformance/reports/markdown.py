@@ -12,10 +12,23 @@ from __future__ import annotations
 
 import re
 
+from collections.abc import Iterable
+
+from ..core.qualname import split_qualname
 from ..core.results import Status
 from . import SYMBOLS, ClassMatrix, MatrixReport, encodable
 
-__all__ = ["render", "render_class", "escape_text", "code_span"]
+__all__ = ["render", "render_class", "escape_text", "code_span", "matrix_title"]
+
+
+def matrix_title(qualnames: Iterable[str]) -> str:
+    """The heading of a report on the classes ``qualnames`` (every writer's, so they agree): named by the kinds of
+    class the run checked, ``TorchBind coverage matrix`` (``ns::Cls`` names), ``Python custom class coverage
+    matrix`` (``module.QualName`` names), ``TorchBind and Python custom class coverage matrix`` for both, and
+    ``Coverage matrix`` for none (a run that checked no class). Raises nothing."""
+    kinds = {"TorchBind" if split_qualname(q) is not None else "Python custom class" for q in qualnames}
+    named = " and ".join(k for k in ("TorchBind", "Python custom class") if k in kinds)
+    return f"{named} coverage matrix" if named else "Coverage matrix"
 
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "[": "\\[", "]": "\\]",
                           "|": "\\|", "\n": " ", "\r": " "})
@@ -60,8 +73,10 @@ def render_class(matrix: ClassMatrix) -> str:
 
 
 def render(report: MatrixReport) -> str:
-    """The whole report: a title, the note of an incomplete run, the legend, and each class's table."""
-    parts = [f"## TorchBind coverage matrix (torch {escape_text(report.torch_version)})", "",
+    """The whole report: a title naming the kinds of class it holds (:func:`matrix_title`), the note of an
+    incomplete run, the legend, and each class's table."""
+    title = matrix_title(m.qualname for m in report.classes)
+    parts = [f"## {title} (torch {escape_text(report.torch_version)})", "",
              "✓ matches plain eager · ✗ fails or differs from eager · – unsupported: a known torch limitation "
              "(the cell ran and failed the documented way) · n/a did not run (no fake class, or no eager reference: "
              "the footnote says why)", ""]

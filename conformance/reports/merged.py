@@ -14,7 +14,7 @@ from html import escape
 from ..core.results import Status
 from . import SYMBOLS, encodable, report_format
 from . import html as single_html
-from .markdown import code_span, escape_text
+from .markdown import code_span, escape_text, matrix_title
 
 __all__ = ["render_markdown", "render_html", "render_json", "render"]
 
@@ -28,7 +28,7 @@ def _cell_text(cells) -> str:
 def render_markdown(merged) -> str:
     """Markdown: the runs (numbered, with their labels), then per class one table whose cells list every run's
     status in run order, with the changes between torch versions."""
-    lines = ["## TorchBind coverage matrix across runs", ""]
+    lines = [f"## {matrix_title(merged.classes())} across runs", ""]
     for i, run in enumerate(merged.runs, start=1):
         note = f" — incomplete: {run.incomplete}" if run.incomplete else ""
         date = f" ({run.labels['date']})" if run.labels.get("date") else ""
@@ -62,10 +62,10 @@ def render_markdown(merged) -> str:
 def render_html(merged) -> str:
     """One self-contained page: the runs, then per class every check's verdict in each run and the matrix with
     one symbol per run."""
+    title = escape(f"{matrix_title(merged.classes())} across runs")
     out = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>",
-           f"<title>TorchBind coverage matrix across runs</title><style>{single_html._CSS}"
-           ".changed{outline:2px solid #c60}</style></head><body>",
-           "<h1>TorchBind coverage matrix across runs</h1><ol>"]
+           f"<title>{title}</title><style>{single_html._CSS}.changed{{outline:2px solid #c60}}</style></head><body>",
+           f"<h1>{title}</h1><ol>"]
     for run in merged.runs:
         note = f" — <b>incomplete</b>: {escape(run.incomplete)}" if run.incomplete else ""
         out.append(f"<li>{escape(run.title)} {escape(run.labels.get('date', ''))}{note}</li>")

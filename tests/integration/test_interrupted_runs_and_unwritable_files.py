@@ -59,7 +59,7 @@ def test_a_run_that_runs_no_torchbind_item_leaves_report_and_step_summary_alone(
     # A run that runs an item does write it.
     result = run_inprocess(pytester, *FOO, "--torchbind-report=m.md", "-k", "fake_class")
     assert result.ret == pytest.ExitCode.OK
-    assert report.read_text().startswith("## TorchBind coverage matrix")
+    assert report.read_text().startswith("## TorchBind coverage matrix (torch ")  # a TorchBind class's run
 
 
 def test_report_and_baseline_writes_are_atomic(tmp_path, monkeypatch):
@@ -68,7 +68,7 @@ def test_report_and_baseline_writes_are_atomic(tmp_path, monkeypatch):
     path.write_text("old report\n")
     path.chmod(0o640)
     write_report(report, path)
-    assert path.read_text().startswith("## TorchBind coverage matrix")
+    assert path.read_text().startswith("## Coverage matrix (torch ")  # a report of no class names no kind
     assert path.stat().st_mode & 0o777 == 0o640  # an existing file keeps its permissions
 
     def disk_full(fd):
@@ -262,7 +262,7 @@ def test_step_summary_and_baseline_failures_are_warnings(pytester, samples, monk
         "*1 failed, 1 passed*",
     ])
     _no_traceback(result)
-    assert (pytester.path / "m.md").read_text().startswith("## TorchBind coverage matrix")  # still written
+    assert (pytester.path / "m.md").read_text().startswith("## TorchBind coverage matrix (torch ")  # still written
 
 
 # ----- 4. any text: one unencodable character loses nothing ------------------------------------------------------

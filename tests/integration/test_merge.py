@@ -131,7 +131,7 @@ def test_an_output_that_cannot_be_written_is_named_not_its_temporary_file(tmp_pa
         write_merged(merged, out)
     assert str(refused.value) == f"--output={out}: cannot write the merged report: [Errno 2] No such file or directory"
     write_merged(merged, tmp_path / "m.md")
-    assert (tmp_path / "m.md").read_text().startswith("## TorchBind coverage matrix")
+    assert (tmp_path / "m.md").read_text().startswith("## TorchBind coverage matrix (torch 2.13.0)\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.md", "r.json"]  # no temporary file left
     # The baseline merge accepts into: named too, in one line, exit status 2.
     baseline = tmp_path / "no" / "b.json"

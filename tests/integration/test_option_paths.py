@@ -124,9 +124,10 @@ def test_several_report_options_write_several_reports(pytester):
                            "--torchbind-report=m.md", "--torchbind-report=m.json",
                            "--torchbind-report=m.html")
     assert result.ret == pytest.ExitCode.OK
-    assert (pytester.path / "m.md").read_text().startswith("## TorchBind coverage matrix")
+    assert (pytester.path / "m.md").read_text().startswith("## TorchBind coverage matrix (torch ")
     assert json.loads((pytester.path / "m.json").read_text())["schema"] == "torchbind-matrix/2"
     assert (pytester.path / "m.html").read_text().startswith("<!DOCTYPE html>")
+    assert "<h1>TorchBind coverage matrix</h1>" in (pytester.path / "m.html").read_text()
     result.stdout.fnmatch_lines([f"report: {pytester.path / name}" for name in ("m.md", "m.json", "m.html")])
 
 
