@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 import pytest
@@ -32,7 +33,7 @@ from ..reports.terminal import render_lines
 from ..core.results import Cell, Status, Verdict
 from ..runner import CheckTarget, RunPlan
 
-__all__ = ["Recorder", "CrashHook", "lost_reason"]
+__all__ = ["Recorder", "CrashHook", "lost_reason", "nothing_compared"]
 
 
 def lost_reason(report: pytest.TestReport) -> str:
@@ -64,6 +65,33 @@ def reuse_line(verdicts: Iterable[Verdict], reading: bool) -> str | None:
             "--torchbind-reuse=off runs them again)")
 
 
+def nothing_compared(verdicts: Iterable[Verdict]) -> list[str]:
+    """One line per class of which items ran (``verdicts``: the verdicts of the items that ran, by the recorder)
+    and not one compared anything: every such item skipped (a check's skip, an n/a or unsupported matrix cell), none
+    passed, failed or was a known failure. The rule is the developers' guide's "no pass without evidence": such a
+    run says nothing of the class, so the gate must not report success. Items the user deselected (``-k``,
+    ``--deselect``, ``--torchbind-checks``) never ran and do not count; a class with one comparison is judged by
+    its items as usual. Each line names the class, how many items skipped, the most common reason (which says what
+    the adopter can give) and the general way to give it."""
+    by_class: dict[str, list[Verdict]] = {}
+    for verdict in verdicts:
+        by_class.setdefault(verdict.qualname, []).append(verdict)
+    lines = []
+    for qualname, ran in by_class.items():
+        if any(v.status is not Status.SKIPPED for v in ran):
+            continue
+        reasons = Counter(v.summary for v in ran)
+        reason, count = reasons.most_common(1)[0]
+        give = "" if "@conformance.examples(" in reason else (
+            f"; give what the reasons ask for (example objects with @conformance.examples({qualname!r}), "
+            f"arguments with conformance.strategy({qualname!r}, ...))")
+        lines.append(
+            f"nothing was compared for {qualname}: all {len(ran)} of its items that ran were skipped (n/a "
+            f"included), so this run is no evidence about it and fails; the most common reason ({count} of "
+            f"{len(ran)}): {reason}{give}; pytest -rs lists every item's reason")
+    return lines
+
+
 class Recorder:
     """Collects the torchbind reports of one run (controller or serial run) and writes what they make.
 
@@ -86,6 +114,7 @@ class Recorder:
         self.accepted_changes: list[str] | None = None  # what --torchbind-accept changed in the file (when written)
         self.reports_written: list = []  # the report files written (--torchbind-report, each)
         self.warnings: list[str] = []  # end-of-run failures, one line each in the terminal summary
+        self.uncompared: list[str] = []  # classes of which nothing was compared (found at the end: the exit status)
 
     # ----- hooks (this object is registered as a plugin on the controller) -------------------------------------
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -199,15 +228,21 @@ class Recorder:
                                             "that selects their class removes them)")
         for warning in self.warnings:
             terminalreporter.write_line(f"torchbind: {warning}", yellow=True, bold=True)
+        for line in self.uncompared:
+            terminalreporter.write_line(f"torchbind: {line}", red=True, bold=True)
 
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
         """At the end of the run: mark the report incomplete when the run was interrupted, find stale baseline
-        entries, then write the report file and the GitHub step summary (only when a torchbind item ran, so a run
+        entries and the classes of which nothing was compared (:func:`nothing_compared`: a run that would exit 0
+        exits 1, ``pytest.ExitCode.TESTS_FAILED``, instead), then write the report file and the GitHub step summary (only when a torchbind item ran, so a run
         that ran none leaves existing files alone) and the accepted baseline. An ``OSError`` writing one of them
         becomes a line in :attr:`warnings` (printed by :meth:`terminal_summary`); the others are still written.
         Raises nothing for such faults."""
         self.incomplete = self._incomplete(session, exitstatus)
         self.stale = self._stale_entries()
+        self.uncompared = nothing_compared(self.verdicts.values())
+        if self.uncompared and session.exitstatus == pytest.ExitCode.OK:  # as pytest's own --max-warnings does
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         report = self.report
         for path in self.options.reports if self.ran else ():
             try:
