@@ -101,7 +101,9 @@ def _compile(namespace: str) -> str:
     return str(cpp_extension.load(
         name=extension_name(namespace),
         sources=[str(CSRC_DIR / f"{namespace}.cpp")],
-        extra_cflags=["-O1"],
+        # -O0 and torch/types.h (not torch/script.h) in the sources: the headers and the optimiser are most of a
+        # sample's build, and the samples run a handful of calls each, so neither buys anything back.
+        extra_cflags=["-O0"],
         is_python_module=False,  # -> torch.ops.load_library(<so>)
         verbose=bool(os.environ.get("TORCHBIND_SAMPLES_VERBOSE")),
     ))

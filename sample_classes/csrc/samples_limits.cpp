@@ -9,7 +9,7 @@
 // * stash_scale(Stash, Tensor): an op with a CUDA kernel only, as a library built for GPUs ships it: on a CPU
 //   machine plain eager raises on every call, so its matrix row has no eager reference (n/a).
 #include <torch/custom_class.h>
-#include <torch/script.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <string>

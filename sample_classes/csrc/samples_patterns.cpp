@@ -8,7 +8,7 @@
 
 #include <torch/custom_class.h>
 #include <torch/library.h>
-#include <torch/script.h>
+#include <torch/types.h>
 
 #include <string>
 #include <tuple>
