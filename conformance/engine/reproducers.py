@@ -10,14 +10,17 @@ the failure says what it raised (the whole error, not the last line of stderr) a
 
 What counts as reproduced (the scripts print what each side did; they do not all judge themselves):
 
+* the script printed a line starting with :data:`REPRODUCED`: it made the failure's comparison itself and found the
+  difference (:func:`judging_lines`). What it does after that — a compile that then raises, as a fake of the wrong
+  shape makes inductor do — follows from the difference, and the failure shows it as what followed, or
 * the script ran to the end and did not print :data:`NOT_REPRODUCED` (the differential's script prints it when
   the sequence it replays agrees), or
 * it stopped on an error the failure itself reports (the first line of its exception's message appears in the
   failure's text: a fake that raises, a C++ call the plugin saw raise, a compile that raised).
 
-Anything else — another error, a crash, a time-out — is not. Used by :func:`conformance.runner.run_target` when
-:attr:`conformance.core.settings.Settings.check_reproducers` is set (the plugin sets it unless
-``--torchbind-check-repro=off``). Imports nothing of torch.
+Anything else — another error before any :data:`REPRODUCED` line, a crash, a time-out — is not. Used by
+:func:`conformance.runner.run_target` when :attr:`conformance.core.settings.Settings.check_reproducers` is set (the
+plugin sets it unless ``--torchbind-check-repro=off``). Imports nothing of torch.
 """
 
 from __future__ import annotations
@@ -31,11 +34,14 @@ import time
 
 from ..core.results import Failure
 
-__all__ = ["NOT_REPRODUCED", "ReproRun", "run_fresh", "check_reproducer", "self_judging_tail", "MAX_CHECKED",
-           "TIMEOUT", "MESSAGE_LINES", "message_lines"]
+__all__ = ["NOT_REPRODUCED", "REPRODUCED", "judging_lines", "ReproRun", "run_fresh", "check_reproducer",
+           "self_judging_tail", "MAX_CHECKED", "TIMEOUT", "MESSAGE_LINES", "message_lines"]
 
 #: What a self-judging reproducer prints when the disagreement it replays does not show.
 NOT_REPRODUCED = "no disagreement reproduced"
+#: How a line starts with which a reproducer says it made the failure's comparison and found the difference (then
+#: the difference): the script's own result, whatever a later step of it raises.
+REPRODUCED = "REPRODUCED:"
 #: Reproducers checked per item (the first failures'); each run starts an interpreter and imports torch.
 MAX_CHECKED = 2
 #: Seconds one reproducer may run.
@@ -57,6 +63,13 @@ def self_judging_tail(states: bool) -> list[str]:
             "    return (type(v).__name__, v)", "", "try:",
             f"    same = [pytree.tree_map(meta, side) for side in ({pair})]", "    same = same[0] == same[1]",
             "except Exception:", "    same = False", "if same:", f"    print({NOT_REPRODUCED!r})"]
+
+
+def judging_lines(found: str) -> list[str]:
+    """The lines with which a reproducer gives its own verdict, once it has compared the two sides and before any
+    step that can raise (a compile planned from a wrong fake): ``found`` is the name of the list of differences it
+    found (strings); the lines print :data:`REPRODUCED` and them when there are any, else :data:`NOT_REPRODUCED`."""
+    return [f"if {found}:", f"    print({REPRODUCED!r}, '; '.join({found}))", "else:", f"    print({NOT_REPRODUCED!r})"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +97,15 @@ class ReproRun:
             if ln.strip() and not ln[0].isspace():
                 kind, _, first = ln.partition(": ")
                 return kind.strip(), [first.rstrip(), *(m.rstrip() for m in rest[j + 1:])]
+        return None
+
+    @property
+    def shown(self) -> str | None:
+        """What the script said it found when it printed a :data:`REPRODUCED` line (the rest of its first such
+        line, empty when it names nothing), or ``None`` when it printed none."""
+        for ln in self.stdout.splitlines():
+            if ln.startswith(REPRODUCED):
+                return ln[len(REPRODUCED):].strip()
         return None
 
     @property
@@ -172,9 +194,24 @@ def _why_not(failure: Failure, run: ReproRun, timeout: float) -> str | None:
     return f"it raises {line or f'(exit status {run.returncode})'}"
 
 
+def _shown_lines(run: ReproRun, timeout: float) -> list[str]:
+    """The detail lines of a run that printed a :data:`REPRODUCED` line: it reproduces the failure, and what the
+    script did after that (an error a later step raised, shown whole; a time-out) is what followed from it."""
+    line = (f"reproducer checked: run in a fresh interpreter from an empty directory, it made the comparison itself "
+            f"and printed the difference ({f'{REPRODUCED} {run.shown}'.strip()}) ({run.seconds:.1f} s)")
+    if run.returncode == 0:
+        return [line]
+    if run.returncode is None:
+        return [f"{line}; then, what followed from that difference: it did not finish within {timeout:g} s"]
+    raised = run.error_lines() or [f"(exit status {run.returncode})"]
+    return [f"{line}; then, what followed from that difference: a later step of the script raised {raised[0]}",
+            *(f"  it raised: {ln.strip()}" for ln in raised[1:])]
+
+
 def check_reproducer(failure: Failure, timeout: float = TIMEOUT) -> Failure:
-    """``failure`` with a line saying what its reproducer did in a fresh interpreter: that it reproduces (it ran
-    to the end, or stopped on the error the failure shows: same type and message), that it raised another error
+    """``failure`` with a line saying what its reproducer did in a fresh interpreter: that it reproduces (it printed
+    a :data:`REPRODUCED` line, whatever a later step then raised, which is shown as what followed; it ran to the
+    end; or it stopped on the error the failure shows: same type and message), that it raised another error
     (then the script is no evidence of the failure, and the whole error it raised is shown), or that it ran and
     did not show the divergence, which then depends on state outside the object (with the script's own output). A
     failure without a reproducer is returned as it is."""
@@ -185,6 +222,8 @@ def check_reproducer(failure: Failure, timeout: float = TIMEOUT) -> Failure:
     except OSError as exc:
         return dataclasses.replace(failure, details=(*failure.details, f"the reproducer could not be checked: "
                                                      f"no interpreter could be started ({exc})"))
+    if run.shown is not None:
+        return dataclasses.replace(failure, details=(*failure.details, *_shown_lines(run, timeout)))
     why = _why_not(failure, run, timeout)
     if why is not None and why.startswith(_BROKEN):
         return dataclasses.replace(failure, details=(

@@ -29,6 +29,7 @@ import torch
 from ...custom.context import show
 from ...core.evidence import record
 from ...core.results import Failure, NotApplicable
+from ...engine.reproducers import judging_lines
 from ...custom.context import CustomClassContext
 from ...custom.discovery import CustomOpInfo
 from .. import with_targets
@@ -157,26 +158,55 @@ def fake_kernel(ctx: CustomClassContext, op: CustomOpInfo) -> list[Failure]:
 
 def _disagrees(ctx, op, args, recipe, call, real, differences) -> Failure:
     output, field, what = differences[0]
-    fake_call = ctx.call_code(op, args, "fake_obj")
-    lines = [f"obj = {recipe.code}", f"real = {call}", "print('real:', real.shape if isinstance(real, torch.Tensor) "
-             "else real)", "from torch._subclasses.fake_tensor import FakeTensorMode",
-             "from torch.fx.experimental.symbolic_shapes import ShapeEnv"]
-    if ctx.info.kind == "symbolic" or ctx.info.hoist:
-        lines.append("from torch._library.fake_class_registry import maybe_to_fake_obj")
-    lines += ["with FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True) as mode:",
-              "    fake_obj = " + ("maybe_to_fake_obj(mode, obj)" if ctx.info.kind == "symbolic" or ctx.info.hoist
-                                   else "obj"),
-              f"    fake = {fake_call}",
-              "print('fake:', fake.shape if isinstance(fake, torch.Tensor) else fake)",
-              "# torch.compile with inductor plans its buffers from the fake:",
-              f"print(torch.compile(lambda obj: {call}, backend='inductor', fullgraph=True)(obj))"]
     return Failure(
         f"the fake kernel of {op.qualname} disagrees with the real op on {output}: {field} ({what}); torch.compile "
         "with inductor, export and AOTInductor plan with the fake's output, so they fail or compute with the wrong "
         "metadata (torch.library.opcheck's fake-tensor test fails the same way)",
         example=f"obj = {recipe.code}", call=call,
         details=(f"real op: {show(real)}", *(f"{o}: {f}: {w}" for o, f, w in differences)),
-        repro=ctx.repro(lines), rule="fake_kernel.metadata-differs")
+        repro=ctx.repro(_disagreement_script(ctx, op, args, recipe, call)), rule="fake_kernel.metadata-differs")
+
+
+def _disagreement_script(ctx, op, args, recipe, call) -> list[str]:
+    """The body of the reproducer of a fake that disagrees with the real op: the op on real inputs, then on their
+    fakes (the object fakified as torch.compile does), both printed and compared as :func:`metadata_differences`
+    compares them, with torch's own functions; the script says what it found
+    (:func:`~conformance.engine.reproducers.judging_lines`) before its last step, inductor compiling the call,
+    which a wrong shape makes raise (that step follows from the difference, it is not the evidence)."""
+    pos = [a.code for a in args.args]
+    pos.insert(op.positions[0], "obj")
+    kw = ", ".join(f"{k!r}: {v.code}" for k, v in args.kwargs)
+    fakified = ctx.info.kind == "symbolic" or ctx.info.hoist
+    ns, name = op.qualname.split("::")
+    return [
+        "import torch.utils._pytree as pytree", "from torch._subclasses.fake_tensor import FakeTensorMode",
+        "from torch._subclasses.fake_utils import _check_alias_info, _check_fake_real_tensors",
+        "from torch.fx.experimental.symbolic_shapes import ShapeEnv",
+        *(["from torch._library.fake_class_registry import maybe_to_fake_obj"] if fakified else []), "", "",
+        "def make_args(obj):", f"    return [{', '.join(pos)}], {{{kw}}}", "", "",
+        f"obj = {recipe.code}", "real_args = make_args(obj)",
+        f"real = torch.ops.{ns}.{name}(*real_args[0], **real_args[1])",
+        "print('real:', real.shape if isinstance(real, torch.Tensor) else real)",
+        "with FakeTensorMode(shape_env=ShapeEnv()) as mode:",
+        f"    fake_obj = {f'maybe_to_fake_obj(mode, {recipe.code})' if fakified else recipe.code}",
+        "    fake_args = pytree.tree_map_only(torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), "
+        "make_args(fake_obj))",
+        f"    fake = torch.ops.{ns}.{name}(*fake_args[0], **fake_args[1])",
+        "print('fake:', fake.shape if isinstance(fake, torch.Tensor) else fake)", "",
+        "# What torch.library.opcheck's fake-tensor test compares (torch._subclasses.fake_utils):",
+        "found = []", "reals, fakes = pytree.tree_leaves(real), pytree.tree_leaves(fake)",
+        "if len(reals) != len(fakes):", "    found.append(f'number of outputs: real {len(reals)}, fake {len(fakes)}')",
+        "for r, f in zip(reals, fakes):",
+        "    if isinstance(r, torch.Tensor) != isinstance(f, torch.Tensor):",
+        "        found.append(f'type: real {type(r).__name__}, fake {type(f).__name__}')",
+        "    elif isinstance(r, torch.Tensor):", "        try:",
+        "            _check_fake_real_tensors(r, f, sizes=True, strides=True, storage_offset=True, requires_grad=True)",
+        "        except Exception as e:", "            found.append(str(e).strip())",
+        "if not found:", "    try:", "        _check_alias_info('', real, real_args, fake, fake_args)",
+        "    except Exception as e:", "        found.append(f'aliasing: {str(e).strip()}')",
+        *judging_lines("found"), "",
+        "# What follows from it: torch.compile with inductor plans its buffers from the fake",
+        f"print(torch.compile(lambda obj: {call}, backend='inductor', fullgraph=True)(obj))"]
 
 
 def _raised(ctx, op, args, recipe, call, real, exc: BaseException) -> Failure:

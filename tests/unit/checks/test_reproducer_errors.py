@@ -3,12 +3,17 @@ fresh run raised, not the last line of stderr (a dynamo error ends with torch's 
 the same error as the failure's reproduces it; another error is said, whole, as what the script raised, never as
 evidence of state outside the object. And the guards reproducer builds the op's inputs outside the compiled
 function, as the check does: built inside, a strategy's ``torch.Generator()`` is an opaque object created mid-program,
-which dynamo refuses, so the script failed for its own reasons. Each shown first with plain torch.
+which dynamo refuses, so the script failed for its own reasons. A script that compared the two sides itself and
+printed the difference (``REPRODUCED:``) reproduces the failure, whatever a later step raises: the fake_kernel
+script of a fake of the wrong shape compares before its inductor step, which then raises inductor's size assert
+(a third trial called that "no evidence", blaming its own script). Each shown first with plain torch.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,7 +23,7 @@ import conformance
 from conformance.core.results import Failure, Status
 from conformance.core.settings import Settings
 from conformance.engine.reproducers import check_reproducer, run_fresh
-from conformance.runner import run_class
+from conformance.runner import plan, run_class, run_target
 
 from conftest import REGISTRATION_SOURCE, engine_of
 
@@ -135,3 +140,63 @@ def test_the_guards_reproducer_builds_the_inputs_outside_the_compiled_function(t
     assert shown["compiled, b"] == shown["eager, a"] != shown["eager, b"]  # the stale result, as the failure says
     assert check_reproducer(failure).details[-1].startswith("reproducer checked: run in a fresh interpreter from an "
                                                             "empty directory, it ran as shown")
+
+
+# ----- a script that shows the difference, then raises what follows from it ------------------------------------
+#: A new user's trial: the fake of a backward op returned the wrong shape; the fake_kernel failure's script printed
+#: both shapes, then its inductor step raised inductor's size assert, and the plugin called the script no evidence.
+SHOWS_THEN_RAISES = ("print('real:', (2, 3))\nprint('fake:', (1, 3))\n"
+                     "print('REPRODUCED: Shapes torch.Size([2, 3]) and torch.Size([1, 3]) are not equal!')\n"
+                     "raise AssertionError('expected size 2==1, stride 3==3 at dim=0\\nError in op: ns.op.default')\n")
+
+
+@pytest.mark.process
+def test_a_reproducer_that_printed_the_difference_reproduces_and_shows_the_later_error():
+    failure = Failure("the fake kernel of ns::op disagrees with the real op on result: shape (real [2, 3], fake "
+                      "[1, 3])", repro=SHOWS_THEN_RAISES, rule="fake_kernel.metadata-differs")
+    checked = check_reproducer(failure)
+    text = "\n".join(checked.details)
+    assert "NOT REPRODUCED" not in text and "fault of the plugin's reproducer" not in text, text
+    assert checked.details[0].startswith(
+        "reproducer checked: run in a fresh interpreter from an empty directory, it made the comparison itself and "
+        "printed the difference (REPRODUCED: Shapes torch.Size([2, 3]) and torch.Size([1, 3]) are not equal!) ("), text
+    assert checked.details[0].endswith("; then, what followed from that difference: a later step of the script "
+                                       "raised AssertionError: expected size 2==1, stride 3==3 at dim=0"), text
+    assert checked.details[1:] == ("  it raised: Error in op: ns.op.default",)
+    # Without the line, the same run is what it was: another error, no evidence of the failure.
+    unmarked = check_reproducer(dataclasses.replace(failure, repro=SHOWS_THEN_RAISES.replace("REPRODUCED: ", "")))
+    assert "NOT REPRODUCED in a fresh interpreter" in unmarked.details[0]
+
+
+def test_plain_torch_a_backward_fake_of_the_wrong_shape():
+    import sample_classes.custom_autograd as gains
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    grad = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    assert gains.gain_backward_wrong(grad, gains.GainBackwardFakeWrong(2.0)).shape == (2, 3)
+    with FakeTensorMode() as mode:
+        fake = gains.gain_backward_wrong(mode.from_tensor(grad), gains.GainBackwardFakeWrong(2.0))
+    assert fake.shape == (1, 3)  # inductor plans its buffer from this and asserts 2 == 1 when the kernel returns
+
+
+@pytest.mark.process
+def test_the_fake_kernel_reproducer_compares_before_it_compiles_and_is_judged_reproduced():
+    root = str(Path(__file__).resolve().parents[3])
+    load = ("import sys", f"sys.path.insert(0, {root!r})", "import sample_classes.custom_autograd")
+    engine = engine_of(None, Settings(examples=5, check_reproducers=True, load_code=load))
+    [unit] = [u for u in plan("sample_classes.custom_autograd.GainBackwardFakeWrong", engine, {"fake_kernel"})
+              if u.name == "fake_kernel[gain_backward_wrong]"]
+    outcome = run_target(unit, engine)
+    [failure] = outcome.failures
+    assert failure.rule == "fake_kernel.metadata-differs"
+    script = failure.repro.splitlines()
+    # The script's verdict comes before its inductor step, which is what follows from the wrong shape.
+    assert script.index("    print('REPRODUCED:', '; '.join(found))") < \
+        next(i for i, ln in enumerate(script) if "backend='inductor'" in ln)
+    text = "\n".join(failure.details)
+    assert "NOT REPRODUCED" not in text, text
+    [checked] = [d for d in failure.details if d.startswith("reproducer checked")]
+    assert "it made the comparison itself and printed the difference (REPRODUCED: Shapes torch.Size([2, 3]) and " \
+           "torch.Size([1, 3]) are not equal!)" in checked, checked
+    assert "then, what followed from that difference: a later step of the script raised AssertionError: expected " \
+           "size 2==1, stride 3==3 at dim=0" in checked, checked
