@@ -44,7 +44,8 @@ class CustomScenario:
     in that step's state. The attributes the backends and the limitation table read: ``dynamic`` (never),
     ``placement`` (``"input"``), ``kind`` (``"custom"``), ``class_kind`` (``"constant"`` / ``"symbolic"``),
     ``calls`` (none of the TorchBind kind). ``telling``: an object of ``steps`` after the first two changes the
-    op's output on ``args``; when none does, a program that holds the first object baked in passes too."""
+    op's output on ``args``; when none does, a program that holds the first object baked in passes too.
+    ``codes``: per step, the statements that build its object as ``obj`` (for the cell's reproducer)."""
 
     row: str
     op: Any
@@ -60,6 +61,7 @@ class CustomScenario:
     has_object_input: bool = True
     telling: bool = True  # some object after the first changes the op's output on ``args`` (see .run)
     silent: tuple[str, ...] = ()  # the changed-field steps whose object gives the first object's output
+    codes: tuple[tuple[str, ...], ...] = ()  # per step, the statements building its object as ``obj``
 
     def dynamic_shapes(self) -> None:
         return None
@@ -183,16 +185,20 @@ def scenario(ctx: CustomClassContext, row: str) -> CustomScenario:
                f"        return torch.ops.{ns}.{name}({', '.join(call)})\n")
     steps: list[tuple[str, Callable[[], Any]]] = [(f"first: obj = {first.code}", first.build),
                                                   (f"equal: obj = {first.code} (built again)", first.build)]
+    codes = [(f"obj = {first.code}",)] * 2
     steps += [(f"equal: obj = {other.code}", other.build) for other in alike]  # the adopter's objects like the first
+    codes += [(f"obj = {other.code}",) for other in alike]
     # Every example object the adopter gave is called (each may be the one a stale program shows on); of drawn
     # objects, the one that changes the output most surely.
     for other in (others if given else others[:1]):
         steps.append((f"another state: obj = {other.code}", other.build))
+        codes.append((f"obj = {other.code}",))
     for label, mutate in _mutations(ctx, first, others, changes):
         steps.append((f"changed: obj = {first.code}; {label}", lambda mutate=mutate: _mutated(first, mutate)))
+        codes.append((f"obj = {first.code}", label))
     told = [changes(make()) for label, make in steps[2:]]
     # A changed field whose object gives the first object's output cannot show a program reused for it (one whose
     # guard, __eq__, ignores that field): said per field, since another step telling does not cover it.
     silent = tuple(label for (label, _make), t in zip(steps[2:], told) if not t and label.startswith("changed: "))
     return CustomScenario(row, op, args, steps, program, tensor_positions, ctx.info.kind, telling=any(told),
-                          silent=silent)
+                          silent=silent, codes=tuple(codes))

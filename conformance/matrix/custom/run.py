@@ -2,7 +2,8 @@
 program is compiled or exported with the first object of its sequence (:mod:`conformance.matrix.custom.rows`), then
 called with each object of the sequence while plain eager runs on a twin built the same way; outputs must be equal,
 and for a symbolic class the objects' states afterwards too. What torch does not support is an entry of the
-limitation table with ``kind="custom"`` (:mod:`conformance.matrix.limitations`).
+limitation table with ``kind="custom"`` (:mod:`conformance.matrix.limitations`). A failed cell of an op row carries
+a standalone script that does the same (:mod:`conformance.matrix.custom.repro`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ..backward import BackwardScenario, run_backward
 from ..cell import OUTPUT_DIFFERS, STALE_RESULT, STATE_DIFFERS, Difference, Rows
 from ..explain import STAYED, cannot_tell
 from .backward import backward_scenario, is_backward_row
+from .repro import cell_repro
 from .rows import CustomScenario, custom_rows, scenario
 
 __all__ = ["CustomRows", "ROWS", "run_cell"]
@@ -67,6 +69,11 @@ class CustomRows(Rows):
         if type(scn) is CustomScenario:
             scn.module()(*scn.inputs(), scn.steps[0][1]())
         return scn
+
+    def repro(self, ctx: CustomClassContext, scn: CustomScenario | BackwardScenario, backend: Backend) -> str | None:
+        if isinstance(scn, BackwardScenario):  # the program and its backward lines are the cell's
+            return None
+        return cell_repro(ctx, scn, backend)
 
     def notes(self, scn: CustomScenario | BackwardScenario) -> list[str]:
         return list(scn.notes) if isinstance(scn, BackwardScenario) else []
