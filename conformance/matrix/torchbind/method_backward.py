@@ -18,6 +18,8 @@ raise fails the cell as it fails the method row (``matrix.follows-from-fake``, n
 
 from __future__ import annotations
 
+import dataclasses
+
 from ...core.evidence import collecting
 from ...core.results import NotApplicable
 from ...torchbind.context import ClassContext
@@ -26,7 +28,15 @@ from ..gradients import op_of_backward_row
 from .rows import method_backward_rows, scenario
 from .scenarios import Scenario
 
-__all__ = ["is_method_backward_row", "method_backward_scenario"]
+__all__ = ["is_method_backward_row", "method_backward_scenario", "WHOSE_GRADIENT"]
+
+#: What every cell of a method backward row ends with: whose the gradient is, so that a reader of a cell the
+#: limitation covers knows that no class could have made it pass, and what the class's own part is.
+WHOSE_GRADIENT = ("a C++ method has no autograd formula of its own: plain eager differentiates the aten ops it runs, "
+                  "while a traced or exported program calls it through call_torchbind, so whether the gradient "
+                  "reaches the inputs is torch's to decide, not the class's (torch 2.13 and 2.14.1 drop it: "
+                  "torchbind-method-autograd); the class's part is the forward, e.g. a fake whose shapes make a "
+                  "compiled backward raise")
 
 
 def is_method_backward_row(ctx: ClassContext, row: str) -> bool:
@@ -56,7 +66,8 @@ def method_backward_scenario(ctx: ClassContext, row: str) -> BackwardScenario:
     name = f"{ctx.info.qualname}.{method}"
     try:
         with collecting():
-            cached = ctx.scenarios[row] = make_backward(row, name, base, base.module, runs, call_fresh)
+            made = make_backward(row, name, base, base.module, runs, call_fresh)
+            cached = ctx.scenarios[row] = dataclasses.replace(made, notes=(*made.notes, WHOSE_GRADIENT))
     except NotApplicable as exc:  # said of an op ("has an autograd formula, but ..."): said here of the method
         said = str(exc).replace(f"{name} has an autograd formula, but ", f"{name} takes and returns a tensor, but ")
         ctx.scenarios[row] = NotApplicable(said)

@@ -18,6 +18,7 @@ from conformance.core.settings import Settings
 from conformance.matrix.backends import Backend
 from conformance.matrix.cell import FOLLOWS_FROM_FAKE, GRADIENT_DIFFERS
 from conformance.matrix.limitations import LIMITATIONS
+from conformance.matrix.torchbind.method_backward import WHOSE_GRADIENT
 from conformance.matrix.torchbind.rows import row_names
 from conformance.matrix.torchbind.run import ROWS, run_cell
 from conftest import engine_of
@@ -123,6 +124,7 @@ def test_torch_drops_a_methods_gradient_through_call_torchbind(engine):
         assert "the program calls scale through call_torchbind, whose Autograd kernel is torch's " \
                "autograd_not_implemented(call_torchbind, deferred_error=True)" in cell.reason
     assert "r0 = obj.scale(x0)" in cell.program and "torch.autograd.grad(loss, [input 0])" in cell.program
+    assert cell.details[-1] == WHOSE_GRADIENT  # no backend's gradient can show the class's fault: the cell says so
     aoti = run_cell(ctx, "scale.backward", "aoti")
     assert aoti.status is Status.SKIPPED and aoti.reason.startswith("AOTInductor compiles an inference-only")
     entry = next(e for e in LIMITATIONS if e.key == KEY)
