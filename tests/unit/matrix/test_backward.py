@@ -382,35 +382,3 @@ def test_a_torchbind_formula_that_ignores_the_object_fails(paged):
     cell = run_cell(paged.context(CACHE), "op.weighted_nostate.backward", "aot_eager")
     assert (cell.status, cell.limitation) == (Status.UNSUPPORTED, "torchbind-op-autograd"), cell.reason
     assert any(d.startswith("eager's own gradient of samples_inputs_autograd::weighted_nostate") for d in cell.details)
-
-
-def test_a_gradient_through_a_torchbind_method_is_eagers_alone():
-    # What eager does with a tensor a TorchBind method returns that requires grad, and what compile does: the C++
-    # method keeps the pushed tensor's autograd history, so eager (and torch.compile's eager backend, and an
-    # exported program's module()) differentiate through push/pop; AOTAutograd traces call_torchbind as an
-    # effectful call whose result does not require grad, so aot_eager drops the gradient. The matrix has no method
-    # backward row yet (docs/explanation/matrix.md, Gradients): this pins the torch behaviour such a row would meet.
-    import sample_classes  # noqa: F401 - builds (cached) and loads the libraries
-
-    def program(q, x):
-        q.push(x * 1)
-        return q.pop() * 2
-
-    queue = torch.classes.samples.TensorQueue
-    x = torch.ones(3, requires_grad=True)
-    (grad,) = torch.autograd.grad(program(queue(torch.zeros(3)), x).sum(), [x])
-    assert torch.equal(grad, torch.full((3,), 2.0))
-    for backend, keeps in (("eager", True), ("aot_eager", False)):
-        torch._dynamo.reset()
-        compiled = torch.compile(program, backend=backend, fullgraph=True)
-        assert compiled(queue(torch.zeros(3)), x).requires_grad is keeps, backend
-    # Counter.scale(x) is x * value in C++: eager's gradient is the value; compiled, the output requires grad and
-    # still carries no gradient back to x.
-    counter = torch.classes.samples.Counter(0)
-    counter.increment(3)
-    assert torch.equal(torch.autograd.grad(counter.scale(x).sum(), [x])[0], torch.full((3,), 3.0))
-    for backend in ("eager", "aot_eager"):
-        torch._dynamo.reset()
-        compiled = torch.compile(lambda c, t: c.scale(t), backend=backend, fullgraph=True)
-        out = compiled(counter, x)
-        assert out.requires_grad and torch.autograd.grad(out.sum(), [x], allow_unused=True) == (None,), backend
