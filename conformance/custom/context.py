@@ -90,7 +90,8 @@ class CustomClassContext:
                         out.append(Recipe(f"list({name}())[{i}]",
                                           lambda f=factory, i=i: fresh_copy(list(f())[i])))
                         continue
-                    self.shared.append(f"list({name}())[{i}]")
+                    if f"list({name}())[{i}]" not in self.shared:  # examples are made for each check
+                        self.shared.append(f"list({name}())[{i}]")
                 else:
                     learn_memos(obj)
                 out.append(Recipe(f"list({name}())[{i}]", lambda f=factory, i=i: list(f())[i]))

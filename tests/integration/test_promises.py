@@ -71,7 +71,10 @@ def test_a_skip_is_reported_at_the_item_not_inside_the_plugin(pytester):
 def test_a_class_without_a_fake_still_has_its_matrix_in_the_report(pytester):
     result = run_inprocess(pytester, LOAD, "--torchbind-class=_TorchScriptTesting::_StackString",
                            "--torchbind-checks=matrix", "--torchbind-backends=eager,export", "--torchbind-report=m.json")
-    assert result.ret == 0
+    # Every cell is n/a: the run compared nothing of the class, so it fails (exit 1) and says why, with the report.
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*nothing was compared for _TorchScriptTesting::_StackString: all * of its items "
+                                 "that ran were skipped*no fake class registered*"])
     [cls] = json.loads((pytester.path / "m.json").read_text())["classes"]
     assert cls["qualname"] == "_TorchScriptTesting::_StackString" and cls["cells"]
     assert {c["status"] for c in cls["cells"]} == {"skipped"}

@@ -29,7 +29,7 @@ object's public methods are called with arguments drawn from their annotations (
 ``conformance.strategy(name, method)(lambda: None)``); a tenth of ``--torchbind-examples`` objects are tried (each
 sequence compiles once more per change). An op with an autograd formula is also differentiated: two objects with
 equal ``guard_fn`` values whose eager gradients differ, through one program compiled with ``aot_eager``, which traces
-the formula and bakes what it reads (:mod:`conformance.checks.custom.guard_gradients`, rule
+the formula and bakes what it reads (:mod:`conformance.checks.custom.guards.gradients`, rule
 ``guards.stale-gradient``).
 
 **Hoisted constant types** (``hoist=True``): the object is lifted to a graph input instead of being baked in
@@ -50,19 +50,19 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from ...engine.arguments import draw_fixed
-from ...engine.compare import value_differences
-from ...custom.context import same_value, show, state_of
-from ...custom.state import twin_differences
-from ...engine.dynamo_state import require_dynamo
-from ...core.evidence import evidence_so_far, uncounted
-from ...core.results import NotApplicable
-from ...core.results import Failure
-from ...custom.context import CustomClassContext
-from ...custom.discovery import CustomOpInfo
-from .. import with_targets
-from .guard_gradients import stale_gradient
-from ...custom.guard_inputs import ProgramCall, Seen, crossed, equal_pair_violation, program_call, untold_notes
+from ....engine.arguments import draw_fixed
+from ....engine.compare import value_differences
+from ....custom.context import same_value, show, state_of
+from ....custom.state import twin_differences
+from ....engine.dynamo_state import require_dynamo
+from ....core.evidence import evidence_so_far, uncounted
+from ....core.results import NotApplicable
+from ....core.results import Failure
+from ....custom.context import CustomClassContext
+from ....custom.discovery import CustomOpInfo
+from ... import with_targets
+from .gradients import stale_gradient
+from ....custom.guard_inputs import ProgramCall, Seen, crossed, equal_pair_violation, program_call, untold_notes
 
 
 def _targets(ctx):

@@ -29,16 +29,16 @@ from typing import Any
 
 import torch
 
-from ...core.evidence import uncounted
-from ...core.results import Failure, Note, exception_line
-from ...custom.context import CustomClassContext, Recipe, show
-from ...custom.discovery import CustomOpInfo
-from ...custom.guard_inputs import program_call
-from ...custom.state import same_value, twin_differences
-from ...engine.arguments import draw_fixed
-from ...engine.compare import value_differences
-from ...engine.values import ArgumentSet
-from ...matrix.gradients import Gradients, GradientRun, gradient_differences, has_backward
+from ....core.evidence import uncounted
+from ....core.results import Failure, Note, exception_line
+from ....custom.context import CustomClassContext, Recipe, show
+from ....custom.discovery import CustomOpInfo
+from ....custom.guard_inputs import program_call
+from ....custom.state import same_value, twin_differences
+from ....engine.arguments import draw_fixed
+from ....engine.compare import value_differences
+from ....engine.values import ArgumentSet
+from ....matrix.gradients import Gradients, GradientRun, gradient_differences, has_backward
 
 __all__ = ["stale_gradient", "OBJECTS", "PAIRS", "RULE"]
 
