@@ -146,7 +146,7 @@ def recompiles(ctx: CustomClassContext, target: CustomOpInfo) -> list[Failure | 
 
     require_dynamo(f"recompiles[{target.short_name}]")
     recipe, donors, args, expected, differ = _draw(ctx, target)
-    name, short = ctx.info.name, ctx.info.cls.__qualname__
+    short = ctx.info.cls.__qualname__
 
     def program_of(*x, **k):
         return target.op(*x, **k)
