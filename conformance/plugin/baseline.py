@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
@@ -62,7 +63,8 @@ from ..core.results import ConformanceError
 from ..core.versions import torch_release
 
 __all__ = ["SCHEMA", "BaselineError", "Entry", "load_baseline", "save_baseline", "merge_accepted", "stale_entries",
-           "applying", "accept_changes", "accept_warning", "own_failure", "TORCH_SIDE_CHECKS", "series"]
+           "applying", "accept_changes", "accept_warning", "own_failure", "own_part", "TORCH_SIDE_CHECKS",
+           "series"]
 
 SCHEMA = "torchbind-baseline/1"
 
@@ -245,35 +247,115 @@ def merge_accepted(old: dict[str, Entry | str], results: dict[str, tuple[bool, s
 #: class or to torch's protocol: its failure is a bug in the library's own code, never a torch limitation.
 TORCH_SIDE_CHECKS = frozenset({"matrix"})
 
+#: The part of a Python custom class each of its checks' rules holds (by rule id, else by check): what an accepted
+#: failure of that rule is a bug in. A Python custom class has no fake class and no C++ class.
+_CLASS_PARTS = {
+    "guards.eq-ignores-state": "its __eq__", "guards.unguarded-change": "its guard_fn",
+    "guards.stale-gradient": "its guard_fn", "guards.compiled-differs": "its guard_fn or an op's fake kernel",
+    "guards.compiled-raises": "a hoisted object under compile", "guards.hoisted-differs":
+    "a hoisted object under compile", "guards.hoisted-baked-in": "a hoisted object under compile",
+    "recompiles": "its __eq__ or guard_fn", "eq_hash": "its __eq__ and __hash__", "fx_repr": "its __fx_repr__",
+    "fake_kernel": "an op's fake kernel", "inlined": "an INLINED member", "baked": "an op that changes an object made "
+    "in forward", "tracing": "a member that runs on the real object while tracing", "examples": "its example objects",
+    "deepcopy": "its deepcopy",
+}
+#: Matrix rules whose failure is the library's own code, whatever the kind: the cell fails because a fake returns
+#: a wrong result (``matrix.follows-from-fake``), or because eager's own gradient, the op's autograd formula,
+#: disagrees with finite differences (``matrix.gradient-wrong``).
+_OWN_MATRIX_RULES = {"matrix.follows-from-fake": "follows from a fake's wrong result",
+                     "matrix.gradient-wrong": "an op's autograd formula disagrees with finite differences"}
+#: The rules of a Python custom class's ``guards`` item that say a program compiled for one object is reused for
+#: another that gets other results, and the matrix rule of a cell of the op's row (``OP``) or backward row
+#: (``OP.backward``, :data:`conformance.matrix.gradients.BACKWARD`) that such a reuse makes.
+_REUSE_RULES = {"matrix.stale-result": ("", {"guards.eq-ignores-state", "guards.unguarded-change"}),
+                "matrix.gradient-differs": (".backward", {"guards.stale-gradient"})}
 
-def own_failure(test_id: str) -> bool:
-    """Whether ``test_id`` (``torchbind[ns.Cls]::agreement[pop]``) is a check of the library's own code (the fake
-    against the C++ class, a custom class against its contract) rather than of the compile stack (``matrix``).
-    ``False`` for an id that names no check."""
-    item = test_id.partition("]::")[2]
-    check = item.partition("[")[0]
-    return bool(check) and check not in TORCH_SIDE_CHECKS
+
+def _split(test_id: str) -> tuple[str, str, str]:
+    """``(prefix, check, target)`` of ``torchbind[ns.Cls]::check[target]`` (prefix ``torchbind[ns.Cls]::``)."""
+    prefix, sep, item = test_id.partition("]::")
+    check, _, target = item.partition("[")
+    return prefix + sep, check, target.removesuffix("]")
 
 
-def accept_changes(old: dict[str, Entry | str], new: dict[str, Entry]) -> list[str]:
+def own_part(test_id: str, rules: dict[str, list[str]] | None = None) -> str | None:
+    """What of the library's own code the failure of ``test_id`` is a bug in, from the stable rule ids of this run's
+    failures (``rules``: ``{test id: Verdict.rules}`` of every failed item; ``None``: not known, only the check
+    decides): ``"the fake"`` for a TorchBind class's check, the class's part for a Python custom class's (its
+    ``guard_fn`` for ``guards.stale-gradient``, its ``__eq__`` for ``guards.eq-ignores-state``, ...); for a
+    ``matrix`` cell, what it follows from when its rule is one of the library's (``matrix.follows-from-fake``,
+    ``matrix.gradient-wrong``) or, for a Python custom class, when it is the stale result (or gradient) that the
+    same run's failed ``guards`` item of its op says the class's ``__eq__`` or ``guard_fn`` lets torch give
+    (``follows from guards[OP] (guards.stale-gradient: its guard_fn)``). ``None`` for a cell of the compile stack
+    and for an id that names no check."""
+    prefix, check, target = _split(test_id)
+    custom = prefix.startswith("torchbind[py:")
+    mine = (rules or {}).get(test_id) or []
+    rule = mine[0] if mine else ""
+    if not check:
+        return None
+    if check not in TORCH_SIDE_CHECKS:
+        if not custom:
+            return "the fake"
+        part = _CLASS_PARTS.get(rule) or _CLASS_PARTS.get(check)
+        return f"{rule}: {part}" if rule and part else rule  # "": the class's own, its rule not known
+    if rule in _OWN_MATRIX_RULES:
+        return f"{_OWN_MATRIX_RULES[rule]} ({rule})"
+    if custom and rule in _REUSE_RULES:
+        suffix, guard_rules = _REUSE_RULES[rule]
+        row = target.rpartition("-")[0]
+        op = row.removesuffix(suffix) if row.endswith(suffix) else None
+        guards = f"{prefix}guards[{op}]"
+        found = [r for r in (rules or {}).get(guards, ()) if r in guard_rules]
+        if op and found:
+            return f"follows from guards[{op}] ({found[0]}: {_CLASS_PARTS[found[0]]})"
+    return None
+
+
+def own_failure(test_id: str, rules: dict[str, list[str]] | None = None) -> bool:
+    """Whether ``test_id`` (``torchbind[ns.Cls]::agreement[pop]``) is a failure of the library's own code (the fake
+    against the C++ class, a custom class against its contract, a cell that follows from one: :func:`own_part`)
+    rather than of the compile stack (``matrix``). ``False`` for an id that names no check."""
+    prefix, check, _ = _split(test_id)
+    return bool(check) and (check not in TORCH_SIDE_CHECKS or own_part(test_id, rules) is not None)
+
+
+def _label(test_id: str, entry: Entry, rules: dict[str, list[str]] | None) -> str:
+    """The bracketed kind of a new entry (see :func:`accept_changes`)."""
+    prefix, check, _ = _split(test_id)
+    if not check:
+        return ""
+    part = own_part(test_id, rules)
+    if part is None:
+        return " [a compiled program differs from eager]"
+    custom = prefix.startswith("torchbind[py:")
+    if check in TORCH_SIDE_CHECKS:
+        whose = "class" if custom else "library"
+        return f" [the {whose}'s own failure: {part}, not a torch limitation: {entry.reason}]"
+    if not custom:
+        return f" [the fake's own disagreement, not a torch limitation: {entry.reason}]"
+    return f" [the class's own failure{f' ({part})' if part else ''}, not a torch limitation: {entry.reason}]"
+
+
+def accept_changes(old: dict[str, Entry | str], new: dict[str, Entry],
+                   rules: dict[str, list[str]] | None = None) -> list[str]:
     """What an accepting run changed, one line per test id: ``added ID (torch 2.14)``, ``dropped ID``,
-    ``changed ID: torch 2.13 -> torch 2.13, 2.14``. A new entry says what kind of failure it accepts:
-    ``[a compiled program differs from eager]`` (``matrix``: a torch bug, unless a fake's disagreement explains
-    it) or ``[the fake's own disagreement, not a torch limitation: SUMMARY]`` (:func:`own_failure`: the check
-    compares the library's own code, so accepting it baselines a bug a newcomer should fix). Sorted by test id,
-    the new failures of the library's own code last, apart."""
+    ``changed ID: torch 2.13 -> torch 2.13, 2.14``. A new entry says what kind of failure it accepts, from its
+    check, its class's kind and the stable rule ids of this run's failures (``rules``: ``{test id:
+    Verdict.rules}``; see :func:`own_part`): ``[a compiled program differs from eager]`` (a ``matrix`` cell of the
+    compile stack: a torch bug), ``[the fake's own disagreement, not a torch limitation: SUMMARY]`` (a TorchBind
+    class's other checks), ``[the class's own failure (RULE: PART), not a torch limitation: SUMMARY]`` (a Python
+    custom class's, e.g. ``guards.stale-gradient: its guard_fn``), or for a cell that follows from the library's
+    code ``[the class's own failure: follows from guards[OP] (RULE: PART), not a torch limitation: SUMMARY]``
+    (``the library's own failure`` for a TorchBind class's cell). Accepting one of the library's own failures
+    baselines a bug a newcomer should fix. Sorted by test id, the new failures of the library's own code last, apart."""
     before = {k: _as_entry(v) for k, v in old.items()}
     lines = []
-    for test_id in sorted(set(before) | set(new), key=lambda k: (k in new and k not in before and own_failure(k), k)):
+    for test_id in sorted(set(before) | set(new),
+                          key=lambda k: (k in new and k not in before and own_failure(k, rules), k)):
         a, b = before.get(test_id), new.get(test_id)
         if a is None:
-            kind = ""
-            if own_failure(test_id):
-                whose = "class's own failure" if test_id.startswith("torchbind[py:") else "fake's own disagreement"
-                kind = f" [the {whose}, not a torch limitation: {b.reason}]"
-            elif test_id.partition("]::")[2]:
-                kind = " [a compiled program differs from eager]"
-            lines.append(f"added {test_id} ({b.where()}){kind}")
+            lines.append(f"added {test_id} ({b.where()}){_label(test_id, b, rules)}")
         elif b is None:
             lines.append(f"dropped {test_id}")
         elif a != b:
@@ -281,21 +363,43 @@ def accept_changes(old: dict[str, Entry | str], new: dict[str, Entry]) -> list[s
     return lines
 
 
-def accept_warning(old: dict[str, Entry | str], new: dict[str, Entry]) -> str | None:
-    """One line for an accepting run that listed failures of the library's own code (:func:`own_failure`) that
-    the baseline did not have: how many, which checks, and that they are bugs to fix, not torch limitations to
-    accept; ``None`` when it listed none. (A newcomer's first ``--torchbind-accept`` baselined a real fake bug
-    without a word.)"""
-    added = sorted(k for k in new if k not in old and own_failure(k))
+def accept_warning(old: dict[str, Entry | str], new: dict[str, Entry],
+                   rules: dict[str, list[str]] | None = None) -> str | None:
+    """One line for an accepting run that listed failures of the library's own code (:func:`own_failure`, with
+    ``rules`` as :func:`accept_changes` takes them) that the baseline did not have: how many, which checks (and,
+    for a Python custom class, which rules and what part of the class each holds), and that they are bugs to fix,
+    not torch limitations to accept; one sentence per kind of class; ``None`` when it listed none. (A newcomer's
+    first ``--torchbind-accept`` baselined a real fake bug without a word.)"""
+    added = sorted(k for k in new if k not in old and own_failure(k, rules))
     if not added:
         return None
-    checks = sorted({k.partition("]::")[2].partition("[")[0] for k in added})
-    n = len(added)
-    return (f"--torchbind-accept listed {n} failure{'s' if n != 1 else ''} of the fake's own as known "
-            f"({', '.join(checks)}: the fake disagrees with the C++ class or torch's protocol): "
-            f"{'these are bugs' if n != 1 else 'this is a bug'} in the fake, not torch limitations; fix "
-            f"{'them' if n != 1 else 'it'}, or keep {'them' if n != 1 else 'it'} only with a reviewed reason "
-            "(pytest without --torchbind-accept shows each failure)")
+    sentences = []
+    for custom in (False, True):
+        mine = [k for k in added if _split(k)[0].startswith("torchbind[py:") == custom]
+        if not mine:
+            continue
+        n = len(mine)
+        many = n != 1
+        cells = Counter(own_part(k, rules) for k in mine if _split(k)[1] in TORCH_SIDE_CHECKS)
+        shown = [f"{c} matrix cell{'s' if c != 1 else ''}: {part}" for part, c in sorted(cells.items())]
+        if not custom:
+            checks = sorted({_split(k)[1] for k in mine} - TORCH_SIDE_CHECKS)
+            if checks:
+                shown.insert(0, f"{', '.join(checks)}: the fake disagrees with the C++ class or torch's protocol")
+            bugs = f"{'these are bugs' if many else 'this is a bug'} in the "
+            what = (f"of the fake's own as known ({'; '.join(shown)}): {bugs}fake" if not cells else
+                    f"of the library's own code as known ({'; '.join(shown)}): {bugs}library")
+        else:
+            parts = Counter(own_part(k, rules) or _split(k)[1] for k in mine if _split(k)[1] not in TORCH_SIDE_CHECKS)
+            shown[:0] = [part if c == 1 else f"{part} ({c} items)" for part, c in sorted(parts.items())]
+            what = (f"of a Python custom class's own code as known ({'; '.join(shown)}): "
+                    f"{'these are bugs' if many else 'this is a bug'} in the class (it has no fake class or C++ class)")
+        sentences.append(f"{n} failure{'s' if many else ''} {what}")
+    many = len(added) != 1
+    return (f"--torchbind-accept listed {'; and '.join(sentences)}, "
+            f"{'not torch limitations' if many else 'not a torch limitation'}; fix {'them' if many else 'it'}, or "
+            f"keep {'them' if many else 'it'} only with a reviewed reason (pytest without --torchbind-accept shows "
+            "each failure)")
 
 
 def stale_entries(known: Iterable[str], prefix: str, planned: Collection[str]) -> list[str]:
