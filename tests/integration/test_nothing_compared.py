@@ -238,3 +238,39 @@ def test_under_xdist_the_controller_decides_once(pytester, refusing):
     result.assert_outcomes(skipped=4)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
     assert out.count(f"torchbind: nothing was compared for {refusing}.State: all 4 of its items") == 1, out[-3000:]
+
+
+def test_the_summary_counts_skips_by_cause_not_by_wording(pytester, refusing):
+    """A matrix cell words the constructor's cause "no eager reference: CAUSE", a check "CAUSE": one cause, and the
+    summary line counts it once (issue 31: a new user's trial read "the most common reason (38 of 55)" where 53 of
+    55 skips had that cause; the other 15 were the checks' wording)."""
+    state = f"{refusing}.State"
+    result = run_inprocess(pytester, f"--torchbind-load={refusing}", f"--torchbind-class={state}", "-rs",
+                           "--torchbind-checks=fake_kernel,baked,guards,matrix", "--torchbind-backends=eager,export",
+                           "--torchbind-examples=10")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
+    cause = (f"{state}'s constructor rejected every generated argument set (last: ValueError: State is made by "
+             f"make_state() only), so no object of {state} could be built and nothing was compared; give objects "
+             f"with @conformance.examples({state!r}) or the constructor's arguments with "
+             f"conformance.strategy({state!r}, '__init__', ...)")
+    counts = {m.group(2): int(m.group(1)) for m in re.finditer(r"^SKIPPED \[(\d+)\] [^:]+:\d+: (.*)$", out, re.M)}
+    # Both wordings are there (so counting wordings would split the cause), and every skip has the cause.
+    assert counts == {cause: counts[cause], f"no eager reference: {cause}": counts[f"no eager reference: {cause}"]}
+    n = sum(counts.values())
+    assert (f"torchbind: nothing was compared for {state}: all {n} of its items that ran were skipped (n/a "
+            f"included), so this run is no evidence about it and fails; the most common reason ({n} of {n}): {cause}; "
+            "pytest -rs lists every item's reason") in out, out[-3000:]
+
+
+def test_the_summary_quotes_a_cause_as_worded_when_it_has_one_wording():
+    from conformance.core.results import Verdict
+    from conformance.plugin.recorder import nothing_compared
+
+    verdicts = [Verdict.skip("matrix", "m.C", f"op-{b}", "no eager reference: plain eager raises ValueError: no")
+                for b in ("eager", "inductor")] + [Verdict.skip("guards", "m.C", "op", "other")]
+    assert nothing_compared(verdicts) == [
+        "nothing was compared for m.C: all 3 of its items that ran were skipped (n/a included), so this run is no "
+        "evidence about it and fails; the most common reason (2 of 3): no eager reference: plain eager raises "
+        "ValueError: no; give what the reasons ask for (example objects with @conformance.examples('m.C'), "
+        "arguments with conformance.strategy('m.C', ...)); pytest -rs lists every item's reason"]
