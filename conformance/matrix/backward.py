@@ -25,7 +25,7 @@ from .gradients import (BackwardFailed, CustomOps, Gradients, GradientRun, OpCal
                         formula_column, gradient_differences, not_applicable, numeric_check, requiring_grad)
 from .limitations import failure_chain
 
-__all__ = ["BackwardScenario", "BackwardRun", "make_backward", "run_backward"]
+__all__ = ["BackwardScenario", "BackwardRun", "make_backward", "run_backward", "reports_formula"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,8 +185,15 @@ def _run_backward(scn: BackwardScenario, backend: Backend) -> list[Difference]:
     # The backend's own differences first: the cell's rule is theirs when it has any; eager's formula, wrong in every
     # backend alike, is reported once per row (formula_column's cell), and is that cell's rule only where the backend
     # reproduces eager; the other cells carry a note (make_backward).
+    return diffs + (list(scn.numeric) if reports_formula(scn, backend) else [])
+
+
+def reports_formula(scn: BackwardScenario, backend: Backend) -> bool:
+    """Whether the cell of ``scn`` through ``backend`` reports eager's own gradient against finite differences (the
+    row's ``numeric`` differences): the cell of :func:`~conformance.matrix.gradients.formula_column`'s backend, or
+    every cell where no backend differentiates. Raises nothing."""
     column = formula_column()
-    return diffs + (list(scn.numeric) if column is None or backend.name == column else [])
+    return bool(scn.numeric) and (column is None or backend.name == column)
 
 
 def _kept_first(scn: BackwardScenario, backend: Backend, i: int, expected: GradientRun,

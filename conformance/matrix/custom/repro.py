@@ -8,6 +8,10 @@ definitions is the TorchBind kind's too (:func:`conformance.matrix.repro.judged_
 disagreement reproduced`` when the backend agrees with eager.
 
 A step whose object eager itself rejects is left out of the script, as the cell leaves it out of its comparison.
+
+A failed cell of a backward row (:mod:`conformance.matrix.custom.backward`) gets the same definitions, every object
+of the sequence (the backward cell runs each), and the gradients' lines
+(:func:`conformance.matrix.repro.judged_gradients`).
 """
 
 from __future__ import annotations
@@ -16,45 +20,53 @@ from typing import Any
 
 from ...custom.context import CustomClassContext, state_of
 from ..backends import Backend
-from ..repro import judged_run
+from ..backward import BackwardScenario, reports_formula
+from ..repro import GRADIENTS, judged_gradients, judged_run
 from .rows import CustomScenario
 
 __all__ = ["cell_repro"]
 
 
-def cell_repro(ctx: CustomClassContext, scn: CustomScenario, backend: Backend) -> str | None:
-    """The script reproducing the cell of ``scn`` (a row of ``ctx``'s class) through ``backend``; ``None`` for a
-    backend without a :attr:`~conformance.matrix.backends.Backend.script` (a test's own) or a scenario without the
-    source of its objects."""
-    if not backend.script or len(scn.codes) != len(scn.steps):
+def cell_repro(ctx: CustomClassContext, scn: CustomScenario | BackwardScenario, backend: Backend) -> str | None:
+    """The script reproducing the cell of ``scn`` (a row of ``ctx``'s class, or a backward row's) through
+    ``backend``; ``None`` for a backend without a :attr:`~conformance.matrix.backends.Backend.script` (a test's own)
+    or a scenario without the source of its objects."""
+    backward = isinstance(scn, BackwardScenario)
+    base: CustomScenario = scn.base if backward else scn
+    if not backend.script or len(base.codes) != len(base.steps):
         return None
-    steps = _accepted(scn, backend)
-    tensors = ", ".join(scn.args.args[i].code for i in scn.tensor_positions)
+    steps = list(range(len(base.steps))) if backward else _accepted(base, backend)
+    tensors = ", ".join(base.args.args[i].code for i in base.tensor_positions)
     make = ["def make(step):", "    \"\"\"A new object in the state of each step of the row's sequence.\"\"\""]
     for n, k in enumerate(steps):
-        label = scn.steps[k][0].split(":", 1)[0]
-        make += [f"    {'if' if n == 0 else 'elif'} step == {n}:  # {label}", *(f"        {ln}" for ln in scn.codes[k])]
+        label = base.steps[k][0].split(":", 1)[0]
+        make += [f"    {'if' if n == 0 else 'elif'} step == {n}:  # {label}",
+                 *(f"        {ln}" for ln in base.codes[k])]
     make += ["    return obj"]
-    state = _state_keys(ctx, scn, backend)
-    body = ["import torch.utils._pytree as pytree", "", "", scn.program.rstrip(), "", "", *make, "", "",
+    body = ["import torch.utils._pytree as pytree", "", "", base.program.rstrip(), "", "", *make, "", "",
             "def make_first():", "    return make(0)", "", "",
             "def inputs():", f"    return [{tensors}]", "", "",
             "def module(obj):", "    return Program()", "", "",
-            "def args(obj, run):", "    return (*inputs(), obj)", "", "",
-            "def run_twice(program, obj):",
-            f"    \"\"\"The program on each object of the sequence ({len(steps)} runs, the first on ``obj``): its "
-            "outputs,", "    and the objects' states after (the fields the cell compares).\"\"\"",
-            "    outputs, states = [], []",
-            f"    for step in range({len(steps)}):",
-            "        if step:",
-            "            obj = make(step)",
-            "        outputs.append(program(*args(obj, step)))",
-            f"        states.append({{k: getattr(obj, k) for k in {state!r} if hasattr(obj, k)}})" if state else
-            "        states.append({})  # the cell compares outputs only here",
-            "    return outputs, states", "", "",
-            # torch.compile traces on its first call; an exported program was traced with ``traced`` and runs on
-            # new objects, as the cell runs every step on a new one.
-            *judged_run(backend, "None", "make_first()" if backend.ahead_of_time else "traced")]
+            "def args(obj, run):", "    return (*inputs(), obj)", "", ""]
+    # torch.compile traces on its first call; an exported program was traced with ``traced`` and runs on new
+    # objects, as the cell runs every step on a new one.
+    start = "make_first()" if backend.ahead_of_time else "traced"
+    if backward:
+        return ctx.repro(body + [f"RUNS = {len(steps)}", "", "", *GRADIENTS,
+                                 *judged_gradients(backend, "None", start, reports_formula(scn, backend))])
+    state = _state_keys(ctx, base, backend)
+    body += ["def run_twice(program, obj):",
+             f"    \"\"\"The program on each object of the sequence ({len(steps)} runs, the first on ``obj``): its "
+             "outputs,", "    and the objects' states after (the fields the cell compares).\"\"\"",
+             "    outputs, states = [], []",
+             f"    for step in range({len(steps)}):",
+             "        if step:",
+             "            obj = make(step)",
+             "        outputs.append(program(*args(obj, step)))",
+             f"        states.append({{k: getattr(obj, k) for k in {state!r} if hasattr(obj, k)}})" if state else
+             "        states.append({})  # the cell compares outputs only here",
+             "    return outputs, states", "", "",
+             *judged_run(backend, "None", start)]
     return ctx.repro(body)
 
 

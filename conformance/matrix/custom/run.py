@@ -3,7 +3,7 @@ program is compiled or exported with the first object of its sequence (:mod:`con
 called with each object of the sequence while plain eager runs on a twin built the same way; outputs must be equal,
 and for a symbolic class the objects' states afterwards too. What torch does not support is an entry of the
 limitation table with ``kind="custom"`` (:mod:`conformance.matrix.limitations`). A failed cell of an op row carries
-a standalone script that does the same (:mod:`conformance.matrix.custom.repro`).
+a standalone script that does the same (:mod:`conformance.matrix.custom.repro`), a backward row's cell too.
 """
 
 from __future__ import annotations
@@ -71,9 +71,7 @@ class CustomRows(Rows):
         return scn
 
     def repro(self, ctx: CustomClassContext, scn: CustomScenario | BackwardScenario, backend: Backend) -> str | None:
-        if isinstance(scn, BackwardScenario):  # the program and its backward lines are the cell's
-            return None
-        return cell_repro(ctx, scn, backend)
+        return cell_repro(ctx, scn, backend)  # a backward row's too: its gradients' script
 
     def notes(self, scn: CustomScenario | BackwardScenario) -> list[str]:
         return list(scn.notes) if isinstance(scn, BackwardScenario) else []

@@ -9,47 +9,58 @@ can tell, before printing it, whether it shows the cell's failure in a fresh int
 makes the script raise at the same step. Dynamic rows are exported with the same ``Dim.AUTO`` on every tensor
 dimension; their torch.compile cells compile as the plugin does (``dynamic=None``: sizes become dynamic when they
 change).
+
+A failed cell of a backward row (:mod:`conformance.matrix.torchbind.backward`, an op's or a method's) gets the same
+definitions and the gradients' lines (:func:`conformance.matrix.repro.judged_gradients`): each run's gradients of
+the cell's loss, in plain eager and through the backend, compared.
 """
 
 from __future__ import annotations
 
 from ..backends import Backend
-from ..repro import judged_run
+from ..backward import BackwardScenario, reports_formula
+from ..repro import GRADIENTS, judged_gradients, judged_run
 from .scenarios import Scenario
 
 __all__ = ["cell_repro"]
 
 
-def cell_repro(ctx, scn: Scenario, backend: Backend) -> str | None:
-    """The script reproducing the cell of ``scn`` (a TorchBind scenario of ``ctx``'s class) through ``backend``;
-    ``None`` for a backend without a :attr:`~conformance.matrix.backends.Backend.script` (a test's own)."""
+def cell_repro(ctx, scn: Scenario | BackwardScenario, backend: Backend) -> str | None:
+    """The script reproducing the cell of ``scn`` (a TorchBind scenario of ``ctx``'s class, or a backward row's)
+    through ``backend``; ``None`` for a backend without a :attr:`~conformance.matrix.backends.Backend.script` (a
+    test's own)."""
     if not backend.script:
         return None
-    attr = scn.placement == "attr"
-    inputs = [", ".join(v.code for v in run) for run in scn.tensor_inputs]
+    backward = isinstance(scn, BackwardScenario)
+    base: Scenario = scn.base if backward else scn
+    attr = base.placement == "attr"
+    inputs = [", ".join(v.code for v in run) for run in base.tensor_inputs]
     dims = "None"
-    if scn.dynamic:
+    if base.dynamic:
         dims = "tuple({d: torch.export.Dim.AUTO for d in range(x.dim())} if isinstance(x, torch.Tensor) else None " \
                "for x in example)"
-    body = [scn.source.rstrip(), "", "",
+    body = [base.source.rstrip(), "", "",
             "def inputs(run):",
             f"    return [{inputs[0]}] if run == 0 else [{inputs[1]}]", "", "",
             "def module(obj):",
             f"    return {'Program(obj)' if attr else 'Program()'}", "", "",
             "def args(obj, run):",
-            f"    return {'tuple(inputs(run))' if attr else '(obj, *inputs(run))'}", "", "",
-            "def run_twice(program, obj):",
-            "    outputs, states = [], []",
-            "    for run in (0, 1):",
-            *([] if attr else ["        if run == 1:", "            obj = make_second()"]),
-            "        outputs.append(program(*args(obj, run)))",
-            "        states.append(obj.__obj_flatten__())",
-            "    return outputs, states", "", "",
-            *judged_run(backend, dims,
-                        # torch.compile traces on its first call, with the traced object; an exported program runs
-                        # on a new object in the first state (the traced one went into tracing), unless it holds
-                        # its object.
-                        "make_first()" if backend.ahead_of_time and not attr else "traced",
-                        ("held = getattr(program, 'obj', None)  # an attribute object the program keeps a copy of "
-                         "(export)", "held if isinstance(held, torch.ScriptObject) else start"))]
-    return ctx.repro([("first", scn.first), ("second", scn.second)], body)
+            f"    return {'tuple(inputs(run))' if attr else '(obj, *inputs(run))'}", "", ""]
+    # torch.compile traces on its first call, with the traced object; an exported program runs on a new object in
+    # the first state (the traced one went into tracing), unless it holds its object.
+    start = "make_first()" if backend.ahead_of_time and not attr else "traced"
+    if backward:  # the cell's runs: the first object's state, then the second's (backward.backward_scenario)
+        body += ["def make(run):", "    return make_second() if run else make_first()", "", "", "RUNS = 2", "", "",
+                 *GRADIENTS, *judged_gradients(backend, dims, start, reports_formula(scn, backend))]
+    else:
+        body += ["def run_twice(program, obj):",
+                 "    outputs, states = [], []",
+                 "    for run in (0, 1):",
+                 *([] if attr else ["        if run == 1:", "            obj = make_second()"]),
+                 "        outputs.append(program(*args(obj, run)))",
+                 "        states.append(obj.__obj_flatten__())",
+                 "    return outputs, states", "", "",
+                 *judged_run(backend, dims, start,
+                             ("held = getattr(program, 'obj', None)  # an attribute object the program keeps a copy "
+                              "of (export)", "held if isinstance(held, torch.ScriptObject) else start"))]
+    return ctx.repro([("first", base.first), ("second", base.second)], body)

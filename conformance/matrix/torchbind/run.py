@@ -100,9 +100,7 @@ class TorchBindRows(Rows):
                 for path in sorted(scn.reference.unstable)]
 
     def repro(self, ctx: ClassContext, scn: Scenario | BackwardScenario, backend: Backend) -> str | None:
-        if isinstance(scn, BackwardScenario):  # the program and its backward lines are the cell's
-            return None
-        return cell_repro(ctx, scn, backend)
+        return cell_repro(ctx, scn, backend)  # a backward row's too: its gradients' script
 
     def fake_cause(self, ctx: ClassContext, scn: Scenario | BackwardScenario, backend: Backend):
         # A backward row's forward is the op row's: a fake that makes that one wrong makes this one wrong too.
