@@ -94,10 +94,42 @@ def _load(missing: list[str]) -> None:
           file=sys.stderr, flush=True)
 
 
+#: A build lock older than this (seconds) is one a killed build left behind: one namespace builds in under a
+#: minute on 2 cores, and nothing refreshes the lock while it builds.
+STALE_LOCK_S = 600.0
+
+
+def clear_stale_lock(directory: str, now: float | None = None) -> bool:
+    """Remove ``directory``'s ``lock`` when a killed build left it; return whether it was removed (and say so on
+    stderr). torch 2.13's ``torch.utils.cpp_extension`` locks a build directory by creating the file ``lock``
+    (``torch.utils.file_baton.FileBaton``: its existence blocks every later build, forever, when the process that
+    made it was killed before removing it); torch 2.14 keeps the file and locks it with ``flock`` instead. So: a
+    lock older than :data:`STALE_LOCK_S` that no process holds with ``flock`` is stale. Never raises."""
+    import fcntl
+
+    lock = os.path.join(directory, "lock")
+    try:
+        age = (time.time() if now is None else now) - os.path.getmtime(lock)
+        if age < STALE_LOCK_S:
+            return False
+        with open(lock) as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # a torch 2.14 build holds it now
+                return False
+            os.remove(lock)
+    except OSError:
+        return False
+    print(f"torchbind-conformance: removed {lock}, left {age / 60:.0f} min ago by a build that was killed (a torch "
+          "2.13 build waits forever while it exists)", file=sys.stderr, flush=True)
+    return True
+
+
 def _compile(namespace: str) -> str:
     """Build (ninja decides what) and load one namespace's extension; its library's path."""
     from torch.utils import cpp_extension
 
+    clear_stale_lock(_build_directory(namespace))
     return str(cpp_extension.load(
         name=extension_name(namespace),
         sources=[str(CSRC_DIR / f"{namespace}.cpp")],

@@ -70,3 +70,28 @@ def test_import_sample_classes_outside_a_run_loads_every_namespace():
     assert sample_classes.fakes_patterns.FAKE_CLASSES and sample_classes.fakes_limits.FAKE_CLASSES
     with pytest.raises(ValueError, match="no sample namespace samples_nowhere; the sample namespaces are samples, "):
         _build.load_namespaces(["samples_nowhere"])
+
+
+def test_a_lock_a_killed_build_left_is_removed_and_a_fresh_or_held_one_is_kept(tmp_path, capsys):
+    # torch 2.13's cpp_extension locks a build directory by creating `lock` (torch.utils.file_baton.FileBaton) and
+    # waits while it exists: a build killed mid-way (SIGKILL, a CI job cut off) left every later run of the
+    # samples waiting forever, silently. The samples' build removes such a lock when no process holds it.
+    import fcntl
+
+    from torch.utils.file_baton import FileBaton
+
+    from sample_classes import _build
+
+    lock = tmp_path / "lock"
+    assert FileBaton(str(lock)).try_acquire() and lock.exists()  # what torch 2.13 leaves behind when killed
+    assert not FileBaton(str(lock)).try_acquire()  # ... and what makes the next build wait
+    assert not _build.clear_stale_lock(str(tmp_path))  # fresh: another build may be running
+    assert lock.exists()
+    later = lock.stat().st_mtime + _build.STALE_LOCK_S + 60
+    with open(lock) as held:  # torch 2.14's lock: the file stays, a running build flocks it
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert not _build.clear_stale_lock(str(tmp_path), now=later) and lock.exists()
+    assert _build.clear_stale_lock(str(tmp_path), now=later) and not lock.exists()
+    assert f"removed {lock}, left 11 min ago by a build that was killed" in capsys.readouterr().err
+    assert FileBaton(str(lock)).try_acquire()  # the next build goes ahead
+    assert not _build.clear_stale_lock(str(tmp_path / "nowhere"))
