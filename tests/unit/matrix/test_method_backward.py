@@ -35,6 +35,16 @@ def samples():
     return sample_classes
 
 
+@pytest.fixture(autouse=True)
+def grad_on():
+    """Autograd on, as a user's program has it: these tests are about what eager does with gradients. In the
+    quick core (-m "not process and not budget") an earlier test in the same worker left grad mode off (seen
+    after tests/unit/matrix/test_matrix.py::test_compile_errors_fail_with_the_error; not traced yet), which
+    made eager's own output not require grad."""
+    with torch.enable_grad():
+        yield
+
+
 @pytest.fixture(scope="module")
 def engine(samples):
     return engine_of(None, Settings(examples=5))
