@@ -19,8 +19,13 @@ import enum
 import textwrap
 from typing import Any
 
-__all__ = ["Status", "Failure", "Note", "Verdict", "Outcome", "REUSED", "NotApplicable", "Cell", "ConformanceError",
-           "SelectorError", "UnknownClassError", "RegistrationError", "Evidence", "exception_line"]
+__all__ = ["NO_EAGER_REFERENCE", "Status", "Failure", "Note", "Verdict", "Outcome", "REUSED", "NotApplicable", "Cell",
+           "ConformanceError", "SelectorError", "UnknownClassError", "RegistrationError", "Evidence", "exception_line"]
+
+#: How a matrix cell's skip begins when plain eager gave no reference to compare with
+#: (:meth:`conformance.matrix.cell.Rows.run_cell`); what follows is the cause, worded as a check's skip words it
+#: (the recorder counts the two as one cause).
+NO_EAGER_REFERENCE = "no eager reference: "
 
 
 class Status(str, enum.Enum):

@@ -17,7 +17,7 @@ import traceback
 from typing import Any
 
 from ..core.evidence import collecting, replay
-from ..core.results import Cell, Evidence, Failure, NotApplicable, Status, exception_line
+from ..core.results import NO_EAGER_REFERENCE, Cell, Evidence, Failure, NotApplicable, Status, exception_line
 from ..engine.arguments import Excluded
 from ..engine.dynamo_state import skip_reason
 from .backends import Backend, all_backends, get_backend
@@ -183,7 +183,7 @@ class Rows:
             cell.status, cell.reason = Status.SKIPPED, str(exc)
             return cell
         except NotApplicable as exc:  # n/a: say what eager raised, and keep the program it raised on
-            cell.status, cell.reason = Status.SKIPPED, f"no eager reference: {exc}"
+            cell.status, cell.reason = Status.SKIPPED, f"{NO_EAGER_REFERENCE}{exc}"
             program = getattr(exc, "program", None)  # the row's program, where the kind built one
             if program is not None:
                 cell.program = program or None
@@ -195,7 +195,7 @@ class Rows:
                     scn = self.under_autocast(scn)
             except Exception as exc:  # noqa: BLE001 - eager rejects the program under autocast: nothing to compare
                 cell.status = Status.SKIPPED
-                cell.reason = f"no eager reference: plain eager under {_autocast_text(backend)} raises " \
+                cell.reason = f"{NO_EAGER_REFERENCE}plain eager under {_autocast_text(backend)} raises " \
                               f"{exception_line(exc, limit=300)}"
                 return cell
         cache = self.cache(ctx)

@@ -30,7 +30,7 @@ from ..core.qualname import node_id, qualname_of_id
 from ..reports import build_report, write_report
 from ..reports.markdown import render as render_markdown
 from ..reports.terminal import render_lines
-from ..core.results import Cell, Status, Verdict
+from ..core.results import NO_EAGER_REFERENCE, Cell, Status, Verdict
 from ..runner import CheckTarget, RunPlan
 
 __all__ = ["Recorder", "CrashHook", "lost_reason", "nothing_compared"]
@@ -63,11 +63,6 @@ def reuse_line(verdicts: Iterable[Verdict], reading: bool) -> str | None:
                      if n)
     return (f"torchbind: {len(reused)} of {len(verdicts)} verdicts reused from earlier runs ({what}; "
             "--torchbind-reuse=off runs them again)")
-
-
-#: How a matrix cell's skip begins when plain eager gave no reference to compare with
-#: (:meth:`conformance.matrix.cell.Rows.run_cell`); what follows is the cause, worded as a check's skip words it.
-NO_EAGER_REFERENCE = "no eager reference: "
 
 
 def _cause(reason: str) -> str:
