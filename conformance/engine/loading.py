@@ -38,7 +38,8 @@ from pathlib import Path
 from ..core.results import ConformanceError
 
 __all__ = ["LoadError", "LIB_SUFFIXES", "parse_spec", "repro_lines", "existing_path", "find_beside", "search_dirs",
-           "is_dotted_name", "selected_classes", "selecting", "file_module_name", "FILE_MODULE_PREFIX"]
+           "is_dotted_name", "selected_classes", "selecting", "file_module_name", "renamed_files",
+           "FILE_MODULE_PREFIX"]
 
 #: The suffixes of a library spec (also ``name.so.1``).
 LIB_SUFFIXES = (".so", ".dylib", ".dll")
@@ -47,6 +48,7 @@ LIB_SUFFIXES = (".so", ".dylib", ".dll")
 FILE_MODULE_PREFIX = "_torchbind_load_"
 
 _file_modules: dict[Path, str] = {}  # each .py file named by a spec in this process -> its module name
+_renamed: dict[Path, str] = {}  # each of those given a digest name -> why its stem could not be the name
 _selection: list[tuple[str, ...] | None] = []  # the selectors of the run loading now, innermost last
 _runs = 0  # pytest runs of the plugin that applied their load specs in this process
 
@@ -137,35 +139,52 @@ def file_module_name(path: Path, rootdir: Path | None = None) -> str:
     library's ``json``, an installed package) or from the invocation directory or ``rootdir`` (where a module spec
     is looked for, :func:`find_beside`), and no other file given that name earlier in this process. Otherwise
     ``_torchbind_load_<stem>_<12 hex digits of the SHA-256 of the resolved path>`` (characters of the stem that
-    cannot be in a name become ``_``). A file keeps its name for the life of the process. Raises nothing."""
+    cannot be in a name become ``_``), and :func:`renamed_files` says why. A file keeps its name for the life of
+    the process. Raises nothing."""
     path = Path(path).resolve()
     name = _file_modules.get(path)
     if name is not None and _module_is(sys.modules.get(name), path) is not False:
         return name
     stem = path.stem
-    if not _stem_is_free(stem, path, rootdir):
+    taken = _stem_taken(stem, path, rootdir)
+    if taken is not None:
         digest = hashlib.sha256(os.fsencode(str(path))).hexdigest()[:12]
         stem = FILE_MODULE_PREFIX + re.sub(r"\W", "_", stem) + f"_{digest}"
+        _renamed[path] = taken
+    else:
+        _renamed.pop(path, None)
     _file_modules[path] = stem
     return stem
 
 
-def _stem_is_free(stem: str, path: Path, rootdir: Path | None) -> bool:
-    """Whether ``path`` can be imported as the module ``stem`` without taking the place of another module (see
-    :func:`file_module_name`)."""
+def renamed_files() -> dict[Path, tuple[str, str]]:
+    """The ``.py`` files given a digest name by :func:`file_module_name` in this process: resolved path ->
+    ``(module name, why its stem could not be the name)``, in the order they were named. Raises nothing."""
+    return {p: (_file_modules[p], why) for p, why in _renamed.items() if p in _file_modules}
+
+
+def _stem_taken(stem: str, path: Path, rootdir: Path | None) -> str | None:
+    """Why ``path`` cannot be imported as the module ``stem`` without taking the place of another module, or
+    ``None`` when it can (see :func:`file_module_name`)."""
     if not stem.isidentifier() or keyword.iskeyword(stem):
-        return False
-    if any(name == stem and other != path for other, name in _file_modules.items()):
-        return False
-    present = _module_is(sys.modules.get(stem), path)
-    if present is not None:
-        return present
+        return f"{stem!r} is not a Python module name"
+    for other, name in _file_modules.items():
+        if name == stem and other != path:
+            return f"{other} was imported as {stem!r} first"
+    present = sys.modules.get(stem)
+    same = _module_is(present, path)
+    if same is not None:
+        return None if same else f"the module {stem!r} is already imported (from " \
+            f"{getattr(present, '__file__', None) or 'no file'})"
     try:
         found = [importlib.util.find_spec(stem)]
         found += [importlib.machinery.PathFinder.find_spec(stem, [str(d)]) for d in search_dirs(rootdir)]
-    except Exception:  # an odd finder or sys.path entry: do not guess, take the name no module can have
-        return False
-    return all(spec is None or _same_file(spec.origin, path) for spec in found)
+    except Exception as exc:  # an odd finder or sys.path entry: do not guess, take the name no module can have
+        return f"whether {stem!r} names another module could not be found out ({type(exc).__name__})"
+    for spec in found:
+        if spec is not None and not _same_file(spec.origin, path):
+            return f"{stem!r} would import {spec.origin or 'another module'}"
+    return None
 
 
 def _module_is(module, path: Path) -> bool | None:

@@ -49,7 +49,8 @@ RULES = {
     TRACING_CHANGED_OBJECT: "tracing ahead of time changed the real object it traced with, or left FakeTensors in it",
     FOLLOWS_FROM_FAKE: "the cell fails because a fake returns a wrong result: a method's or op's fake disagrees with "
                        "C++ on the program's calls (the agreement, custom_op or return_type item that reports it is "
-                       "named)",
+                       "named); for a Python custom class, an op's fake returns other shapes or dtypes than the op "
+                       "on plain eager's call (its `fake_kernel[op]` item is named)",
     GRADIENT_DIFFERS: "a backward row: a gradient of the loss through the backend differs from plain eager's, or the "
                       "backend's outputs carry no gradient where eager's do",
     GRADIENT_WRONG: "a backward row: plain eager's own gradient (the op's autograd formula) disagrees with finite "

@@ -5,11 +5,12 @@ output and state is :mod:`conformance.matrix.torchbind.explain`."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 from ..engine.render import render
 
-__all__ = ["show", "cannot_tell", "STAYED"]
+__all__ = ["show", "cannot_tell", "STAYED", "FakeCause"]
 
 #: The words that mark an output which stayed at the traced object's value (the limitation table matches them).
 STAYED = "it stayed at the traced object's value"
@@ -25,3 +26,23 @@ def cannot_tell(what: str, hint: str) -> str:
     on what, ``hint`` what the adopter can give."""
     return (f"{what}, so this cell cannot tell a program that follows the object from one that holds the first "
             f"object baked in (the one it was traced with): {hint}")
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeCause:
+    """A failed cell's program calls a method or op whose fake is wrong: ``items`` are the ids of the items that
+    report it (``torchbind[ns.Cls]::agreement[m]``, ``torchbind[py:mod.Cls]::fake_kernel[op]``), ``call`` what the
+    call did on each side."""
+
+    items: tuple[str, ...]
+    call: str
+
+    @property
+    def reference(self) -> str:
+        """For the cell's reason: ``follows from the fake's wrong result, see <items>``."""
+        return f"follows from the fake's wrong result, see {' and '.join(self.items)}"
+
+    @property
+    def detail(self) -> str:
+        """For the cell's details: the call that disagrees and the items."""
+        return f"this {self.reference}: {self.call}"

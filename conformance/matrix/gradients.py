@@ -122,10 +122,11 @@ class CustomOps(TorchDispatchMode):
         return list(dict.fromkeys(call.name for call in self.calls))
 
 
-def fake_mismatches(calls: list[OpCall]) -> list[str]:
+def fake_mismatches(calls: list[OpCall], where: str = "its call in eager's backward") -> list[str]:
     """For each recorded call whose op's fake, run on fake copies of the same arguments (``FakeTensorMode``; a
-    TorchBind object fakified), returns other shapes or dtypes than the op returned: a line naming the op and both.
-    Calls whose fake cannot be run that way are left out. Raises nothing."""
+    TorchBind object fakified), returns other shapes or dtypes than the op returned: a line naming the op and both,
+    ending with ``where`` the call was made. Calls whose fake cannot be run that way are left out. Raises
+    nothing."""
     from torch._library.fake_class_registry import maybe_to_fake_obj
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -147,7 +148,7 @@ def fake_mismatches(calls: list[OpCall]) -> list[str]:
         if len(real) != len(faked) or any(tuple(r.shape) != tuple(f.shape) or r.dtype != f.dtype
                                           for r, f in zip(real, faked)):
             found.append(f"the fake of {call.name} returns {meta(faked)} where {call.name} returns {meta(real)} on "
-                         "the same arguments (its call in eager's backward)")
+                         f"the same arguments ({where})")
     return found
 
 
@@ -173,10 +174,12 @@ def requiring_grad(args: tuple) -> tuple[tuple, list[torch.Tensor]]:
 @dataclasses.dataclass
 class GradientRun:
     """One run's result: ``requires_grad`` of each floating-point output, and ``grads`` (one per floating-point
-    input, ``None`` where the loss does not depend on it), or ``None`` when no output requires grad."""
+    input, ``None`` where the loss does not depend on it), or ``None`` when no output requires grad; ``dtypes``: the
+    dtype of each floating-point output of the forward."""
 
     requires_grad: list[bool]
     grads: list[torch.Tensor | None] | None
+    dtypes: tuple[torch.dtype, ...] = ()
 
 
 class Gradients:
@@ -198,16 +201,16 @@ class Gradients:
         except Exception as exc:  # noqa: BLE001 - named by its stage
             raise stage("forward", exc) from exc
         outs = _leaves(outputs)
-        flags = [o.requires_grad for o in outs]
+        flags, dtypes = [o.requires_grad for o in outs], tuple(o.dtype for o in outs)
         if not any(flags):
-            return GradientRun(flags, None)
+            return GradientRun(flags, None, dtypes)
         loss = sum((o * w.to(o.device)).sum() for o, w in zip(outs, self.weights) if o.requires_grad)
         try:
             with backward if backward is not None else contextlib.nullcontext():
                 grads = torch.autograd.grad(loss, inputs, allow_unused=True)
         except Exception as exc:  # noqa: BLE001 - named by its stage
             raise stage("backward", exc) from exc
-        return GradientRun(flags, list(grads))
+        return GradientRun(flags, list(grads), dtypes)
 
 
 def gradient_differences(label: str, names: list[str], expected: GradientRun, got: GradientRun, side: str,
@@ -228,6 +231,12 @@ def gradient_differences(label: str, names: list[str], expected: GradientRun, go
               if lines and isinstance(e, torch.Tensor) and isinstance(g, torch.Tensor) and e.shape == g.shape
               and e.numel() else "")
         diffs += [Difference(GRADIENT_DIFFERS, f"{line} (eager vs {side}{by})") for line in lines]
+    if diffs and expected.dtypes != got.dtypes:  # the forward already differs: the backward only carries it on
+        names_of = lambda ds: ", ".join(str(d).removeprefix("torch.") for d in ds)  # noqa: E731
+        diffs.insert(0, Difference(GRADIENT_DIFFERS, (
+            f"{label}: the forward's outputs already differ in dtype (eager {names_of(expected.dtypes)}, {side} "
+            f"{names_of(got.dtypes)}), so the gradients differ as a consequence: the forward row's cell of this "
+            "column reports the cause")))
     return diffs
 
 

@@ -74,7 +74,7 @@ def judged_run(backend: Backend, dims: str, start: str, held: tuple[str, str] | 
             *([held[0]] if held else []),
             f"got = run_twice(program, {held[1] if held else 'start'})",
             "print('eager:  ', expected)",
-            f"print('{backend.name}:', got)",
+            f"print({backend.side + ':'!r}, got)",
             "", *COMPARE,
             "if same(expected, got):",
             f"    print({NOT_REPRODUCED!r})"]

@@ -28,7 +28,7 @@ from ..core.names import REPORT_ATTR
 from .options import RunOptions
 from ..core.qualname import node_id, qualname_of_id
 from ..reports import build_report, write_report
-from ..reports.markdown import render as render_markdown
+from ..reports.markdown import matrix_title, render as render_markdown
 from ..reports.terminal import render_lines
 from ..core.results import NO_EAGER_REFERENCE, Cell, Status, Verdict
 from ..runner import CheckTarget, RunPlan
@@ -202,8 +202,9 @@ class Recorder:
         """Print the compact matrix, the stale baseline entries, and the end-of-run warnings :meth:`finish`
         collected (it runs first, in ``pytest_sessionfinish``)."""
         if self.cells:
-            terminalreporter.section("torchbind coverage matrix")
-            for line in render_lines(self.report):
+            report = self.report
+            terminalreporter.section(matrix_title(m.qualname for m in report.classes))  # as the report files say
+            for line in render_lines(report):
                 terminalreporter.write_line(line)
             for path in self.reports_written:
                 terminalreporter.write_line(f"report: {path}")

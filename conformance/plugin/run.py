@@ -39,7 +39,7 @@ from ..kinds import expand_selector
 from ..kinds import registered_classes
 from ..core.faults import watch_interrupts
 from .items import Collection
-from ..engine.loading import repro_lines, selecting
+from ..engine.loading import existing_path, parse_spec, renamed_files, repro_lines, selecting
 from ..process.loading import LoadError, apply_load_spec
 from ..matrix.backends import all_backends
 from .options import RunOptions, read_options, replaced_ini_lists
@@ -331,6 +331,20 @@ class PluginRun:
         if self.options.isolation == "none":
             lines.append("torchbind: --torchbind-isolation=none: checks run in the pytest process: a crash in C++ "
                          "ends the run, and calls are not timed (--torchbind-timeout is not enforced)")
+        return lines + self._renamed_lines()
+
+    def _renamed_lines(self) -> list[str]:
+        """A header line for each ``.py`` file of ``--torchbind-load`` imported under a digest name, not its stem:
+        the name its classes have (``<name>.Cls``, in test ids and selectors) and why."""
+        renamed, rootdir = renamed_files(), Path(str(self.config.rootpath))
+        lines = []
+        for spec in self.options.load:
+            kind, target, _ = parse_spec(spec)
+            path = existing_path(target, rootdir) if kind == "file" else None
+            if path in renamed:
+                name, why = renamed[path]
+                lines.append(f"torchbind: --torchbind-load={spec} is imported as the module {name}, not by its "
+                             f"file name, because {why}; its classes are {name}.<Class>")
         return lines
 
 

@@ -120,7 +120,7 @@ def test_ctrl_c_writes_the_partial_report_marked_incomplete(pytester, samples):
     doc = json.loads((pytester.path / "m.json").read_text())
     assert doc["incomplete"] == "interrupted: 3 of 10 cells ran"
     assert sum(len(c["cells"]) for c in doc["classes"]) == 3
-    result.stdout.fnmatch_lines(["*torchbind coverage matrix*", "incomplete report — interrupted: 3 of 10 cells ran"])
+    result.stdout.fnmatch_lines(["*TorchBind coverage matrix*", "incomplete report — interrupted: 3 of 10 cells ran"])
 
 
 def test_a_run_stopped_by_exitfirst_is_marked_too(pytester):
@@ -236,7 +236,7 @@ def test_a_report_directory_removed_mid_run_is_a_warning(pytester, samples, monk
                            "--torchbind-baseline=b.json", "--torchbind-accept")
     assert result.ret == pytest.ExitCode.OK  # a passing run still passes
     report = pytester.path / "out" / "m.md"
-    result.stdout.fnmatch_lines(["*torchbind coverage matrix*",
+    result.stdout.fnmatch_lines(["*TorchBind coverage matrix*",
                                  f"torchbind: could not write the report {report}: [Errno 2] No such file or directory",
                                  "*1 passed*"])
     assert "report: " not in result.stdout.str()
@@ -253,7 +253,7 @@ def test_step_summary_and_baseline_failures_are_warnings(pytester, samples, monk
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
         "*= FAILURES =*",
-        "*torchbind coverage matrix*",
+        "*TorchBind coverage matrix*",
         f"torchbind: could not write the baseline {pytester.path / 'gone' / 'b.json'}: "
         "[Errno 2] No such file or directory",
         f"torchbind: could not write the GitHub step summary {pytester.path} (GITHUB_STEP_SUMMARY): "
@@ -361,7 +361,7 @@ def test_a_run_whose_failure_holds_an_unpaired_surrogate_writes_every_file(pytes
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in out and "UnicodeEncodeError" not in out, out[-3000:]
-    result.stdout.fnmatch_lines(["*= FAILURES =*", "*torchbind coverage matrix*", "*torchbind baseline*",
+    result.stdout.fnmatch_lines(["*= FAILURES =*", "*TorchBind coverage matrix*", "*torchbind baseline*",
                                  "*short test summary info*", "*failed*"])
     cells = json.loads((pytester.path / "m.json").read_text(encoding="utf-8"))["classes"][0]["cells"]
     # the item's data is made encodable where it is made (pytest-xdist carries it from the workers through execnet,

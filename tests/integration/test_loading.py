@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.engine.loading import file_module_name, parse_spec, repro_lines
+from conformance.engine.loading import file_module_name, parse_spec, renamed_files, repro_lines
 from conformance.process.loading import LoadError, apply_load_spec
 from conftest import TORCH_SPEC
 
@@ -210,14 +210,15 @@ def digest_name(stem: str, path: Path) -> str:
     return f"_torchbind_load_{stem}_{hashlib.sha256(os.fsencode(str(path.resolve()))).hexdigest()[:12]}"
 
 
-@pytest.mark.parametrize("stem, name", [
-    ("json", "json"),  # the standard library's
-    ("tbl_taken", "tbl_taken"),  # another file's, in sys.modules
-    ("tbl_beside", "tbl_beside"),  # another file's, beside the invocation directory (a module spec would import it)
-    ("tbl-dash", "tbl_dash"),  # no identifier
-    ("class", "class"),  # a keyword
+@pytest.mark.parametrize("stem, name, why", [
+    ("json", "json", "the module 'json' is already imported (from "),  # the standard library's
+    ("tbl_taken", "tbl_taken", "the module 'tbl_taken' is already imported (from "),  # another file's, in sys.modules
+    # another file's, beside the invocation directory (a module spec would import it)
+    ("tbl_beside", "tbl_beside", "'tbl_beside' would import "),
+    ("tbl-dash", "tbl_dash", "'tbl-dash' is not a Python module name"),  # no identifier
+    ("class", "class", "'class' is not a Python module name"),  # a keyword
 ])
-def test_a_file_whose_stem_another_module_has_gets_a_name_from_its_path(dirs, stem, name):
+def test_a_file_whose_stem_another_module_has_gets_a_name_from_its_path(dirs, stem, name, why):
     if stem == "tbl_taken":
         write_fakes(dirs["elsewhere"], "tbl_taken")
         sys.path.insert(0, str(dirs["elsewhere"]))
@@ -234,6 +235,8 @@ def test_a_file_whose_stem_another_module_has_gets_a_name_from_its_path(dirs, st
     assert sys.modules[expected].__file__ == str(path)
     assert sys.modules.get(stem) is before  # the other module keeps its name
     assert file_module_name(path, dirs["root"]) == expected  # and the file its own
+    assert renamed_files()[path.resolve()] == (expected, renamed_files()[path.resolve()][1])
+    assert renamed_files()[path.resolve()][1].startswith(why)  # said in the run's header (test_path_loaded_modules)
     sys.modules.pop(expected)
 
 

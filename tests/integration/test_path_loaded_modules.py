@@ -13,6 +13,7 @@ schema parser rejects) before importing the hashed name, which no fresh interpre
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,6 +85,25 @@ def test_the_files_stem_selects_its_class(pytester):
                            "--collect-only", "-q")
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     result.stdout.fnmatch_lines(["torchbind[[]py:tblp_select.Recipe[]]::guards[[]shift[]]"])
+
+
+def test_a_second_file_of_the_same_stem_is_named_in_the_header_with_the_reason(pytester):
+    # Two files named tblp_twice.py: the first keeps its stem, the second gets a digest name, and the run's header
+    # says which name its classes have and why (trial 4: the digest name appeared with no word of why).
+    first = write_file(pytester.path, "tblp_twice", "tblp_twice_a")
+    (pytester.path / "other").mkdir()
+    second = write_file(pytester.path / "other", "tblp_twice", "tblp_twice_b")
+    result = run_inprocess(pytester, f"--torchbind-load={first}", f"--torchbind-load={second}",
+                           "--torchbind-class=*.Recipe", "--collect-only")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    out = result.stdout.str()
+    module = re.search(r"is imported as the module (_torchbind_load_tblp_twice_[0-9a-f]{12}),", out)
+    assert module, out
+    module = module.group(1)
+    assert (f"torchbind: --torchbind-load={second} is imported as the module {module}, not by its file name, "
+            f"because {first} was imported as 'tblp_twice' first; its classes are {module}.<Class>") in out, out
+    result.stdout.fnmatch_lines([f"<TorchbindClass torchbind[[]py:{module}.Recipe[]]>",
+                                 "<TorchbindClass torchbind[[]py:tblp_twice.Recipe[]]>"])
 
 
 @pytest.mark.process

@@ -81,4 +81,4 @@ def test_a_class_without_a_fake_still_has_its_matrix_in_the_report(pytester):
     assert {c["reason"] for c in cls["cells"]} == {
         "no fake class registered for _TorchScriptTesting::_StackString (see "
         "torchbind[_TorchScriptTesting._StackString]::fake_class): no backend can fakify the object"}
-    result.stdout.fnmatch_lines(["*torchbind coverage matrix*", "_TorchScriptTesting::_StackString: * n/a"])
+    result.stdout.fnmatch_lines(["*TorchBind coverage matrix*", "_TorchScriptTesting::_StackString: * n/a"])

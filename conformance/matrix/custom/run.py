@@ -15,7 +15,8 @@ from ...engine.compare import value_differences
 from ..backends import Backend
 from ..backward import BackwardScenario, run_backward
 from ..cell import OUTPUT_DIFFERS, STALE_RESULT, STATE_DIFFERS, Difference, Rows
-from ..explain import STAYED, cannot_tell
+from ..explain import STAYED, FakeCause, cannot_tell
+from ..gradients import CustomOps, fake_mismatches
 from .backward import backward_scenario, is_backward_row
 from .repro import cell_repro
 from .rows import CustomScenario, custom_rows, scenario
@@ -72,6 +73,29 @@ class CustomRows(Rows):
 
     def repro(self, ctx: CustomClassContext, scn: CustomScenario | BackwardScenario, backend: Backend) -> str | None:
         return cell_repro(ctx, scn, backend)  # a backward row's too: its gradients' script
+
+    def fake_cause(self, ctx: CustomClassContext, scn: CustomScenario | BackwardScenario,
+                   backend: Backend) -> FakeCause | None:
+        """For an op row: the custom ops the program calls in plain eager on the first object, each op's fake run
+        on fake copies of the same arguments (:func:`~conformance.matrix.gradients.fake_mismatches`); the first
+        whose shapes or dtypes are not the op's names its ``fake_kernel`` item (a compiled or exported program is
+        built from the fakes' results, so its outputs, or its compiling, follow from them). ``None`` for a backward
+        row (:func:`~conformance.matrix.backward.run_backward` says it there), when every fake agrees, or when
+        eager raises."""
+        if not isinstance(scn, CustomScenario):
+            return None
+        try:
+            with CustomOps() as recorded:
+                scn.module()(*scn.inputs(), scn.steps[0][1]())
+        except Exception:  # noqa: BLE001 - eager raising is the cell's own finding, not a fake's
+            return None
+        by_name = {op.qualname: op for op in ctx.info.ops}
+        for call in recorded.calls:  # the first op of the class's whose fake is wrong
+            op = by_name.get(call.name)
+            wrong = fake_mismatches([call], "its call in plain eager") if op is not None else []
+            if wrong:
+                return FakeCause((f"{ctx.info.test_name}::fake_kernel[{op.short_name}]",), wrong[0])
+        return None
 
     def notes(self, scn: CustomScenario | BackwardScenario) -> list[str]:
         return list(scn.notes) if isinstance(scn, BackwardScenario) else []

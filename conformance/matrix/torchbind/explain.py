@@ -15,7 +15,6 @@ value is shown, the note of a cell that cannot tell) is :mod:`conformance.matrix
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
@@ -25,7 +24,7 @@ from ...engine.jit_types import return_type, value_mismatch
 from ...torchbind.calls import Call, Callee
 from ...torchbind.context import new_fake_mode
 from ..cell import OUTPUT_DIFFERS, STALE_RESULT, STATE_DIFFERS, Difference
-from ..explain import STAYED, show
+from ..explain import STAYED, FakeCause, show
 
 __all__ = ["output_differences", "state_differences", "fake_cause", "FakeCause"]
 
@@ -173,22 +172,3 @@ def _replay(ctx, scn, example, where: str) -> FakeCause | None:
                              f"{call.code()} on {where}: C++ {side_text(real)}, fake "
                              f"{side_text(fake)}{f' ({detail})' if detail else ''}")
     return None
-
-
-@dataclasses.dataclass(frozen=True)
-class FakeCause:
-    """A failed cell's program calls a method or op whose fake is wrong: ``items`` are the ids of the items that
-    report it (``torchbind[ns.Cls]::agreement[m]``), ``call`` what the call did on each side."""
-
-    items: tuple[str, ...]
-    call: str
-
-    @property
-    def reference(self) -> str:
-        """For the cell's reason: ``follows from the fake's wrong result, see <items>``."""
-        return f"follows from the fake's wrong result, see {' and '.join(self.items)}"
-
-    @property
-    def detail(self) -> str:
-        """For the cell's details: the call that disagrees and the items."""
-        return f"this {self.reference}: {self.call}"

@@ -48,6 +48,29 @@ def test_plain_torch_a_constant_class_op_fake_with_the_wrong_shape_breaks_only_i
     torch._dynamo.reset()
 
 
+def test_the_inductor_cell_of_an_op_whose_fake_is_wrong_points_to_the_fake_kernel_item(opfake):
+    # The plain-torch lines above, as the matrix reports them: inductor's cell fails, and its message says the
+    # failure follows from the op's fake (a trial's finding: it named only inductor's AssertionError).
+    from conformance.matrix.cell import FOLLOWS_FROM_FAKE
+    from conformance.matrix.custom.run import run_cell
+
+    def register():  # the plain-torch lines' object and input (the simplest draws crop an empty tensor)
+        conformance.examples(f"{MOD}.CropFakeKeepsShape")(lambda: [opfake.CropFakeKeepsShape(1, 2)])
+        conformance.strategy(f"{MOD}.CropFakeKeepsShape", "samples_opfake::crop_wrong", arg="x")(
+            lambda: st.just("torch.arange(6.0)"))
+
+    ctx = engine_of(register, Settings(examples=5)).context(f"{MOD}.CropFakeKeepsShape")
+    cell = run_cell(ctx, "crop_wrong", "inductor")
+    assert (cell.status, cell.rule) == (Status.FAILED, FOLLOWS_FROM_FAKE), cell.reason
+    item = f"torchbind[py:{MOD}.CropFakeKeepsShape]::fake_kernel[crop_wrong]"
+    assert cell.reason.endswith(f"(follows from the fake's wrong result, see {item})"), cell.reason
+    assert cell.details[0].startswith(f"this follows from the fake's wrong result, see {item}: the fake of "
+                                      "samples_opfake::crop_wrong returns ["), cell.details[0]
+    assert cell.details[0].endswith("on the same arguments (its call in plain eager)"), cell.details[0]
+    right = run_cell(Engine(Settings(examples=5)).context(f"{MOD}.Crop"), "crop", "inductor")
+    assert right.status is Status.PASSED and not any("fake's wrong result" in d for d in right.details)
+
+
 def test_fake_kernel_names_the_op_the_output_and_the_field_for_a_constant_class(opfake):
     items = fake_kernel_items(f"{MOD}.CropFakeKeepsShape")
     assert items["crop"].status is Status.PASSED  # the same class, the correct op fake

@@ -382,3 +382,23 @@ def test_a_torchbind_formula_that_ignores_the_object_fails(paged):
     cell = run_cell(paged.context(CACHE), "op.weighted_nostate.backward", "aot_eager")
     assert (cell.status, cell.limitation) == (Status.UNSUPPORTED, "torchbind-op-autograd"), cell.reason
     assert any(d.startswith("eager's own gradient of samples_inputs_autograd::weighted_nostate") for d in cell.details)
+
+
+def test_gradients_that_differ_after_a_forward_of_another_dtype_say_the_forward_is_the_cause():
+    # Under the autocast column a kernel that relies on the ambient autocast returns bfloat16 in eager and float32
+    # compiled (the forward row's cell reports that); the backward cell's gradients then differ too, and its first
+    # line says why (a trial's finding: it showed only the gradients' difference).
+    from conformance.matrix.gradients import GradientRun, gradient_differences
+
+    eager = GradientRun([True], [torch.tensor([1.0, 2.0])], (torch.bfloat16,))
+    compiled = GradientRun([True], [torch.tensor([1.0, 2.002])], (torch.float32,))
+    first, *rest = gradient_differences("run 0", ["t0"], eager, compiled, "autocast", "ns::op")
+    assert first.line == ("run 0: the forward's outputs already differ in dtype (eager bfloat16, autocast float32), "
+                          "so the gradients differ as a consequence: the forward row's cell of this column reports "
+                          "the cause") and first.rule == GRADIENT_DIFFERS
+    assert rest and rest[0].line.startswith("run 0: gradient of t0")
+    same = gradient_differences("run 0", ["t0"], eager, GradientRun([True], [torch.tensor([1.0, 2.002])],
+                                                                     (torch.bfloat16,)), "autocast", "ns::op")
+    assert same and not any("forward's outputs" in d.line for d in same)
+    assert not gradient_differences("run 0", ["t0"], eager, GradientRun([True], [torch.tensor([1.0, 2.0])],
+                                                                         (torch.float32,)), "autocast", "ns::op")

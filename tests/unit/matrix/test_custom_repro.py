@@ -92,3 +92,5 @@ def test_the_script_of_a_symbolic_class_compares_its_states_and_finds_nothing_wh
     ran = _fresh(script, tmp_path)
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert NOT_REPRODUCED in ran.stdout and "'times': " in ran.stdout, ran.stdout
+    # The eager backend's line is told from plain eager's (trial 4: both lines read "eager:").
+    assert "\ntorch.compile eager: " in ran.stdout and ran.stdout.startswith("eager: "), ran.stdout

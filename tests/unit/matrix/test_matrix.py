@@ -216,7 +216,7 @@ def test_reports_serial_and_xdist_are_identical(pytester, samples, monkeypatch):
     html = (pytester.path / "serial.html").read_text()
     assert html.startswith("<!DOCTYPE html>") and "<table>" in html and "http" not in html.split("</style>")[1]
     assert summary.read_text().count("### samples::Counter") == 2  # each of the two runs appended its matrix once
-    serial.stdout.fnmatch_lines(["*torchbind coverage matrix*", "samples::Counter: *✓*"])
+    serial.stdout.fnmatch_lines(["*TorchBind coverage matrix*", "samples::Counter: *✓*"])
     xml = (pytester.path / "serial.xml").read_text()
     assert 'name="torchbind_status" value="skipped"' in xml and "torchbind_cell" not in xml  # JUnit: status only
 
