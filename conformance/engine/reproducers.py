@@ -208,17 +208,18 @@ def _shown_lines(run: ReproRun, timeout: float) -> list[str]:
             *(f"  it raised: {ln.strip()}" for ln in raised[1:])]
 
 
-def check_reproducer(failure: Failure, timeout: float = TIMEOUT) -> Failure:
+def check_reproducer(failure: Failure, timeout: float = TIMEOUT, run: ReproRun | None = None) -> Failure:
     """``failure`` with a line saying what its reproducer did in a fresh interpreter: that it reproduces (it printed
     a :data:`REPRODUCED` line, whatever a later step then raised, which is shown as what followed; it ran to the
     end; or it stopped on the error the failure shows: same type and message), that it raised another error
     (then the script is no evidence of the failure, and the whole error it raised is shown), or that it ran and
     did not show the divergence, which then depends on state outside the object (with the script's own output). A
-    failure without a reproducer is returned as it is."""
+    failure without a reproducer is returned as it is. ``run``: the script's :func:`run_fresh` result where the
+    caller has it already (it is judged, not run again)."""
     if not failure.repro:
         return failure
     try:
-        run = run_fresh(failure.repro, timeout)
+        run = run if run is not None else run_fresh(failure.repro, timeout)
     except OSError as exc:
         return dataclasses.replace(failure, details=(*failure.details, f"the reproducer could not be checked: "
                                                      f"no interpreter could be started ({exc})"))

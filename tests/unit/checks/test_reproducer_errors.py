@@ -134,11 +134,11 @@ def test_the_guards_reproducer_builds_the_inputs_outside_the_compiled_function(t
     assert "w = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))" in lines
     assert f"program = torch.compile(lambda w, o: torch.ops.{name}.fake_quant(w, o), backend='eager', " \
            "fullgraph=True)" in lines
-    run = run_fresh(failure.repro)
+    run = run_fresh(failure.repro)  # one fresh interpreter: its output read here, and judged by the plugin
     assert run.returncode == 0, run.stderr[-2000:]
     shown = {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in run.stdout.splitlines() if ":" in ln)}
     assert shown["compiled, b"] == shown["eager, a"] != shown["eager, b"]  # the stale result, as the failure says
-    assert check_reproducer(failure).details[-1].startswith("reproducer checked: run in a fresh interpreter from an "
+    assert check_reproducer(failure, run=run).details[-1].startswith("reproducer checked: run in a fresh interpreter from an "
                                                             "empty directory, it ran as shown")
 
 

@@ -16,7 +16,7 @@ import torch
 
 from conformance.core.results import Status
 from conformance.core.settings import Settings
-from conformance.engine.reproducers import NOT_REPRODUCED, check_reproducer
+from conformance.engine.reproducers import NOT_REPRODUCED, check_reproducer, run_fresh
 from conformance.matrix.backends import get_backend
 from conformance.matrix.cell import OUTPUT_DIFFERS, cell_failure
 from conformance.matrix.custom.run import ROWS, run_cell
@@ -69,14 +69,14 @@ def test_a_failed_custom_cell_prints_a_script_that_shows_it_from_an_empty_direct
     built = [ln.strip()[len("obj = "):] for ln in script.splitlines() if ln.startswith("        obj = ")]
     assert [o.split("; ")[0].removesuffix(" (built again)") for o in objects] == built
 
-    ran = _fresh(script, tmp_path)
+    ran = run_fresh(script)  # one fresh interpreter, from an empty directory: read here, and judged by the plugin
     assert ran.returncode == 0, ran.stderr[-3000:]
     eager, _, compiled = ran.stdout.partition("\nautocast:")
     # The mismatch, as the cell reports it: eager's outputs in bfloat16, the compiled program's in float32.
     assert eager.startswith("eager:") and "dtype=torch.bfloat16" in eager, ran.stdout
     assert compiled and "dtype=torch.bfloat16" not in compiled, ran.stdout
     assert NOT_REPRODUCED not in ran.stdout
-    checked = check_reproducer(failure)
+    checked = check_reproducer(failure, run=ran)
     assert checked.details[-1].startswith("reproducer checked: run in a fresh interpreter from an empty directory, "
                                           "it ran as shown"), checked.details[-1]
 
