@@ -61,6 +61,10 @@ class CustomClassContext:
         self.arguments = ArgumentSource(info.name, registry)
         #: What the constructor last raised for generated arguments (for the message when it accepts none).
         self.rejected: str | None = None
+        #: Whether the constructor accepted any generated argument set; the skip of an item whose search found the
+        #: constructor refusing every one while it never accepted any (later items raise it without drawing).
+        self.accepted_any = False
+        self.refused: NotApplicable | None = None
         #: Example objects (as recipe code) that every factory call returns again and that cannot be copied.
         self.shared: list[str] = []
 
@@ -181,6 +185,7 @@ class CustomClassContext:
         except Exception as exc:  # noqa: BLE001 - a precondition of the class
             self.rejected = f"{type(exc).__name__}: {exc}"
             return False
+        self.accepted_any = True
         return True
 
     def mutators(self) -> list[str]:
@@ -228,6 +233,8 @@ class CustomClassContext:
         from hypothesis import Phase, given, settings
         from hypothesis.errors import Unsatisfiable
 
+        if self.refused is not None:
+            raise self.refused
         base = hypothesis_settings(examples)
         phases = base.phases if shrink else tuple(p for p in base.phases if p is not Phase.shrink)
 
@@ -243,17 +250,28 @@ class CustomClassContext:
         except Found as found:
             return found.finding
         except Unsatisfiable:
-            raise self.unbuildable() from None
+            raise self._refusing() from None
         return None
 
     def drawn(self, count: int, digest: str) -> list[Recipe]:
         """Up to ``count`` objects of :meth:`objects`, the same on every run
         (:func:`conformance.engine.arguments.draw_fixed` seeded from ``digest``). Raises :meth:`unbuildable` when
         not one could be built, so that no check blames an op or a member for the constructor's refusal."""
+        if self.refused is not None:
+            raise self.refused
         recipes = draw_fixed(self.objects(), count, digest)
         if not recipes:
-            raise self.unbuildable()
+            raise self._refusing()
         return recipes
+
+    def _refusing(self) -> NotApplicable:
+        """:meth:`unbuildable`, kept for the items after this one when the constructor has refused every generated
+        argument set and never accepted one in this process: each later search or draw raises it at once instead of
+        drawing and being refused again (seconds per item, for the same skip)."""
+        skip = self.unbuildable()
+        if self.rejected is not None and not self.accepted_any:
+            self.refused = skip  # the same text for every item: one cause (the run's nothing-compared line)
+        return skip
 
     def unbuildable(self) -> NotApplicable:
         """The skip of every item that needed an object of the class when none could be built: the constructor's

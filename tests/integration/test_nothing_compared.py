@@ -274,3 +274,32 @@ def test_the_summary_quotes_a_cause_as_worded_when_it_has_one_wording():
         "evidence about it and fails; the most common reason (2 of 3): no eager reference: plain eager raises "
         "ValueError: no; give what the reasons ask for (example objects with @conformance.examples('m.C'), "
         "arguments with conformance.strategy('m.C', ...)); pytest -rs lists every item's reason"]
+
+
+def test_once_the_constructor_refused_every_draw_later_items_skip_without_drawing(pytester, refusing, monkeypatch):
+    # Each item used to draw and be refused again (the trial's run took 118 s to compare nothing): the first
+    # refusal is kept on the class's context, and every later search or draw raises the same skip at once.
+    import importlib
+
+    from conformance.core.results import NotApplicable
+    from conformance.core.settings import Settings
+    from conftest import engine_of
+
+    mod = importlib.import_module(refusing)
+    calls = []
+    original = mod.Recipe.__init__
+
+    def counting(self, *args, **kwargs):
+        calls.append(args)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(mod.Recipe, "__init__", counting)
+    ctx = engine_of(None, Settings(examples=10)).context(f"{refusing}.Recipe")
+    with pytest.raises(NotApplicable) as first:
+        ctx.drawn(3, "first item")
+    assert calls and "could be built and nothing was compared" in str(first.value)
+    tried = len(calls)
+    for later in (lambda: ctx.drawn(3, "second item"), lambda: ctx.search(ctx.objects(), lambda o: None, 10)):
+        with pytest.raises(NotApplicable) as again:
+            later()
+        assert str(again.value) == str(first.value) and len(calls) == tried  # the same skip, nothing drawn
