@@ -27,7 +27,7 @@ import dataclasses
 from hypothesis import target
 
 from ..core.evidence import record, uncounted
-from ..core.results import Note
+from ..core.results import NotApplicable, Note
 from ..engine.compare import value_differences
 from ..engine.values import ArgumentSet
 from .context import CustomClassContext, Recipe
@@ -43,6 +43,9 @@ PAIRS = 8
 INPUTS = 16
 #: The objects drawn (the first ones) whose variants make more equal pairs after the search.
 OBJECTS = 12
+#: Objects and input sets drawn the same way on every run (seeded by the class and op, not by the search's seed)
+#: that join the search's own after it: whether a field is told apart does not rest on the search's draws alone.
+FIXED = 6
 
 #: What a search found: ``(a_recipe, b_recipe, label, fields, args, result_a, result_b)``, ``a == b`` and the two
 #: results differ (``label``: which constructor argument b took from another object, or ``"another object"``).
@@ -117,9 +120,22 @@ def crossed(ctx: CustomClassContext, op: CustomOpInfo, seen: Seen) -> Finding | 
     objects it drew make with each other (:meth:`CustomClassContext.variants` of every two of the first
     :data:`OBJECTS`), at most :data:`PAIRS` per field, each on at most :data:`INPUTS` inputs (those that told a field
     apart first, then the shortest). Returns the first pair ``a == b`` with different results on one of them, or
-    ``None``; the pairs made are added to ``seen.unsure`` (what :func:`untold_notes` reports). Deterministic given
+    ``None``; the pairs made are added to ``seen.unsure`` (what :func:`untold_notes` reports). :data:`FIXED`
+    objects (:meth:`CustomClassContext.drawn`) and argument sets (``ArgumentSource.fixed``), the same on every run,
+    join those the search drew: a search whose objects all shared one value of a field (every ``symmetric=True``)
+    or whose inputs could not show it would otherwise pass the class on that draw alone. Deterministic given
     ``seen``."""
-    objects = list(seen.objects.values())[:OBJECTS]
+    digest = f"{ctx.info.name}:guards:{op.qualname}"
+    try:
+        fixed = ctx.drawn(FIXED, digest)
+    except NotApplicable:  # no object built this way: the search's own objects
+        fixed = []
+    try:
+        for args in ctx.arguments.fixed(op.qualname, op.schema, op.positions[0], limit=FIXED):
+            seen.inputs.setdefault(args.code(), args)
+    except NotApplicable:  # no argument set drawn this way: the search's own inputs
+        pass
+    objects = list({r.code: r for r in [*list(seen.objects.values())[:OBJECTS], *fixed]}.values())
     for a_recipe in objects:
         for donor in objects:
             if donor is a_recipe:
