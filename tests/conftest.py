@@ -74,6 +74,21 @@ needs_torch_testlib = pytest.mark.skipif(
                               "classes); the CPU wheels do")
 
 
+@pytest.fixture(autouse=True)
+def _torch_as_it_was():
+    """Fail a test that leaves torch's process-wide defaults changed (grad mode, default dtype, threads, ...:
+    :mod:`conformance.plugin.torch_globals`'s list), after putting them back: a test that changed one made every
+    later test on its xdist worker run differently (a fake left registered by an in-process run turned grad mode
+    off for whichever test next called it)."""
+    from conformance.plugin import torch_globals
+
+    before = torch_globals.snapshot()
+    yield
+    changed = torch_globals.put_back(before)
+    if changed:
+        pytest.fail(f"the test left torch's process-wide defaults changed (put back now): {changed}", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def torch_test_classes():
     """Load ``libtorchbind_test.so`` and torch's four fake classes (namespace ``_TorchScriptTesting``); skips

@@ -65,6 +65,12 @@ def test_defaults_a_fake_changed_are_put_back_and_named(pytester):
                                "--torchbind-checks=agreement", "-k", "value or users_own", "-p", "no:randomly")
     finally:
         changed = torch_globals.put_back(before)  # this test process, whatever the run did
+        # The changing fake stays registered for samples::Counter in this process: every later test that called
+        # the fake's value() (a matrix cell's fake replay) turned grad mode off, float64 on, ... for the tests
+        # after it on the same xdist worker. The sample's correct fake back.
+        from sample_classes import fakes
+
+        fakes.register_fake_classes({"samples::Counter": fakes.FAKE_CLASSES["samples::Counter"]}, force=True)
     assert changed == {}, changed
     result.assert_outcomes(passed=2)  # agreement[value] (the values agree) and the user's own test
     out = result.stdout.str()
