@@ -8,7 +8,8 @@ Test ids: a TorchBind class ``ns::Cls`` is the collector ``torchbind[ns.Cls]``; 
 
 from __future__ import annotations
 
-__all__ = ["split_qualname", "is_custom_class_name", "is_class_name", "node_id", "qualname_of_id"]
+__all__ = ["split_qualname", "is_custom_class_name", "is_class_name", "node_id", "qualname_of_id", "split_id",
+           "item_of_id"]
 
 
 def split_qualname(text: str) -> tuple[str, str] | None:
@@ -51,3 +52,21 @@ def qualname_of_id(nodeid: str) -> str:
         return inner[len("py:"):]
     ns, _, name = inner.rpartition(".")
     return f"{ns}::{name}"
+
+
+def split_id(nodeid: str) -> tuple[str, str, str]:
+    """``(collector, check, target)`` of an item id ``torchbind[ns.Cls]::check[target]``: ``("torchbind[ns.Cls]",
+    "check", "target")``; ``target`` is ``""`` for an item without one (``torchbind[ns.Cls]::coverage``), and an id
+    of no class's item gives ``(nodeid, "", "")``. The one reader of item ids in the pytest layer (the baseline,
+    the recorder, the reuse store, the collection). Raises nothing."""
+    collector, sep, item = nodeid.partition("]::")
+    if not sep:
+        return nodeid, "", ""
+    check, _, target = item.partition("[")
+    return collector + "]", check, target.removesuffix("]")
+
+
+def item_of_id(nodeid: str) -> str:
+    """The item part of an item id: ``check[target]`` of ``torchbind[ns.Cls]::check[target]`` (``""`` for an id of
+    no class's item). Raises nothing."""
+    return nodeid.partition("]::")[2]

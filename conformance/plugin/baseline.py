@@ -58,6 +58,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from ..core.files import write_text_atomically
+from ..core.qualname import split_id
 from ..reports import encodable
 from ..core.results import ConformanceError
 from ..core.versions import torch_release
@@ -271,13 +272,6 @@ _REUSE_RULES = {"matrix.stale-result": ("", {"guards.eq-ignores-state", "guards.
                 "matrix.gradient-differs": (".backward", {"guards.stale-gradient"})}
 
 
-def _split(test_id: str) -> tuple[str, str, str]:
-    """``(prefix, check, target)`` of ``torchbind[ns.Cls]::check[target]`` (prefix ``torchbind[ns.Cls]::``)."""
-    prefix, sep, item = test_id.partition("]::")
-    check, _, target = item.partition("[")
-    return prefix + sep, check, target.removesuffix("]")
-
-
 def own_part(test_id: str, rules: dict[str, list[str]] | None = None) -> str | None:
     """What of the library's own code the failure of ``test_id`` is a bug in, from the stable rule ids of this run's
     failures (``rules``: ``{test id: Verdict.rules}`` of every failed item; ``None``: not known, only the check
@@ -288,8 +282,8 @@ def own_part(test_id: str, rules: dict[str, list[str]] | None = None) -> str | N
     same run's failed ``guards`` item of its op says the class's ``__eq__`` or ``guard_fn`` lets torch give
     (``follows from guards[OP] (guards.stale-gradient: its guard_fn)``). ``None`` for a cell of the compile stack
     and for an id that names no check."""
-    prefix, check, target = _split(test_id)
-    custom = prefix.startswith("torchbind[py:")
+    collector, check, target = split_id(test_id)
+    custom = collector.startswith("torchbind[py:")
     mine = (rules or {}).get(test_id) or []
     rule = mine[0] if mine else ""
     if not check:
@@ -305,7 +299,7 @@ def own_part(test_id: str, rules: dict[str, list[str]] | None = None) -> str | N
         suffix, guard_rules = _REUSE_RULES[rule]
         row = target.rpartition("-")[0]
         op = row.removesuffix(suffix) if row.endswith(suffix) else None
-        guards = f"{prefix}guards[{op}]"
+        guards = f"{collector}::guards[{op}]"
         found = [r for r in (rules or {}).get(guards, ()) if r in guard_rules]
         if op and found:
             return f"follows from guards[{op}] ({found[0]}: {_CLASS_PARTS[found[0]]})"
@@ -316,19 +310,19 @@ def own_failure(test_id: str, rules: dict[str, list[str]] | None = None) -> bool
     """Whether ``test_id`` (``torchbind[ns.Cls]::agreement[pop]``) is a failure of the library's own code (the fake
     against the C++ class, a custom class against its contract, a cell that follows from one: :func:`own_part`)
     rather than of the compile stack (``matrix``). ``False`` for an id that names no check."""
-    prefix, check, _ = _split(test_id)
+    _, check, _ = split_id(test_id)
     return bool(check) and (check not in TORCH_SIDE_CHECKS or own_part(test_id, rules) is not None)
 
 
 def _label(test_id: str, entry: Entry, rules: dict[str, list[str]] | None) -> str:
     """The bracketed kind of a new entry (see :func:`accept_changes`)."""
-    prefix, check, _ = _split(test_id)
+    collector, check, _ = split_id(test_id)
     if not check:
         return ""
     part = own_part(test_id, rules)
     if part is None:
         return " [a compiled program differs from eager]"
-    custom = prefix.startswith("torchbind[py:")
+    custom = collector.startswith("torchbind[py:")
     if check in TORCH_SIDE_CHECKS:
         whose = "class" if custom else "library"
         return f" [the {whose}'s own failure: {part}, not a torch limitation: {entry.reason}]"
@@ -375,22 +369,23 @@ def accept_warning(old: dict[str, Entry | str], new: dict[str, Entry],
         return None
     sentences = []
     for custom in (False, True):
-        mine = [k for k in added if _split(k)[0].startswith("torchbind[py:") == custom]
+        mine = [k for k in added if split_id(k)[0].startswith("torchbind[py:") == custom]
         if not mine:
             continue
         n = len(mine)
         many = n != 1
-        cells = Counter(own_part(k, rules) for k in mine if _split(k)[1] in TORCH_SIDE_CHECKS)
+        cells = Counter(own_part(k, rules) for k in mine if split_id(k)[1] in TORCH_SIDE_CHECKS)
         shown = [f"{c} matrix cell{'s' if c != 1 else ''}: {part}" for part, c in sorted(cells.items())]
         if not custom:
-            checks = sorted({_split(k)[1] for k in mine} - TORCH_SIDE_CHECKS)
+            checks = sorted({split_id(k)[1] for k in mine} - TORCH_SIDE_CHECKS)
             if checks:
                 shown.insert(0, f"{', '.join(checks)}: the fake disagrees with the C++ class or torch's protocol")
             bugs = f"{'these are bugs' if many else 'this is a bug'} in the "
             what = (f"of the fake's own as known ({'; '.join(shown)}): {bugs}fake" if not cells else
                     f"of the library's own code as known ({'; '.join(shown)}): {bugs}library")
         else:
-            parts = Counter(own_part(k, rules) or _split(k)[1] for k in mine if _split(k)[1] not in TORCH_SIDE_CHECKS)
+            parts = Counter(own_part(k, rules) or split_id(k)[1] for k in mine
+                            if split_id(k)[1] not in TORCH_SIDE_CHECKS)
             shown[:0] = [part if c == 1 else f"{part} ({c} items)" for part, c in sorted(parts.items())]
             what = (f"of a Python custom class's own code as known ({'; '.join(shown)}): "
                     f"{'these are bugs' if many else 'this is a bug'} in the class (it has no fake class or C++ class)")

@@ -21,6 +21,7 @@ import pytest
 
 from .baseline import Entry
 from ..core.names import ITEM_DATA
+from ..core.qualname import split_id
 from ..reports import encodable
 from ..core.results import Status, Verdict
 from .reuse import ReuseStore, settled
@@ -97,7 +98,7 @@ class Collection:
         for arg in self.named:
             if not any(_named_by(item.nodeid, arg) for item in ours):
                 raise pytest.UsageError(f"{arg}: no conformance item matches; the selected classes' items are "
-                                        f"{', '.join(sorted({i.nodeid.partition('::')[0] for i in ours})) or 'none'}"
+                                        f"{', '.join(sorted({split_id(i.nodeid)[0] for i in ours})) or 'none'}"
                                         " (their ids: pytest --collect-only -q torchbind)")
         items.extend(i for i in ours if not self.named or any(_named_by(i.nodeid, arg) for arg in self.named))
         for item in items:

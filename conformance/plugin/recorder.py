@@ -26,7 +26,7 @@ from .baseline import accept_changes, accept_warning, merge_accepted, save_basel
 from ..core.files import describe_os_error
 from ..core.names import REPORT_ATTR
 from .options import RunOptions
-from ..core.qualname import node_id, qualname_of_id
+from ..core.qualname import item_of_id, node_id, qualname_of_id
 from ..reports import build_report, write_report
 from ..reports.markdown import matrix_title, render as render_markdown
 from ..reports.terminal import render_lines
@@ -147,7 +147,7 @@ class Recorder:
         verdict = received or self._unreported(report, cell)
         if report.when == "call" or crashed or (report.failed and first):
             # Every item's verdict, for the report (the HTML page lists them per class).
-            self.verdicts[report.nodeid] = dataclasses.replace(verdict, item=report.nodeid.partition("::")[2],
+            self.verdicts[report.nodeid] = dataclasses.replace(verdict, item=item_of_id(report.nodeid),
                                                                baseline=hasattr(report, "wasxfail"))
         # Verdicts for --torchbind-accept: only a check that failed, or passed, changes the baseline.
         status = received.status if received is not None else None
@@ -169,7 +169,7 @@ class Recorder:
         props = dict(report.user_properties)
         return Verdict(props.get("torchbind_check"), props.get("torchbind_class") or qualname_of_id(report.nodeid),
                        props.get("torchbind_target"), Status.FAILED, reason=lost_reason(report), cell=cell,
-                       item=report.nodeid.partition("::")[2])
+                       item=item_of_id(report.nodeid))
 
     def _planned(self, qualname: str, only: Iterable[str] | None = None,
                  backends: Iterable[str] | None = None) -> tuple[str, list[CheckTarget]]:

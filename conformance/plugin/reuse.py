@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ..core.qualname import item_of_id
 from ..core.results import REUSED, Cell, Failure, Status, Verdict
 from .reuse_key import environment_part, hypothesis_part, module_files, options_part, standard_dirs, unwrapped
 
@@ -384,7 +385,7 @@ def entry_ok(entry: Any, nodeid: str) -> bool:
     data = entry["verdict"]
     if set(data) != set(VERDICT_FIELDS) or not all(ok(data[name]) for name, ok in VERDICT_FIELDS.items()):
         return False
-    if nodeid.partition("::")[2] != data["item"] or not (data["item"] == data["check"]
+    if item_of_id(nodeid) != data["item"] or not (data["item"] == data["check"]
                                                          or data["item"].startswith(data["check"] + "[")):
         return False
     cell = data["cell"]
