@@ -196,7 +196,7 @@ class Rows:
                     scn = self.under_autocast(scn)
             except Exception as exc:  # noqa: BLE001 - eager rejects the program under autocast: nothing to compare
                 cell.status = Status.SKIPPED
-                cell.reason = f"{NO_EAGER_REFERENCE}plain eager under {_autocast_text(backend)} raises " \
+                cell.reason = f"{NO_EAGER_REFERENCE}plain eager under {backend.autocast_text} raises " \
                               f"{exception_line(exc, limit=300)}"
                 return cell
         cache = self.cache(ctx)
@@ -232,7 +232,7 @@ class Rows:
         cell.details = self.preface(scn)
         if backend.autocast is not None:
             cell.details.insert(0, f"the program through {backend.title} and plain eager both ran under "
-                                   f"{_autocast_text(backend)}")
+                                   f"{backend.autocast_text}")
         if not evidence:
             cell.details += self.unsure(ctx, scn) + self.notes(scn)
             return compared
@@ -256,12 +256,6 @@ class Rows:
                 cell.rule = FOLLOWS_FROM_FAKE
         cell.details += self.notes(scn)
         return compared
-
-
-def _autocast_text(backend: Backend) -> str:
-    """The column's autocast as the line that enters it: ``torch.autocast('cpu', dtype=torch.bfloat16)``."""
-    device_type, dtype = backend.autocast
-    return f"torch.autocast({device_type!r}, dtype={dtype})"
 
 
 def _autocast_hint(backend: Backend, rule: str) -> list[str]:

@@ -23,7 +23,14 @@ import torch
 from ...core.names import BACKEND_NAMES
 
 __all__ = ["Backend", "all_backends", "get_backend", "torch_compile", "compile_script", "export_program",
-           "export_script", "BACKEND_MODULES"]
+           "export_script", "BACKEND_MODULES", "autocast_source"]
+
+
+def autocast_source(autocast: tuple[str, torch.dtype]) -> str:
+    """``(device_type, dtype)`` as the call that enters it: ``torch.autocast('cpu', dtype=torch.bfloat16)`` (a
+    cell's message, a reproducer's ``with`` line). Raises nothing."""
+    device_type, dtype = autocast
+    return f"torch.autocast({device_type!r}, dtype={dtype})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +74,11 @@ class Backend:
             return contextlib.nullcontext()
         device_type, dtype = self.autocast
         return torch.autocast(device_type, dtype=dtype)
+
+    @property
+    def autocast_text(self) -> str:
+        """The column's autocast as source (:func:`autocast_source`); ``""`` for a column without one."""
+        return "" if self.autocast is None else autocast_source(self.autocast)
 
     @property
     def side(self) -> str:

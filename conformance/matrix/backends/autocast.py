@@ -12,12 +12,12 @@ several times the cost of a cell.
 
 import torch
 
-from . import Backend, torch_compile
+from . import Backend, autocast_source, torch_compile
 
 #: The column's autocast, ``(device_type, dtype)``: its program and plain eager run under ``torch.autocast("cpu",
 #: dtype=torch.bfloat16)``.
 AUTOCAST = ("cpu", torch.bfloat16)
-_WITH = "with torch.autocast('cpu', dtype=torch.bfloat16):"
+_WITH = f"with {autocast_source(AUTOCAST)}:"
 
 BACKEND = Backend(
     name="autocast", group="torch.compile", title="aot_eager, autocast bf16", prepare=torch_compile("aot_eager"),

@@ -38,7 +38,7 @@ class CustomRows(Rows):
         return is_backward_row(ctx, row)
 
     def scenario(self, ctx: CustomClassContext, row: str) -> CustomScenario | BackwardScenario:
-        if is_backward_row(ctx, row):
+        if self.is_backward_row(ctx, row):
             return backward_scenario(ctx, row)
         return scenario(ctx, row)
 
