@@ -47,7 +47,7 @@ def node_id(qualname: str, item: str) -> str:
 def qualname_of_id(nodeid: str) -> str:
     """``ns::Cls`` (or ``module.QualName``) of an item id ``torchbind[ns.Cls]::...`` (``torchbind[py:...]``): the
     inverse of :func:`node_id`."""
-    inner = nodeid[len("torchbind["):].partition("]::")[0].removesuffix("]")
+    inner = split_id(nodeid)[0][len("torchbind["):].removesuffix("]")
     if inner.startswith("py:"):
         return inner[len("py:"):]
     ns, _, name = inner.rpartition(".")
