@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import linecache
+import warnings
 from typing import Any
 
 import torch
@@ -193,13 +194,22 @@ class Scenario:
     # ----- eager reference ------------------------------------------------------------------------------------
     @functools.cached_property
     def reference(self) -> Reference:
-        """Outputs and states of plain eager runs (module called without any compilation), made twice: tensor
-        outputs whose values differ between the two are :attr:`Reference.unstable`."""
+        """Outputs and states of plain eager runs (module called without any compilation), made three times —
+        plainly, with torch's fill of uninitialised memory (:func:`_filling_uninitialised_memory`), and plainly
+        after poisoning freed memory (:func:`_poison_freed_memory`): tensor outputs whose values differ between the
+        first and either other are :attr:`Reference.unstable`. Sampling alone missed them: a run can read memory an
+        earlier scenario left holding one value, and read it again the next time."""
         first = self._eager()
-        _poison_freed_memory(first.outputs)
-        again = self._eager()
-        unstable = frozenset(path for run in (0, 1)
-                             for path in unstable_paths(first.outputs[run], again.outputs[run], f"run {run} output"))
+        others = []
+        try:
+            with _filling_uninitialised_memory():
+                others.append(self._eager().outputs)
+        except Exception:  # noqa: BLE001 - the class rejects the NaNs torch filled in: the poisoned run still tells
+            pass
+        _poison_freed_memory([first.outputs, *others])
+        others.append(self._eager().outputs)
+        unstable = frozenset(path for run in (0, 1) for other in others
+                             for path in unstable_paths(first.outputs[run], other[run], f"run {run} output"))
         traced, traced_states = [], []
         for run in (0, 1):
             obj = self.first.build()
@@ -251,18 +261,57 @@ class Scenario:
                 + f"# run 1 inputs: {inputs[1] or '(none)'}\n")
 
 
-def _poison_freed_memory(outputs: Any, copies: int = 8) -> None:
-    """Allocate and free tensors like each tensor in ``outputs``, filled with a marker (NaN, or an unlikely int),
-    so an uninitialised allocation of the same size in the next eager run (``torch::empty``) most likely gets
-    memory holding the marker rather than the same bytes as before: without this, two runs gave identical garbage
-    2 times in 200 here, with it 0 in 200."""
-    for t in pytree.tree_leaves(outputs):
+@contextlib.contextmanager
+def _filling_uninitialised_memory():
+    """Within: ``torch::empty`` and its kin fill what they allocate (NaN for floating dtypes, the dtype's largest
+    value otherwise), as torch does under ``torch.use_deterministic_algorithms(True)`` with
+    ``torch.utils.deterministic.fill_uninitialized_memory`` (``fill_empty_deterministic_`` in
+    aten/src/ATen/native/TensorFactories.cpp); ``warn_only``, so an op without a deterministic kernel still runs,
+    and its warning is silenced. Both settings are restored on exit."""
+    import torch.utils.deterministic as deterministic
+
+    was = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+           deterministic.fill_uninitialized_memory)
+    try:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        deterministic.fill_uninitialized_memory = True
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        torch.use_deterministic_algorithms(was[0], warn_only=was[1])
+        deterministic.fill_uninitialized_memory = was[2]
+
+
+def _poison_freed_memory(runs: list[Any], copies: int = 8) -> None:
+    """Allocate and free tensors like each tensor output of the last of ``runs`` (the outputs of earlier eager
+    runs of one program, same structure), filled with a marker none of the runs read at that position
+    (:func:`_marker_for`), so an uninitialised allocation of the same size in the next eager run (``torch::empty``)
+    most likely gets memory holding the marker rather than the same bytes as before. A fixed marker is not
+    enough: a run may itself get memory an earlier scenario poisoned with it, and two runs then agree on it."""
+    for leaves in zip(*(pytree.tree_leaves(r) for r in runs)):
+        t = leaves[-1]
         if isinstance(t, torch.Tensor) and t.numel() and not t.is_meta:
-            marker = float("nan") if t.is_floating_point() or t.is_complex() else (True if t.dtype == torch.bool
-                                                                                   else -987654321)
             with contextlib.suppress(Exception):
-                held = [torch.full_like(t, marker) for _ in range(copies)]
+                held = [torch.full_like(t, _marker_for(leaves)) for _ in range(copies)]
                 del held
+
+
+def _marker_for(tensors: tuple[Any, ...]) -> Any:
+    """A fill value, never NaN, that none of ``tensors`` (results of one output position) holds anywhere (for
+    bool, one the last does not hold everywhere), so memory filled with it differs from their values at every
+    position."""
+    t = tensors[-1]
+    if t.dtype == torch.bool:
+        return not bool(t.all())
+    # Never NaN: the NaN that torch's fill leaves (_filling_uninitialised_memory) must stay telling.
+    candidates = ((-9.87654e5, 7.65432e5, 6.54321e-7, -5.4321e3) if t.is_floating_point() or t.is_complex()
+                  else (-98765432, 87654321, -7654321, 6543210))
+    flats = [x.detach().reshape(-1) for x in tensors if isinstance(x, torch.Tensor)]
+    for marker in candidates:
+        if not any(bool((f == marker).any()) for f in flats):
+            return marker
+    return candidates[0]
 
 
 _INPUT_TYPES = (torch.Tensor, torch.ScriptObject)
