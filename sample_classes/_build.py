@@ -86,12 +86,85 @@ def _load(missing: list[str]) -> None:
     print(f"torchbind-conformance: building the sample C++ classes ({', '.join(f'{n}.cpp' for n in stale)}) with "
           f"torch {torch.__version__}; about 30-50 s the first time, cached in {root}", file=sys.stderr, flush=True)
     start = time.monotonic()
+    header = precompiled_header(root) if len(stale) >= PCH_FROM else None
+    extra = ["-O0"] if header is None else ["-O0", *header_flags(header)]
     workers = max(1, min(len(stale), os.cpu_count() or 1))
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        for namespace, library in zip(stale, pool.map(_compile, stale)):
+        for namespace, library in zip(stale, pool.map(lambda n: _compile(n, extra), stale)):
             _loaded[namespace] = library
     print(f"torchbind-conformance: built the sample C++ classes in {time.monotonic() - start:.0f} s",
           file=sys.stderr, flush=True)
+
+
+#: Every sample source includes these torch headers: parsing them is most of a source's build (the ten sources
+#: take about 100 s of CPU alone, 42 s with these precompiled, which costs 18 s once: benchmarks/sample_build.py).
+TORCH_HEADERS = ("torch/custom_class.h", "torch/library.h", "torch/types.h")
+#: Build a precompiled header of :data:`TORCH_HEADERS` when at least this many sources are to be built: it costs
+#: about as much as two sources, and halves each source's build.
+PCH_FROM = 4
+
+
+def torch_cflags() -> list[str]:
+    """The compiler flags ``torch.utils.cpp_extension`` gives a C++ source (its ``cflags`` in ``build.ninja``,
+    written by ``_write_ninja_file_to_build_library``), without ``-DTORCH_EXTENSION_NAME`` (one per extension)
+    and the extension's own ``extra_cflags``: ``-DTORCH_API_INCLUDE_EXTENSION_H``, ``-isystem`` each of torch's
+    CPU include paths and Python's, ``-fPIC -std=c++20``. A precompiled header is used only where it was built
+    with flags that agree with the source's (GCC checks, and ``-Winvalid-pch`` says when they do not); a test
+    compares these with what torch wrote (tests/integration/test_first_run.py)."""
+    import sysconfig
+
+    from torch.utils import cpp_extension
+
+    includes = [*cpp_extension.include_paths("cpu"), sysconfig.get_path("include", scheme="posix_prefix")]
+    return ["-DTORCH_API_INCLUDE_EXTENSION_H", *(f for p in includes for f in ("-isystem", p)), "-fPIC",
+            "-std=c++20"]
+
+
+def header_flags(header: str) -> list[str]:
+    """The ``extra_cflags`` (after ``-O0``) that make a source use the precompiled ``header``: the extension's
+    name macro undefined (the header was built without it; no sample uses it), and a warning where GCC cannot
+    use the header, which it then parses as text: the build is the same either way, only slower."""
+    return ["-UTORCH_EXTENSION_NAME", "-Winvalid-pch", "-include", header]
+
+
+def precompiled_header(root: str) -> str | None:
+    """The path of ``<root>/torchbind_samples_<digest>_pch/torch_headers.h``, whose precompiled form
+    (``torch_headers.h.gch``: :data:`TORCH_HEADERS`, built with :func:`torch_cflags` and ``-O0``) is newer than
+    torch's installation and was built with today's flags and headers (kept in ``flags.json``); built here first when not.
+    Processes that build at once (pytest-xdist workers) build it once, under an ``flock``. ``None`` when it
+    cannot be built (no compiler, a failed build): the sources are then built without it, as before."""
+    import fcntl
+    import json
+    import subprocess
+
+    import torch
+    from torch.utils import cpp_extension
+
+    directory = os.path.join(root, f"torchbind_samples_{_DIGEST}_pch")
+    header, flags = os.path.join(directory, "torch_headers.h"), [*torch_cflags(), "-O0"]
+    wanted = {"flags": flags, "headers": list(TORCH_HEADERS)}
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, "lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+            record = os.path.join(directory, "flags.json")
+            try:
+                fresh = (json.loads(Path(record).read_text()) == wanted and os.path.getmtime(header + ".gch") >=
+                         os.path.getmtime(os.path.join(os.path.dirname(torch.__file__), "version.py")))
+            except (OSError, ValueError):
+                fresh = False
+            if not fresh:
+                Path(header).write_text("".join(f"#include <{h}>\n" for h in TORCH_HEADERS))
+                partial = header + f".gch.{os.getpid()}"
+                subprocess.run([cpp_extension.get_cxx_compiler(), "-x", "c++-header", header, "-o", partial, *flags],
+                               check=True, capture_output=True, timeout=600)
+                os.replace(partial, header + ".gch")
+                Path(record).write_text(json.dumps(wanted))
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"torchbind-conformance: no precompiled torch header ({exc}); building without it", file=sys.stderr,
+              flush=True)
+        return None
+    return header
 
 
 #: A build lock older than this (seconds) is one a killed build left behind: one namespace builds in under a
@@ -125,8 +198,9 @@ def clear_stale_lock(directory: str, now: float | None = None) -> bool:
     return True
 
 
-def _compile(namespace: str) -> str:
-    """Build (ninja decides what) and load one namespace's extension; its library's path."""
+def _compile(namespace: str, extra_cflags: list[str]) -> str:
+    """Build (ninja decides what) and load one namespace's extension with ``extra_cflags``; its library's
+    path."""
     from torch.utils import cpp_extension
 
     clear_stale_lock(_build_directory(namespace))
@@ -135,7 +209,7 @@ def _compile(namespace: str) -> str:
         sources=[str(CSRC_DIR / f"{namespace}.cpp")],
         # -O0 and torch/types.h (not torch/script.h) in the sources: the headers and the optimiser are most of a
         # sample's build, and the samples run a handful of calls each, so neither buys anything back.
-        extra_cflags=["-O0"],
+        extra_cflags=extra_cflags,
         is_python_module=False,  # -> torch.ops.load_library(<so>)
         verbose=bool(os.environ.get("TORCHBIND_SAMPLES_VERBOSE")),
     ))
