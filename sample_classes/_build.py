@@ -7,8 +7,9 @@ not ten. Builds are cached in ``~/.cache/torch_extensions`` (or ``$TORCH_EXTENSI
 own for each copy of the sources; an extension whose library is newer than its source and than torch's
 installation is loaded without asking the compiler (``torch.ops.load_library``). When a build does happen, one
 line on stderr says so before it starts (what, with which torch, where it is cached) and one says how long it
-took. Sources that need building are built in parallel threads (each its own ``torch.utils.cpp_extension.load``).
-Concurrent builds from several processes (pytest-xdist workers) are serialised by the file lock that
+took. Sources that need building are built in parallel threads (each its own ``torch.utils.cpp_extension.load``),
+with a precompiled header of the torch headers they all include when there are enough of them
+(:func:`precompiled_header`). Concurrent builds from several processes (pytest-xdist workers) are serialised by the file lock that
 ``torch.utils.cpp_extension`` takes in each build directory.
 """
 
@@ -96,11 +97,11 @@ def _load(missing: list[str]) -> None:
           file=sys.stderr, flush=True)
 
 
-#: Every sample source includes these torch headers: parsing them is most of a source's build (the ten sources
-#: take about 100 s of CPU alone, 42 s with these precompiled, which costs 18 s once: benchmarks/sample_build.py).
+#: Every sample source includes these torch headers: parsing them is most of a source's build (what a
+#: precompiled header saves: benchmarks/sample_build.py).
 TORCH_HEADERS = ("torch/custom_class.h", "torch/library.h", "torch/types.h")
-#: Build a precompiled header of :data:`TORCH_HEADERS` when at least this many sources are to be built: it costs
-#: about as much as two sources, and halves each source's build.
+#: Build a precompiled header of :data:`TORCH_HEADERS` when at least this many sources are to be built: building
+#: it costs about as much as two sources, and it more than halves each source's build.
 PCH_FROM = 4
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -125,7 +126,35 @@ def pytester(pytester):
         asked = any(str(a).startswith("--torchbind-check-repro") for a in args)
         return subprocess_run(*args, *(("--torchbind-check-repro=off",) if gate and not asked else ()), **kwargs)
 
+    def runpytest_subprocesses(*runs, timeout: float = 1200):
+        """Several runs of :func:`runpytest_subprocess` at once, one subprocess each (its own ``--basetemp`` and
+        output files), given as argument lists; their ``RunResult``s in the order given. For runs that spend
+        much of their time waiting out a hang, so the waits overlap the other runs' work."""
+        from _pytest.pytester import RunResult
+
+        started = []
+        for i, args in enumerate(runs):
+            gate = any(str(a).startswith("--torchbind-") for a in args)
+            asked = any(str(a).startswith("--torchbind-check-repro") for a in args)
+            extra = ("--torchbind-check-repro=off",) if gate and not asked else ()
+            base = pytester.path / f"runpytest-concurrent-{i}"
+            cmd = [sys.executable, "-mpytest", f"--basetemp={base}", *map(str, args), *extra]
+            out, err = (open(pytester.path / f"{name}-{i}", "w+", encoding="utf8") for name in ("stdout", "stderr"))
+            started.append((pytester.popen(cmd, stdin=pytester.CLOSE_STDIN, stdout=out, stderr=err), out, err,
+                            time.monotonic()))
+        results = []
+        for proc, out, err, start in started:
+            ret = proc.wait(timeout=timeout)
+            lines = []
+            for handle in (out, err):
+                handle.seek(0)
+                lines.append(handle.read().splitlines())
+                handle.close()
+            results.append(RunResult(ret, lines[0], lines[1], time.monotonic() - start))
+        return results
+
     pytester.runpytest_subprocess = runpytest_subprocess
+    pytester.runpytest_subprocesses = runpytest_subprocesses
     return pytester
 
 

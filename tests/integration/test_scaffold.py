@@ -65,22 +65,37 @@ def scaffold(*args: str, cwd: Path | None = None, timeout: float = 600) -> subpr
                           capture_output=True, text=True, timeout=timeout)
 
 
-def batch(load: str, selectors: list[str], out: Path) -> dict[str, dict]:
-    """``python -m conformance.scaffold.batch`` in one subprocess: every class of ``selectors`` scaffolded (short
-    timeouts and few differential examples keep it quick)."""
-    cmd = [sys.executable, "-m", "conformance.scaffold.batch", "--load", load, "--out", str(out),
-           "--timeout", "2", "--examples", "10", *[f"--class={s}" for s in selectors]]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+def batch(load: str, selectors: list[str], out: Path, *, apart: tuple[str, ...] = ()) -> dict[str, dict]:
+    """``python -m conformance.scaffold.batch``: every class of ``selectors`` scaffolded (short timeouts and few
+    differential examples keep it quick), in one subprocess, and the selectors in ``apart`` in another one at the
+    same time (classes whose calls hang: their waits overlap the other classes' work)."""
+    procs = []
+    for group in (selectors, apart):
+        if group:
+            cmd = [sys.executable, "-m", "conformance.scaffold.batch", "--load", load, "--out", str(out),
+                   "--timeout", "2", "--examples", "10", *[f"--class={s}" for s in group]]
+            procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    entries = {}
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=900)
+        assert proc.returncode == 0, stderr[-3000:]
+        entries.update(json.loads(stdout))
+    return entries
 
 
-def run_checks(load: str, entries: dict[str, dict]) -> dict[str, list[Verdict]]:
-    """The plugin's checks (``--check``'s set) on every generated module, in one pytest run with process
-    isolation (the unsafe samples crash and hang in C++)."""
+def run_checks(load: str, entries: dict[str, dict], apart: str = "samples_unsafe::") -> dict[str, list[Verdict]]:
+    """The plugin's checks (``--check``'s set) on every generated module, with process isolation (the unsafe
+    samples crash and hang in C++): the classes whose names start with ``apart`` in one pytest run, the others in
+    another at the same time (the hangs' waits overlap the other classes' work)."""
+    import concurrent.futures
+
     made = {q: Path(e["module"]) for q, e in entries.items() if "module" in e}
-    return check_modules(list(made), [load], list(made.values()), checks=CHECKS, examples=10, isolation="process",
-                         options=("--torchbind-timeout=2",))
+    groups = [g for g in ({q: m for q, m in made.items() if not q.startswith(apart)},
+                          {q: m for q, m in made.items() if q.startswith(apart)}) if g]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(groups)) as pool:
+        runs = [pool.submit(check_modules, list(g), [load], list(g.values()), checks=CHECKS, examples=10,
+                            isolation="process", options=("--torchbind-timeout=2",)) for g in groups]
+        return {q: v for run in runs for q, v in run.result().items()}
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +104,8 @@ def samples(tmp_path_factory):
     session (the suite's most costly setup; under xdist the worker that comes second reads what the first made)."""
 
     def make(folder: Path) -> dict:
-        entries = batch(LIBRARY_ONLY, ["samples::*", "samples_patterns::*", "samples_broken::*", "samples_unsafe::*"],
-                        folder)
+        entries = batch(LIBRARY_ONLY, ["samples::*", "samples_patterns::*", "samples_broken::*"], folder,
+                        apart=("samples_unsafe::*",))
         verdicts = run_checks(LIBRARY_ONLY, entries)
         return {"entries": entries, "verdicts": {q: [v.to_json() for v in vs] for q, vs in verdicts.items()}}
 

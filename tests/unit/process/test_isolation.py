@@ -411,7 +411,9 @@ def _failed(result) -> dict[str, str]:
 def test_serial_and_xdist_runs_survive_crashes_and_hangs_with_the_same_findings(pytester, unsafe_samples):
     args = [*UNSAFE, "--torchbind-checks=examples,coverage,agreement,deepcopy,matrix", "--torchbind-backends=eager",
             "-k", "not sequence and not dynamic"]
-    serial = pytester.runpytest_subprocess(*args, "--torchbind-report=serial.json")
+    # The two runs at once: each spends much of its time waiting out wait_for's hangs.
+    serial, parallel = pytester.runpytest_subprocesses([*args, "--torchbind-report=serial.json"],
+                                                       [*args, "--torchbind-report=parallel.json", "-n", "2"])
     out = serial.stdout.str()
     assert serial.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
     # The crash, named with class, method and signal; the rest of the run went on.
@@ -454,7 +456,6 @@ def test_serial_and_xdist_runs_survive_crashes_and_hangs_with_the_same_findings(
     assert re.search(r"^this check hung: obj\.wait_for\(2\) .*(did not return within 5 s \(--torchbind-timeout\)|"
                      r"was still running when the item reached its limit of 5 s \(1 x --torchbind-timeout\))", wait), wait
 
-    parallel = pytester.runpytest_subprocess(*args, "--torchbind-report=parallel.json", "-n", "2")
     assert parallel.ret == pytest.ExitCode.TESTS_FAILED
     assert set(_failed(parallel)) == failed
     counts = serial.parseoutcomes()
