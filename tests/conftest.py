@@ -143,14 +143,21 @@ def pytester(pytester):
             started.append((pytester.popen(cmd, stdin=pytester.CLOSE_STDIN, stdout=out, stderr=err), out, err,
                             time.monotonic()))
         results = []
-        for proc, out, err, start in started:
-            ret = proc.wait(timeout=timeout)
-            lines = []
-            for handle in (out, err):
-                handle.seek(0)
-                lines.append(handle.read().splitlines())
-                handle.close()
-            results.append(RunResult(ret, lines[0], lines[1], time.monotonic() - start))
+        try:
+            for proc, out, err, start in started:
+                ret = proc.wait(timeout=timeout)
+                lines = []
+                for handle in (out, err):
+                    handle.seek(0)
+                    lines.append(handle.read().splitlines())
+                results.append(RunResult(ret, lines[0], lines[1], time.monotonic() - start))
+        finally:  # a run past its timeout (or any error here) leaves no process behind
+            for proc, out, err, _ in started:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                out.close()
+                err.close()
         return results
 
     pytester.runpytest_subprocess = runpytest_subprocess
