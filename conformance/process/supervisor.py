@@ -216,12 +216,16 @@ class Supervisor:
             if self.timeout > 0:
                 now = time.monotonic()
                 since, doing = self._crumbs.read()
-                if since and now - since > self.timeout:
-                    return self._lost_by_hang(start, doing, f"did not return within {self.timeout:g} s "
-                                                            f"({self.timeout_option})", budget)
-                if now - start > item_limit:
+                call_over, item_over = bool(since) and now - since > self.timeout, now - start > item_limit
+                # Both over at this poll: the limit that ran out first is the one named, so the message does not
+                # depend on when the 50 ms poll happened (a cell's limit of 1 x the timeout runs out a few ms
+                # before the call's own, which starts after the item).
+                if item_over and (not call_over or start + item_limit <= since + self.timeout):
                     return self._lost_by_hang(start, doing, f"was still running when the item reached its limit of "
                                                             f"{item_limit:g} s ({named})", budget)
+                if call_over:
+                    return self._lost_by_hang(start, doing, f"did not return within {self.timeout:g} s "
+                                                            f"({self.timeout_option})", budget)
 
     def run_abandoning(self, key: str, group: str | None = None, attempts: int = ATTEMPTS,
                        hangs: int | None = HANGS) -> tuple[Any, list[WorkerLost]]:
