@@ -9,8 +9,8 @@ installation is loaded without asking the compiler (``torch.ops.load_library``).
 line on stderr says so before it starts (what, with which torch, where it is cached) and one says how long it
 took. Sources that need building are built in parallel threads (each its own ``torch.utils.cpp_extension.load``),
 with a precompiled header of the torch headers they all include when there are enough of them
-(:func:`precompiled_header`). Concurrent builds from several processes (pytest-xdist workers) are serialised by the file lock that
-``torch.utils.cpp_extension`` takes in each build directory.
+(:func:`precompiled_header`). Concurrent builds from several processes (pytest-xdist workers) are serialised by
+the file lock that ``torch.utils.cpp_extension`` takes in each build directory.
 """
 
 from __future__ import annotations
@@ -131,8 +131,8 @@ def header_flags(header: str) -> list[str]:
 def precompiled_header(root: str) -> str | None:
     """The path of ``<root>/torchbind_samples_<digest>_pch/torch_headers.h``, whose precompiled form
     (``torch_headers.h.gch``: :data:`TORCH_HEADERS`, built with :func:`torch_cflags` and ``-O0``) is newer than
-    torch's installation and was built with today's flags and headers (kept in ``flags.json``); built here first when not.
-    Processes that build at once (pytest-xdist workers) build it once, under an ``flock``. ``None`` when it
+    torch's installation and was built with today's flags and headers (kept in ``flags.json``); built here first
+    when not. Processes that build at once (pytest-xdist workers) build it once, under an ``flock``. ``None`` when it
     cannot be built (no compiler, a failed build): the sources are then built without it, as before."""
     import fcntl
     import json

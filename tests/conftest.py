@@ -119,12 +119,16 @@ def pytester(pytester):
     pytester._Pytester__take_sys_modules_snapshot = snapshot
     subprocess_run = pytester.runpytest_subprocess
 
-    def runpytest_subprocess(*args, **kwargs):
-        """As pytester's, with reproducers unchecked in a run of the gate (as :func:`run_inprocess` does) unless
-        the test asks: each checked failure starts an interpreter that imports torch."""
+    def repro_off(args) -> tuple[str, ...]:
+        """``--torchbind-check-repro=off`` for a run of the gate whose ``args`` do not ask for reproducers (as
+        :func:`run_inprocess` does): each checked failure starts an interpreter that imports torch."""
         gate = any(str(a).startswith("--torchbind-") for a in args)
         asked = any(str(a).startswith("--torchbind-check-repro") for a in args)
-        return subprocess_run(*args, *(("--torchbind-check-repro=off",) if gate and not asked else ()), **kwargs)
+        return ("--torchbind-check-repro=off",) if gate and not asked else ()
+
+    def runpytest_subprocess(*args, **kwargs):
+        """As pytester's, with reproducers unchecked in a run of the gate unless the test asks (:func:`repro_off`)."""
+        return subprocess_run(*args, *repro_off(args), **kwargs)
 
     def runpytest_subprocesses(*runs, timeout: float = 1200):
         """Several runs of :func:`runpytest_subprocess` at once, one subprocess each (its own ``--basetemp`` and
@@ -134,11 +138,8 @@ def pytester(pytester):
 
         started = []
         for i, args in enumerate(runs):
-            gate = any(str(a).startswith("--torchbind-") for a in args)
-            asked = any(str(a).startswith("--torchbind-check-repro") for a in args)
-            extra = ("--torchbind-check-repro=off",) if gate and not asked else ()
             base = pytester.path / f"runpytest-concurrent-{i}"
-            cmd = [sys.executable, "-mpytest", f"--basetemp={base}", *map(str, args), *extra]
+            cmd = [sys.executable, "-mpytest", f"--basetemp={base}", *map(str, args), *repro_off(args)]
             out, err = (open(pytester.path / f"{name}-{i}", "w+", encoding="utf8") for name in ("stdout", "stderr"))
             started.append((pytester.popen(cmd, stdin=pytester.CLOSE_STDIN, stdout=out, stderr=err), out, err,
                             time.monotonic()))
