@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.utils.cpp_extension
+from _pytest.pathlib import make_numbered_dir
 from _pytest.pytester import SysModulesSnapshot
 from torch.testing._internal.torchbind_impls import init_torchbind_implementations
 
@@ -90,6 +92,20 @@ def _torch_as_it_was():
         pytest.fail(f"the test left torch's process-wide defaults changed (put back now): {changed}", pytrace=False)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _processes_started_by_tests_keep_their_bytecode():
+    """Python keeps each module's compiled bytecode, and pytest its assertion-rewritten plugin modules (this
+    plugin's and hypothesis's, ~200), unless PYTHONDONTWRITEBYTECODE is set, as it is on some CI machines: there
+    each pytest subprocess a test started compiled them all again (~1.3 s of CPU a run). The processes the tests
+    start keep them, as on a user's machine; this process (a fixture runs after it started) and pytest-xdist's
+    other workers are left as they were started. A module a test writes is a new file in a new directory; one
+    written again in place between two runs is compiled again when its size or its modification time (in
+    seconds) changed."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        yield
+
+
 @pytest.fixture(scope="session")
 def torch_test_classes():
     """Load ``libtorchbind_test.so`` and torch's four fake classes (namespace ``_TorchScriptTesting``); skips
@@ -101,7 +117,7 @@ def torch_test_classes():
 
 
 @pytest.fixture
-def pytester(pytester):
+def pytester(pytester, fork_server):
     """pytester, except that modules imported while a test runs are kept, unless they come from the test's own
     temporary directory. pytester drops every module a test or an in-process run imported; torch registers
     operators and libraries when its modules are imported (``torch._inductor.test_operators`` defines a
@@ -161,9 +177,40 @@ def pytester(pytester):
                 err.close()
         return results
 
+    def runpytest_forked(*args, timeout: float | None = None):
+        """As :func:`runpytest_subprocess`, in a process forked from an interpreter that has imported torch
+        (:mod:`forked_pytest`, which says what differs from a fresh interpreter): for tests that run the gate
+        many times and are about something other than start-up, or than what must hold across fresh interpreters
+        (the runs share one hash seed)."""
+        from _pytest.pytester import RunResult
+
+        base = make_numbered_dir(root=pytester.path, prefix="runpytest-", mode=0o700)
+        args = (*[a for plugin in pytester.plugins for a in ("-p", plugin)], f"--basetemp={base}", *map(str, args),
+                *repro_off(args))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
+        out, err = pytester.path / "stdout", pytester.path / "stderr"
+        start = time.monotonic()
+        try:
+            ret = fork_server.run(args, Path.cwd(), env, out, err, timeout)
+        except subprocess.TimeoutExpired:
+            raise pytester.TimeoutExpired(f"{timeout} second timeout expired running pytest {args}") from None
+        return RunResult(ret, out.read_text().splitlines(), err.read_text().splitlines(), time.monotonic() - start)
+
     pytester.runpytest_subprocess = runpytest_subprocess
     pytester.runpytest_subprocesses = runpytest_subprocesses
+    pytester.runpytest_forked = runpytest_forked
     return pytester
+
+
+@pytest.fixture(scope="session")
+def fork_server(tmp_path_factory):
+    """The :class:`forked_pytest.ForkServer` of this test process (an xdist worker has its own); it starts on the
+    first run asked of it."""
+    from forked_pytest import ForkServer
+
+    server = ForkServer(tmp_path_factory.mktemp("fork-server") / "stderr")
+    yield server
+    server.close()
 
 
 def run_inprocess(pytester, *args, **kwargs):

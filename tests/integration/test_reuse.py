@@ -1,9 +1,13 @@
 """--torchbind-reuse: a pass is read back from pytest's cache while nothing its verdict depends on changed.
 
 First the key, component by component (each change gives another key; nothing changed gives the same one), then
-the gate end to end in fresh interpreters: a rerun reuses every settled verdict (passes, skips such as unsupported
+the gate end to end in other processes: a rerun reuses every settled verdict (passes, skips such as unsupported
 cells, the baseline's known failures while their entry stays) and says so, never a failure the baseline does not
 list; a changed class re-runs its own items only; off, --cache-clear and a run without pytest's cache.
+
+The long scenario's runs are forked from one interpreter that has imported torch (``runpytest_forked``), so they
+share its hash seed; that a key is the same in fresh interpreters is pinned by the runs of the crash test here and
+of ``test_reuse_closed.py``'s memory-limit test, which start fresh ones.
 """
 
 from __future__ import annotations
@@ -450,7 +454,7 @@ def test_a_rerun_reuses_settled_verdicts_never_a_failure_and_a_changed_class_rer
     args = ["--torchbind-load=reusemod", "--torchbind-class=reuse[gb]*.*", "--torchbind-reuse=on",
             "--torchbind-backends=eager,export", "--torchbind-examples=20", "--torchbind-isolation=none", "-rA",
             f"--torchbind-report={report}"]
-    cold = pytester.runpytest_subprocess(*args)
+    cold = pytester.runpytest_forked(*args)
     passed, failed = _items(cold, "PASSED"), _items(cold, "FAILED")
     assert failed == {"torchbind[py:reusebad.Bad]::guards[bad]", "torchbind[py:reusebad.Bad]::matrix[bad-eager]"}
     # torch.export bakes a constant object into the program: a known torch limitation, the cells are unsupported.
@@ -462,7 +466,7 @@ def test_a_rerun_reuses_settled_verdicts_never_a_failure_and_a_changed_class_rer
     cold.assert_outcomes(passed=n, failed=2, skipped=2)
     cold.stdout.fnmatch_lines([f"torchbind: 0 of {n + 4} verdicts reused: none was kept under the same key*"])
 
-    warm = pytester.runpytest_subprocess(*args)
+    warm = pytester.runpytest_forked(*args)
     assert (_items(warm, "PASSED"), _items(warm, "FAILED")) == (passed, failed)
     warm.assert_outcomes(passed=n, failed=2, skipped=2)
     assert _reused(report) == passed | unsupported  # every pass and skip; the failures ran again
@@ -478,24 +482,24 @@ def test_a_rerun_reuses_settled_verdicts_never_a_failure_and_a_changed_class_rer
     source = (pytester.path / "reusegood.py").read_text()
     (pytester.path / "reusegood.py").write_text(source.replace("return hash((self.a, self.b))",
                                                               "return hash((self.b, self.a))"))
-    edited = pytester.runpytest_subprocess(*args)
+    edited = pytester.runpytest_forked(*args)
     assert _items(edited, "FAILED") == failed
     assert _reused(report) == {i for i in passed | unsupported if "reusebad.Bad]" in i}
 
     # The baseline's known failures (strict xfails) are kept under a key holding their entry: the first run with
     # the baseline runs them, the next reuses them, and an entry taken out of the file runs its item again.
-    pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json", "--torchbind-accept")
+    pytester.runpytest_forked(*args, "--torchbind-baseline=b.json", "--torchbind-accept")
     baseline = json.loads((pytester.path / "b.json").read_text())
     assert set(baseline["known_failures"]) == failed
-    first = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
+    first = pytester.runpytest_forked(*args, "--torchbind-baseline=b.json")
     first.assert_outcomes(passed=n, skipped=2, xfailed=2)
     assert not failed & _reused(report)
-    second = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
+    second = pytester.runpytest_forked(*args, "--torchbind-baseline=b.json")
     second.assert_outcomes(passed=n, skipped=2, xfailed=2)
     assert _reused(report) == passed | unsupported | failed
     del baseline["known_failures"]["torchbind[py:reusebad.Bad]::guards[bad]"]
     (pytester.path / "b.json").write_text(json.dumps(baseline))
-    dropped = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
+    dropped = pytester.runpytest_forked(*args, "--torchbind-baseline=b.json")
     dropped.assert_outcomes(passed=n, skipped=2, xfailed=1, failed=1)
     assert _items(dropped, "FAILED") == {"torchbind[py:reusebad.Bad]::guards[bad]"}
     assert "torchbind[py:reusebad.Bad]::guards[bad]" not in _reused(report)
@@ -510,36 +514,36 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.xfail(reason="the user's own marker"))
 ''')
     for _ in range(2):
-        own = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
+        own = pytester.runpytest_forked(*args, "--torchbind-baseline=b.json")
         own.assert_outcomes(passed=n, skipped=2, xfailed=2)
         assert "torchbind[py:reusebad.Bad]::guards[bad]" not in _reused(report)
     (pytester.path / "conftest.py").unlink()
     # A kept pass that the baseline now lists runs again: it passes, which a strict xfail reports as XPASS(strict).
     baseline["known_failures"]["torchbind[py:reusegood.Good]::guards[good]"] = {"reason": "listed by mistake"}
     (pytester.path / "b.json").write_text(json.dumps(baseline))
-    listed = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
+    listed = pytester.runpytest_forked(*args, "--torchbind-baseline=b.json")
     assert "XPASS(strict)" in listed.stdout.str() and "torchbind[py:reusegood.Good]::guards[good]" in _items(
         listed, "FAILED")
     assert "torchbind[py:reusegood.Good]::guards[good]" not in _reused(report)  # it ran: its key holds the entry
 
     # Off, or a cleared cache: everything runs.
-    pytester.runpytest_subprocess(*args[:2], "--torchbind-reuse=off", *args[3:])
+    pytester.runpytest_forked(*args[:2], "--torchbind-reuse=off", *args[3:])
     assert not _reused(report)
-    pytester.runpytest_subprocess(*args, "--cache-clear")
+    pytester.runpytest_forked(*args, "--cache-clear")
     assert not _reused(report)
 
     # A change the key cannot see (an environment variable Good.__eq__ reads), run once with reuse off as the docs
     # say: that run refreshes what was kept, so the next run with reuse on shows the failure, never the old pass.
     good = "torchbind[py:reusegood.Good]::guards[good]"
-    pytester.runpytest_subprocess(*args)
+    pytester.runpytest_forked(*args)
     assert good in _reused(report)
     monkeypatch.setenv("REUSE_T_EQ_FORGETS_B", "1")
-    off = pytester.runpytest_subprocess(*args[:2], "--torchbind-reuse=off", *args[3:])
+    off = pytester.runpytest_forked(*args[:2], "--torchbind-reuse=off", *args[3:])
     assert good in _items(off, "FAILED") and not _reused(report)
-    on = pytester.runpytest_subprocess(*args)
+    on = pytester.runpytest_forked(*args)
     assert good in _items(on, "FAILED") and good not in _reused(report)
     monkeypatch.delenv("REUSE_T_EQ_FORGETS_B")
-    assert good in _items(pytester.runpytest_subprocess(*args), "PASSED") and good not in _reused(report)
+    assert good in _items(pytester.runpytest_forked(*args), "PASSED") and good not in _reused(report)
 
 
 def test_reuse_needs_pytests_cache_and_a_known_value(pytester):
