@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.process  # every test here starts processes
+
 PROBE = '''
 import os, sys
 
