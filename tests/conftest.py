@@ -185,16 +185,23 @@ def pytester(pytester, fork_server):
         from _pytest.pytester import RunResult
 
         base = make_numbered_dir(root=pytester.path, prefix="runpytest-", mode=0o700)
-        args = (*[a for plugin in pytester.plugins for a in ("-p", plugin)], f"--basetemp={base}", *map(str, args),
-                *repro_off(args))
+        args = (f"--basetemp={base}", *map(str, args), *repro_off(args))
+        for plugin in pytester.plugins:  # in pytester's order (each put first)
+            if not isinstance(plugin, str):
+                raise ValueError(f"a forked run takes plugins by name only, as a subprocess run: {plugin}")
+            args = ("-p", plugin, *args)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
         out, err = pytester.path / "stdout", pytester.path / "stderr"
+        print("running (forked): python -mpytest", *args, "\n     in:", Path.cwd())
         start = time.monotonic()
         try:
-            ret = fork_server.run(args, Path.cwd(), env, out, err, timeout)
+            ret = fork_server.run(list(args), Path.cwd(), env, out, err, timeout)
         except subprocess.TimeoutExpired:
             raise pytester.TimeoutExpired(f"{timeout} second timeout expired running pytest {args}") from None
-        return RunResult(ret, out.read_text().splitlines(), err.read_text().splitlines(), time.monotonic() - start)
+        lines = [path.read_text(encoding="utf8").splitlines() for path in (out, err)]
+        print("\n".join(lines[0]))  # shown with a failing test's captured output, as pytester's own runs
+        print("\n".join(lines[1]), file=sys.stderr)
+        return RunResult(ret, lines[0], lines[1], time.monotonic() - start)
 
     pytester.runpytest_subprocess = runpytest_subprocess
     pytester.runpytest_subprocesses = runpytest_subprocesses
