@@ -41,7 +41,8 @@ def test_crashes():
 
 def _facts(result) -> dict[str, str]:
     """What the probe printed (``-s``: the first line follows the file's name)."""
-    found = (re.search(r"\b(CWD|PATH0|SYSPATH|ARGV0|ENV|BYTECODE|ENVIRON|STDIN) (.*)$", line) for line in result.outlines)
+    found = (re.search(r"\b(CWD|PATH0|SYSPATH|ARGV0|ENV|BYTECODE|ENVIRON|STDIN) (.*)$", line)
+             for line in result.outlines)
     return dict(m.groups() for m in found if m)
 
 

@@ -6,8 +6,9 @@ cells, the baseline's known failures while their entry stays) and says so, never
 list; a changed class re-runs its own items only; off, --cache-clear and a run without pytest's cache.
 
 The long scenario's runs are forked from one interpreter that has imported torch (``runpytest_forked``), so they
-share its hash seed; one of them, and the runs of the crash test here and of ``test_reuse_closed.py``'s
-memory-limit test, start fresh interpreters, so a key that changed with the hash seed would fail them.
+share its hash seed and its imports; one of them, and the runs of the crash test here and of
+``test_reuse_closed.py``'s memory-limit test, start fresh interpreters, so a key that changed with the hash seed or
+with what the interpreter had imported before the run would fail them.
 """
 
 from __future__ import annotations
@@ -495,7 +496,8 @@ def test_a_rerun_reuses_settled_verdicts_never_a_failure_and_a_changed_class_rer
     first = pytester.runpytest_forked(*args, "--torchbind-baseline=b.json")
     first.assert_outcomes(passed=n, skipped=2, xfailed=2)
     assert not failed & _reused(report)
-    # A fresh interpreter (its own hash seed) reads back what the forked runs kept, baseline entries included.
+    # A fresh interpreter (its own hash seed, nothing imported before the run) reads back what the forked runs
+    # kept, baseline entries included.
     second = pytester.runpytest_subprocess(*args, "--torchbind-baseline=b.json")
     second.assert_outcomes(passed=n, skipped=2, xfailed=2)
     assert _reused(report) == passed | unsupported | failed
