@@ -26,6 +26,7 @@ __all__ = ["STACK_SIGNAL", "Frame", "HangSite", "parse_dump", "hang_site", "COMP
 #: The signal on which a worker's faulthandler dumps its Python stacks (without ending the process).
 STACK_SIGNAL = signal.SIGUSR1
 
+_THREAD = re.compile(r"(?:Current thread|Thread) (?P<ident>0x[0-9a-fA-F]+)")
 _FRAME = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+|\?\?\?) in (?P<func>\S+)')
 
 #: Parts of torch's compiler, by the torch source directory a frame is in (``torch/_dynamo/...``), as messages
@@ -70,18 +71,27 @@ class Frame:
         return f"{'torch/' + path if path else os.path.basename(self.file)}:{self.line} in {self.func}"
 
 
-def parse_dump(text: str) -> list[list[Frame]]:
+def parse_dump(text: str, thread: int | None = None) -> list[list[Frame]]:
     """The stacks of the worker's main thread in ``text`` (one or more faulthandler dumps), one per dump, each
-    most recent call first. A dump's main thread is the block holding the worker loop's frames (the thread that
-    runs the checks); the frames of :mod:`conformance.process` and below (the worker loop, pytest) are left out."""
+    most recent call first; the frames of :mod:`conformance.process` and below (the worker loop, pytest) are left
+    out.
+
+    ``thread``: the main thread's ident (:func:`threading.get_ident` of the thread that forked the worker; a forked
+    child's thread keeps it), matched against the ``Thread 0x...`` header faulthandler prints. faulthandler prints
+    at most 100 frames of a thread, innermost first (``MAX_FRAME_DEPTH`` in CPython's ``Python/traceback.c``), so a
+    deep stack -- dynamo inlining calls, under pytest's own frames -- is cut off before the worker loop's frames;
+    the ident finds the main thread all the same. Without it, the main thread is the block that shows the worker
+    loop's frames (a cut-off stack is then missed)."""
     stacks: list[list[Frame]] = []
     block: list[Frame] | None = None
-    seen_loop = False
+    ours = seen_loop = False
     for line in [*text.splitlines(), "Thread end"]:
         if line.startswith(("Current thread", "Thread", "Stack")):
-            if block is not None and seen_loop:
+            if block is not None and (ours if thread is not None else seen_loop):
                 stacks.append(block)
             block, seen_loop = [], False
+            ident = _THREAD.match(line)
+            ours = ident is not None and int(ident["ident"], 16) == thread
             continue
         match = _FRAME.match(line)
         if match is None or block is None:

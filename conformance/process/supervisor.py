@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, MutableMapping
 from multiprocessing.connection import Connection, Pipe
@@ -94,6 +95,7 @@ class Supervisor:
         self._conn: Connection | None = None
         self._crumbs: CrumbPage | None = None
         self._stackfile = None
+        self._thread: int | None = None
         self._rid = 0  # the last request's id: every reply names the request it answers and the process it comes from
         self._sent: dict[int, str] = {}  # request id -> key, for a reply to an earlier request (a stray's)
         self.started = 0  # workers forked so far
@@ -114,6 +116,7 @@ class Supervisor:
         sys.stdout.flush()
         sys.stderr.flush()
         self._base = worker_memory() or 0
+        self._thread = threading.get_ident()  # the worker's only thread keeps the forking thread's ident
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the worker; its work is measured through the supervisor
             parent.close()
@@ -287,11 +290,12 @@ class Supervisor:
         self._forget()
         return lost
 
-    def _sample_stacks(self, count: int = 3, gap: float = 0.2, wait: float = 0.5) -> list[list[Frame]]:
+    def _sample_stacks(self, count: int = 3, gap: float = 0.2, wait: float = 2.0) -> list[list[Frame]]:
         """Ask the hung worker for its Python stack ``count`` times, ``gap`` seconds apart (its faulthandler
         dumps it on :data:`~conformance.process.stacks.STACK_SIGNAL`, even from inside C++), waiting at most
-        ``wait`` seconds for each dump; the main thread's stacks, oldest first (fewer when the worker did not
-        answer). Reads with ``pread``: the worker shares the file's offset."""
+        ``wait`` seconds for each dump to begin (a worker starved of CPU by a loaded machine answers late; one that
+        does not answer within it is asked no more); the main thread's stacks, oldest first (fewer when the worker
+        did not answer). Reads with ``pread``: the worker shares the file's offset."""
         fd = self._stackfile.fileno()
         for _ in range(count):
             size = os.fstat(fd).st_size
@@ -300,15 +304,17 @@ class Supervisor:
             except ProcessLookupError:
                 break
             deadline, last = time.monotonic() + wait, size
-            while time.monotonic() < deadline:  # until the dump has stopped growing
+            while time.monotonic() < deadline:  # until the dump has begun and stopped growing
                 time.sleep(0.02)
                 now = os.fstat(fd).st_size
                 if now > size and now == last:
                     break
                 last = now
+            if last == size:
+                break  # no answer: the samples already taken are what there is
             time.sleep(gap)
         text = os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
-        return parse_dump(text)
+        return parse_dump(text, self._thread)
 
     def _lost_by_stray(self, start: float, rid: int, reply: Any, garbled: str | None = None) -> WorkerLost:
         """The item fails: a reply came from another process than the worker, or for another request than the

@@ -314,13 +314,14 @@ def test_stacks_tell_a_compiler_loop_from_a_call_into_the_class():
 
 _TRACER = Tracer()
 _LOOP = compile(textwrap.dedent("""
-    def walk(depth):
-        return walk(depth - 1) if depth else None
+    def step(depth):
+        until = time.monotonic() + 0.05
+        while time.monotonic() < until:  # Python code running, no call that adds a frame
+            pass
+        step(depth + 1)  # one frame deeper every 50 ms: stack samples 0.2 s apart differ
 
-    def step(n):
-        while True:  # Python code running: each stack sample is at another depth
-            n = (n + 7) % 41
-            walk(n)
+    def descend(depth):
+        return descend(depth - 1) if depth else step(0)
     """), "/site-packages/torch/_dynamo/symbolic_convert.py", "exec")  # code as dynamo's own frames show it
 _SPIN = compile(textwrap.dedent("""
     def call_torchbind_impl(seconds):
@@ -332,9 +333,10 @@ def _hang_item(key: str):
     namespace = {"time": time}
     with _TRACER.calling("check matrix[sequence-eager] of ns::Cls", timed=False), \
             _TRACER.calling("scenario sequence of ns::Cls through eager (compile and run)", timed=False, side="torch"):
-        if key == "dynamo-loop":
+        if key in ("dynamo-loop", "deep-dynamo-loop"):
             exec(_LOOP, namespace)  # noqa: S102 - a loop that shows as dynamo's frames
-            namespace["step"](0)
+            # dynamo inlining calls stacks frames deep: faulthandler prints a thread's innermost 100 alone
+            namespace["descend"](150 if key == "deep-dynamo-loop" else 0)
         if key == "class-call":
             exec(_SPIN, namespace)  # noqa: S102
             namespace["call_torchbind_impl"](60)
@@ -344,13 +346,14 @@ def _hang_item(key: str):
 @pytest.mark.process
 def test_a_cell_that_hangs_in_the_compiler_gets_one_timeout_and_says_where():
     sup = Supervisor(_hang_item, timeout=1.0, tracer=_TRACER)
-    for key in ("dynamo-loop", "class-call"):
+    for key in ("dynamo-loop", "deep-dynamo-loop", "class-call"):
         sup.register(key)
     try:
         start = time.monotonic()
         lost = sup.run("dynamo-loop", factor=1)  # a matrix cell: --torchbind-timeout as a whole
         assert time.monotonic() - start < 5, "one timeout (1 s) and the stack samples, not ten timeouts"
         failure = lost.failure(timeout=1.0)
+        assert failure.rule == "process.compiler-hang", failure  # the details say what the samples showed
         assert failure.summary.startswith("this check hung in torch's compiler (dynamo tracing the program), not in "
                                           "the class's code: scenario sequence of ns::Cls through eager")
         assert failure.summary.endswith("reached its limit of 1 s (1 x --torchbind-timeout)")
@@ -359,6 +362,11 @@ def test_a_cell_that_hangs_in_the_compiler_gets_one_timeout_and_says_where():
         assert "limits: --torchbind-timeout=1 s per call into the class, 1 s for this item (1 x --torchbind-timeout)" \
             in failure.details
         assert "torch/_dynamo/symbolic_convert.py" in text and "moved between the samples" in text
+        # More than faulthandler's 100 frames inside the item: the worker loop's frames are cut off the dumps, and
+        # the stacks are still the main thread's (found by its thread ident).
+        deep = sup.run("deep-dynamo-loop", factor=1).failure(timeout=1.0)
+        assert deep.rule == "process.compiler-hang", deep
+        assert "moved between the samples" in "\n".join(deep.details)
         # Standing still inside a call into the class: the C++ wording (and the debugger advice) stay.
         still = sup.run("class-call", factor=1).failure(timeout=1.0)
         assert still.summary.startswith("this check hung: scenario sequence")
