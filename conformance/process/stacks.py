@@ -71,7 +71,7 @@ class Frame:
         return f"{'torch/' + path if path else os.path.basename(self.file)}:{self.line} in {self.func}"
 
 
-def parse_dump(text: str, thread: int | None = None) -> list[list[Frame]]:
+def parse_dump(text: str, thread: int) -> list[list[Frame]]:
     """The stacks of the worker's main thread in ``text`` (one or more faulthandler dumps), one per dump, each
     most recent call first; the frames of :mod:`conformance.process` and below (the worker loop, pytest) are left
     out.
@@ -80,14 +80,14 @@ def parse_dump(text: str, thread: int | None = None) -> list[list[Frame]]:
     child's thread keeps it), matched against the ``Thread 0x...`` header faulthandler prints. faulthandler prints
     at most 100 frames of a thread, innermost first (``MAX_FRAME_DEPTH`` in CPython's ``Python/traceback.c``), so a
     deep stack -- dynamo inlining calls, under pytest's own frames -- is cut off before the worker loop's frames;
-    the ident finds the main thread all the same. Without it, the main thread is the block that shows the worker
-    loop's frames (a cut-off stack is then missed)."""
+    the ident finds the main thread all the same (the worker loop's frames, which a cut-off block lacks, would
+    not)."""
     stacks: list[list[Frame]] = []
     block: list[Frame] | None = None
-    ours = seen_loop = False
+    ours = seen_loop = False  # seen_loop: the block reached the worker loop's frames, where it is left out
     for line in [*text.splitlines(), "Thread end"]:
         if line.startswith(("Current thread", "Thread", "Stack")):
-            if block is not None and (ours if thread is not None else seen_loop):
+            if block is not None and ours:
                 stacks.append(block)
             block, seen_loop = [], False
             ident = _THREAD.match(line)
