@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import signal
 import subprocess
 import sys
