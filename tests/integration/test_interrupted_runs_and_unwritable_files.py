@@ -19,7 +19,7 @@ from conformance.reports import build_report, write_report
 from conformance.reports.html import render as render_html
 from conformance.reports.markdown import render as render_markdown
 from conformance.reports.terminal import render_lines
-from conftest import TORCH_SPEC, TORCH_TESTLIB, run_inprocess
+from conftest import TORCH_SPEC, TORCH_TESTLIB, run_inprocess, needs_torch_testlib
 
 FOO = (f"--torchbind-load={TORCH_SPEC}", "--torchbind-class=_TorchScriptTesting::_Foo")
 #: samples::Counter's coverage matrix on plain eager only: 10 cells (9 rows and scale.backward), a few seconds.
@@ -41,6 +41,7 @@ def _no_traceback(result) -> None:
 
 # ----- 2. reports are never destroyed ------------------------------------------------------------------------------
 
+@needs_torch_testlib
 def test_a_run_that_runs_no_torchbind_item_leaves_report_and_step_summary_alone(pytester, monkeypatch):
     report, summary = pytester.path / "m.md", pytester.path / "summary.md"
     report.write_text("previous report\n")
@@ -123,6 +124,7 @@ def test_ctrl_c_writes_the_partial_report_marked_incomplete(pytester, samples):
     result.stdout.fnmatch_lines(["*TorchBind coverage matrix*", "incomplete report — interrupted: 3 of 10 cells ran"])
 
 
+@needs_torch_testlib
 def test_a_run_stopped_by_exitfirst_is_marked_too(pytester):
     result = run_inprocess(pytester, *FOO, "-k", "coverage", "-x", "--torchbind-report=m.json")
     assert result.ret == pytest.ExitCode.TESTS_FAILED

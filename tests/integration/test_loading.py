@@ -14,7 +14,7 @@ import pytest
 
 from conformance.engine.loading import file_module_name, parse_spec, renamed_files, repro_lines
 from conformance.process.loading import LoadError, apply_load_spec
-from conftest import TORCH_SPEC
+from conftest import TORCH_SPEC, needs_torch_testlib
 
 PREFIX = "tbl_"  # every module these tests create is named so, and is removed from sys.modules afterwards
 
@@ -334,6 +334,7 @@ def setup():
 """
 
 
+@needs_torch_testlib
 @pytest.mark.process
 @pytest.mark.parametrize("spec", ["myfakes:setup", "myfakes.py:setup"])
 def test_console_script_loads_a_module_beside_the_invocation_directory(pytester, spec):

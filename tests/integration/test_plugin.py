@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import TORCH_SPEC, run_inprocess
+from conftest import TORCH_SPEC, run_inprocess, needs_torch_testlib
 
 LOAD = f"--torchbind-load={TORCH_SPEC}"
 FOO = "--torchbind-class=_TorchScriptTesting::_Foo"
@@ -19,6 +19,7 @@ def run(pytester, *args):
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
 
 
+@needs_torch_testlib
 def test_collects_stable_readable_ids_in_an_empty_directory(pytester):
     result = run_inprocess(pytester, LOAD, FOO, "--collect-only", "-q")
     assert result.ret == 0
@@ -33,6 +34,7 @@ def test_collects_stable_readable_ids_in_an_empty_directory(pytester):
     assert [ln for ln in again.outlines if ln.startswith("torchbind[")] == ids
 
 
+@needs_torch_testlib
 def test_failure_message_names_class_method_and_both_sides(pytester):
     result = run_inprocess(pytester, LOAD, "--torchbind-class=_TorchScriptTesting::_TensorQueue", "-k", "agreement")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -59,6 +61,7 @@ def _ordinary_test_and_ini_gate(pytester) -> None:
     """)
 
 
+@needs_torch_testlib
 @pytest.mark.process
 def test_runs_beside_ordinary_tests_and_ini_twins(pytester):
     _ordinary_test_and_ini_gate(pytester)
@@ -67,6 +70,7 @@ def test_runs_beside_ordinary_tests_and_ini_twins(pytester):
     result.stdout.fnmatch_lines(["*collected*items*"])
 
 
+@needs_torch_testlib
 def test_the_gate_is_collected_only_where_the_run_selects_it(pytester):
     _ordinary_test_and_ini_gate(pytester)
 
@@ -110,6 +114,7 @@ def test_the_gate_is_collected_only_where_the_run_selects_it(pytester):
            "torchbind[_TorchScriptTesting._ContainsTensor]" in result.stderr.str()
 
 
+@needs_torch_testlib
 @pytest.mark.process
 def test_the_users_own_tests_see_torch_as_they_left_it(pytester):
     # Under xdist the plugin runs its items with fewer intra-op threads per worker; the user's tests in the same
@@ -127,6 +132,7 @@ def test_the_users_own_tests_see_torch_as_they_left_it(pytester):
     result.assert_outcomes(passed=3)
 
 
+@needs_torch_testlib
 @pytest.mark.process
 def test_xdist_gives_the_same_outcomes_as_a_serial_run(pytester):
     # 20 examples: what is compared is the two runs' outcomes, not how hard each searched.
@@ -148,6 +154,7 @@ def test_a_misspelt_ini_key_is_a_usage_error_naming_the_closest_key(pytester):
     assert "did you mean torchbind_classes?" in result.stderr.str()
 
 
+@needs_torch_testlib
 def test_loading_without_selecting_a_class_is_a_usage_error_listing_the_classes(pytester):
     # Not "no tests ran" (exit status 5) with no hint.
     result = run_inprocess(pytester, LOAD)
@@ -175,6 +182,7 @@ def test_plugin_can_be_disabled(pytester):
     assert "unrecognized arguments: --torchbind-class" in result.stderr.str()
 
 
+@needs_torch_testlib
 def test_unknown_class_is_a_usage_error_listing_the_namespace(pytester):
     result = run_inprocess(pytester, LOAD, "--torchbind-class=_TorchScriptTesting::Missing")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -228,6 +236,7 @@ def test_unknown_check_name(pytester):
     assert "unknown check(s) nonsense" in result.stderr.str()
 
 
+@needs_torch_testlib
 @pytest.mark.process
 def test_user_code_that_raises_fails_the_check_not_the_run(pytester):
     pytester.makepyfile(userfakes="""
@@ -261,6 +270,7 @@ def test_user_code_that_raises_fails_the_check_not_the_run(pytester):
     result.assert_outcomes(failed=2, skipped=1, passed=1)
 
 
+@needs_torch_testlib
 def test_junit_xml_carries_check_properties(pytester):
     result = run_inprocess(pytester, LOAD, FOO, "-k", "fake_class or coverage", "--junitxml=out.xml")
     assert result.ret == pytest.ExitCode.TESTS_FAILED

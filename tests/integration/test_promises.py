@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import TORCH_SPEC, run_inprocess
+from conftest import TORCH_SPEC, run_inprocess, needs_torch_testlib
 
 LOAD = f"--torchbind-load={TORCH_SPEC}"
 
@@ -20,6 +20,7 @@ def samples():
     return "samples"
 
 
+@needs_torch_testlib
 def test_without_isolation_the_header_says_what_is_not_enforced(pytester):
     result = run_inprocess(pytester, LOAD, "--torchbind-class=_TorchScriptTesting::_Foo", "--collect-only")
     result.stdout.fnmatch_lines([
@@ -52,6 +53,7 @@ def test_zero_examples_is_refused_the_same_way_on_the_command_line_and_in_ini(py
     assert "--torchbind-examples / torchbind_examples must be at least 1, got" in result.stderr.str()
 
 
+@needs_torch_testlib
 def test_the_command_line_wins_over_ini(pytester):
     pytester.makeini("[pytest]\ntorchbind_examples = 0\n")
     result = run_inprocess(pytester, LOAD, "--torchbind-class=_TorchScriptTesting::_Foo", "--torchbind-examples=5",
@@ -59,6 +61,7 @@ def test_the_command_line_wins_over_ini(pytester):
     assert result.ret == 0
 
 
+@needs_torch_testlib
 def test_a_skip_is_reported_at_the_item_not_inside_the_plugin(pytester):
     result = run_inprocess(pytester, LOAD, "--torchbind-class=_TorchScriptTesting::_Foo", "-rs",
                            "--torchbind-checks=agreement")
@@ -68,6 +71,7 @@ def test_a_skip_is_reported_at_the_item_not_inside_the_plugin(pytester):
     assert all("torchbind_impls.py" in ln for ln in skipped), skipped  # where torch's fake class _Foo is defined
 
 
+@needs_torch_testlib
 def test_a_class_without_a_fake_still_has_its_matrix_in_the_report(pytester):
     result = run_inprocess(pytester, LOAD, "--torchbind-class=_TorchScriptTesting::_StackString",
                            "--torchbind-checks=matrix", "--torchbind-backends=eager,export", "--torchbind-report=m.json")
