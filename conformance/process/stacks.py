@@ -111,7 +111,7 @@ class HangSite:
     outermost first (empty: none); ``moving``: the Python stack changed between samples (Python code was running);
     ``frame``: the innermost frame of the last sample; ``class_call``: the stack stood still in a frame where
     torch calls into the class's code (a file that does, or a source line that names such a call); ``user_code``: the innermost frame is outside torch and Python's standard
-    library (a fake method, the adopter's code); ``stack``: the last sample, most recent call first."""
+    library (a fake method, the adopter's code; a frame of generated code, ``<string>``, counts as its caller's); ``stack``: the last sample, most recent call first."""
 
     compiler: tuple[str, ...]
     moving: bool
@@ -156,6 +156,12 @@ class HangSite:
         return f"waiting in one call{inside}{frame} (native code, at no place where torch calls into the class)"
 
 
+def _generated(frame: Frame) -> bool:
+    """Whether ``frame`` runs code made at run time with ``exec`` / ``compile`` (``<string>``, ``<dataclass ...>``),
+    not a source file; ``<frozen ...>`` modules are Python's own files."""
+    return frame.file.startswith("<") and not frame.file.startswith("<frozen ")
+
+
 def hang_site(samples: list[list[Frame]]) -> HangSite | None:
     """Read the stack samples of a hung worker (each most recent call first, oldest sample first); ``None``
     without any."""
@@ -178,8 +184,11 @@ def hang_site(samples: list[list[Frame]]) -> HangSite | None:
     line = linecache.getline(inner.file, inner.line) if inner.line else ""
     class_call = not moving and (any(inner_path.endswith(site) for site in _CLASS_CALL_SITES)
                                  or any(call in line for call in _CLASS_CALLS))
-    directories = set(inner.file.replace(os.sep, "/").split("/"))
-    stdlib = inner.file.startswith(_STDLIB) or inner.file.startswith("<frozen ")  # frozen modules are Python's own
-    user_code = (inner.torch_path is None and not stdlib and "conformance" not in directories
+    # Code generated at run time (a dataclass's __init__, a namedtuple's __new__: file "<string>") belongs to whoever
+    # called it: the innermost frame that is a real file decides whether the worker was in the adopter's code.
+    owner = next((f for f in last if not _generated(f)), inner)
+    directories = set(owner.file.replace(os.sep, "/").split("/"))
+    stdlib = owner.file.startswith(_STDLIB) or owner.file.startswith("<frozen ")  # frozen modules are Python's own
+    user_code = (owner.torch_path is None and not stdlib and "conformance" not in directories
                  and not directories & _TORCH_DEPENDENCIES)
     return HangSite(tuple(parts), moving, inner, class_call, user_code, tuple(last))

@@ -317,6 +317,15 @@ def test_stacks_tell_a_compiler_loop_from_a_call_into_the_class():
                          Frame("/v/torch/_dynamo/utils.py", 3949, "get_fake_value"),
                          Frame("/v/torch/_dynamo/symbolic_convert.py", 1000, "step")]] * 2)
     assert not frozen.user_code and frozen.in_compiler
+    # A sample that stops in generated code (a dataclass's __init__ made by exec, file "<string>") that dynamo called
+    # is the compiler's work (seen on torch 2.15 under load); generated code a fake called stays the fake's.
+    generated = hang_site([[Frame("<string>", 3, "__init__"),
+                            Frame("/v/torch/_dynamo/variables/builder.py", 500, "wrap"),
+                            Frame("/v/torch/_dynamo/symbolic_convert.py", 1000, "step")]] * 2)
+    assert not generated.user_code and generated.in_compiler
+    from_fake = hang_site([[Frame("<string>", 3, "__init__"), Frame("/home/me/mylib/fakes.py", 12, "push"),
+                            Frame("/v/torch/_dynamo/symbolic_convert.py", 1000, "step")]] * 2)
+    assert from_fake.user_code and not from_fake.in_compiler
 
 
 _TRACER = Tracer()
