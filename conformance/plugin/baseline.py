@@ -18,9 +18,15 @@ An entry is a reason (it applies to every torch), ``{"reason": ..., "torch": SPE
 ``packaging.specifiers``, of the torch releases it applies to, matched against the running torch's release:
 ``2.14.1+cu130`` counts as ``2.14.1``; written by hand, e.g. ``"<2.14"`` for a torch bug fixed in 2.14), or
 ``{"reason": ..., "observed": ["2.13", "2.14"]}``: the torch series on which the failure was observed, which is
-what ``--torchbind-accept`` writes; it applies to those series only. An entry that does not apply to the running
-torch leaves its test an ordinary test (neither an expected failure nor an XPASS), so one file serves every torch
-version a library tests against.
+what ``--torchbind-accept`` writes. Such an entry applies to the series it lists and to every **newer** series
+until a run there shows the test passing: an adopter's accepted failures stay known failures on the day they
+upgrade torch, and a failure a new torch fixed shows as a strict XPASS (the item fails, saying the entry was
+observed on older torch only, so the upgrade is reviewed, not silent). An accepting run on the newer torch that
+sees the test pass records that series under ``"passed"`` (``{"reason": ..., "observed": ["2.13", "2.14"],
+"passed": ["2.15"]}``); from the oldest passed series on, the entry no longer applies (unless a later run lists a
+newer series as observed again). It never applies to an older series it was not observed on. An entry that does
+not apply to the running torch leaves its test an ordinary test (neither an expected failure nor an XPASS), so
+one file serves every torch version a library tests against.
 
 Listed tests run as ``xfail(strict=True)`` with the listed reason: a listed test that now passes fails the run
 (so the file stays true), a failure that is not listed fails it as usual. ``--torchbind-accept`` rewrites the
@@ -32,7 +38,9 @@ file from the run (modelled on expecttest's accept mode and ``torch/testing/_int
   hand-written ``torch`` specifier that excludes this torch is widened to include it (the specifiers that
   exclude it are dropped);
 * a test whose check ran and passed where its entry applied: this torch's series leaves the entry's
-  ``observed``, and an entry with no series left is dropped; a reason-only or ``torch``-specifier entry is
+  ``observed`` (and is recorded under ``"passed"``, so the entry is not carried forward past it), and an entry
+  with no series left is dropped; where the entry applied only as carried forward to a newer series, that series
+  is recorded under ``"passed"``; a reason-only or ``torch``-specifier entry is
   dropped (its failure is not observed here; a run on a torch where it still fails lists it again, observed
   there). No entry ever expects a failure on a torch where none was observed;
 * entries of tests that did not reach a verdict are kept as they are: skipped, deselected (``-k``, ``-m``), not
@@ -83,32 +91,51 @@ def series(torch_version: str) -> str:
 @dataclasses.dataclass(frozen=True)
 class Entry:
     """One known failure: its ``reason`` and where it applies: ``observed`` (the torch series it was observed on,
-    sorted, as ``--torchbind-accept`` records them) or ``torch`` (a hand-written PEP 440 specifier set such as
-    ``"<2.14"``); neither: every release."""
+    sorted, as ``--torchbind-accept`` records them; it also applies to newer series, up to the oldest of
+    ``passed``, the newer series on which an accepting run saw it pass) or ``torch`` (a hand-written PEP 440
+    specifier set such as ``"<2.14"``); neither: every release."""
 
     reason: str
     torch: str | None = None
     observed: tuple[str, ...] = ()
+    passed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "observed", _sorted_series(self.observed))  # one spelling: sorted, no repeats
+        # Only a series newer than every observed one bounds the carrying forward; an older one that passed is
+        # simply not observed (and a series both observed and passed, hand-edited, counts as observed).
+        newest = _series_key(self.observed[-1]) if self.observed else ()
+        object.__setattr__(self, "passed", _sorted_series(p for p in self.passed if _series_key(p) > newest))
 
     def applies_to(self, torch_version: str) -> bool:
-        """Whether the entry applies to ``torch_version`` (``torch.__version__``; its local label is ignored)."""
+        """Whether the entry applies to ``torch_version`` (``torch.__version__``; its local label is ignored): a
+        series in ``observed``, or one newer than every observed series and older than every ``passed`` one."""
         if self.observed:
-            return series(torch_version) in self.observed
+            here = series(torch_version)
+            return here in self.observed or self.carried_to(here)
         return self.torch is None or SpecifierSet(self.torch).contains(torch_release(torch_version),
                                                                         prereleases=True)
 
+    def carried_to(self, here: str) -> bool:
+        """Whether the entry applies to series ``here`` only as carried forward from the older series it was
+        observed on (``here`` newer than all of them, not yet seen passing)."""
+        if not self.observed or here in self.observed:
+            return False
+        key = _series_key(here)
+        return key > _series_key(self.observed[-1]) and all(key < _series_key(p) for p in self.passed)
+
     def where(self) -> str:
-        """Where it applies, for messages: ``torch 2.13, 2.14``, ``torch <2.14`` or ``every torch``."""
+        """Where it applies, for messages: ``torch 2.13, 2.14 and newer``, ``torch 2.13, 2.14 (passed on 2.15)``,
+        ``torch <2.14`` or ``every torch``."""
         if self.observed:
-            return "torch " + ", ".join(self.observed)
+            seen = "torch " + ", ".join(self.observed)
+            return f"{seen} (passed on {', '.join(self.passed)})" if self.passed else f"{seen} and newer"
         return f"torch {self.torch}" if self.torch else "every torch"
 
     def to_json(self) -> str | dict:
         if self.observed:
-            return {"reason": self.reason, "observed": list(self.observed)}
+            out = {"reason": self.reason, "observed": list(self.observed)}
+            return {**out, "passed": list(self.passed)} if self.passed else out
         return self.reason if self.torch is None else {"reason": self.reason, "torch": self.torch}
 
 
@@ -116,12 +143,15 @@ def _entry(test_id: str, value, path: Path) -> Entry:
     if isinstance(value, str):
         return Entry(value)
     if isinstance(value, dict) and isinstance(value.get("reason"), str) and "observed" in value:
-        seen = value["observed"]
-        if set(value) != {"reason", "observed"} or not isinstance(seen, list) or not seen or not all(
-                isinstance(x, str) and x.count(".") == 1 and all(p.isdigit() for p in x.split(".")) for x in seen):
+        seen, passed = value["observed"], value.get("passed", [])
+        if not set(value) <= {"reason", "observed", "passed"} or not isinstance(seen, list) or not seen \
+                or not all(_is_series(x) for x in seen):
             raise BaselineError(f"{path}: {test_id}: \"observed\" must be a non-empty list of torch series such as "
                                 f"[\"2.13\", \"2.14\"] (and no \"torch\" beside it), got {seen!r}")
-        return Entry(value["reason"], observed=_sorted_series(seen))
+        if not isinstance(passed, list) or not all(_is_series(x) for x in passed):
+            raise BaselineError(f"{path}: {test_id}: \"passed\" must be a list of torch series such as [\"2.15\"], "
+                                f"got {passed!r}")
+        return Entry(value["reason"], observed=_sorted_series(seen), passed=_sorted_series(passed))
     if isinstance(value, dict) and isinstance(value.get("reason"), str) and set(value) <= {"reason", "torch"}:
         spec = value.get("torch")
         if spec is not None:
@@ -174,15 +204,24 @@ def applying(entries: dict[str, Entry], torch_version: str) -> dict[str, str]:
     return {k: e.reason for k, e in entries.items() if e.applies_to(torch_version)}
 
 
+def _is_series(value) -> bool:
+    return isinstance(value, str) and value.count(".") == 1 and all(p.isdigit() for p in value.split("."))
+
+
+def _series_key(value: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in value.split("."))
+
+
 def _sorted_series(values) -> tuple[str, ...]:
-    return tuple(sorted(set(values), key=lambda v: tuple(int(p) for p in v.split("."))))
+    return tuple(sorted(set(values), key=_series_key))
 
 
 def _as_entry(value) -> Entry:
     if isinstance(value, Entry):
         return value
     if isinstance(value, dict):
-        return Entry(value["reason"], value.get("torch"), _sorted_series(value.get("observed", ())))
+        return Entry(value["reason"], value.get("torch"), _sorted_series(value.get("observed", ())),
+                     _sorted_series(value.get("passed", ())))
     return Entry(value)
 
 
@@ -231,13 +270,17 @@ def merge_accepted(old: dict[str, Entry | str], results: dict[str, tuple[bool, s
             if entry is None:
                 merged[test_id] = Entry(summary, observed=(here,))
             elif entry.observed:
-                merged[test_id] = dataclasses.replace(entry, observed=_sorted_series((*entry.observed, here)))
+                merged[test_id] = dataclasses.replace(entry, observed=_sorted_series((*entry.observed, here)),
+                                                      passed=tuple(p for p in entry.passed if p != here))
             else:
                 merged[test_id] = entry if entry.applies_to(torch_version) else _widened(entry, torch_version)
+        elif entry is not None and entry.carried_to(here):
+            # observed on older torch only, passing here: it stays for the older series, no longer for this one
+            merged[test_id] = dataclasses.replace(entry, passed=_sorted_series((*entry.passed, here)))
         elif entry is not None and entry.applies_to(torch_version):
             left = tuple(x for x in entry.observed if x != here)
-            if left:
-                merged[test_id] = dataclasses.replace(entry, observed=left)
+            if left:  # kept for the series it still fails on; this one (and what is newer) passes
+                merged[test_id] = dataclasses.replace(entry, observed=left, passed=(*entry.passed, here))
         elif entry is not None:
             merged[test_id] = entry  # passed where it does not apply: nothing learnt about where it does
     return merged

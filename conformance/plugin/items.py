@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .baseline import Entry
+from .baseline import Entry, series
 from ..core.names import ITEM_DATA
 from ..core.qualname import split_id
 from ..reports import encodable
@@ -106,9 +106,12 @@ class Collection:
             if entry is not None and entry.applies_to(self.torch_version):  # another torch's entry does not apply
                 self.expected[item.nodeid] = entry
                 # pytest shows the reason after XPASS(strict) when the test passes: say what to do then.
+                here = series(self.torch_version)
+                carried = (f", carried to torch {here}, where it has not been accepted yet"
+                           if entry.carried_to(here) else "")
                 item.add_marker(pytest.mark.xfail(strict=True, reason=(
-                    f"baseline: {entry.reason} (known failure on {entry.where()}; if it passes now, remove the entry "
-                    f"from {self.baseline_path} or run with --torchbind-accept)")))
+                    f"baseline: {entry.reason} (known failure on {entry.where()}{carried}; if it passes now, remove "
+                    f"the entry from {self.baseline_path} or run with --torchbind-accept)")))
 
     def nothing_to_check(self, qualname: str) -> None:
         """Warn (``PytestCollectionWarning``, in pytest's warnings summary) that a selected class has no item with

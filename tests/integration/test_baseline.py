@@ -147,10 +147,10 @@ def test_accept_changes_only_what_ran_to_a_verdict(pytester):
                                  f"--torchbind-accept wrote {path}: 3 changes:",
                                  f"  dropped {FOO}::coverage[add_tensor]",
                                  # the fake's own failures last, each saying that it is not a torch limitation
-                                 _glob(f"  added {FOO}::coverage[__eq__] (torch {here}) [the fake's own disagreement, "
+                                 _glob(f"  added {FOO}::coverage[__eq__] (torch {here} and newer) [the fake's own disagreement, "
                                        "not a torch limitation: _TorchScriptTesting::_Foo.__eq__: the fake class does "
                                        "not define __eq__ ") + "*]",
-                                 _glob(f"  added {FOO}::coverage[add] (torch {here}) [the fake's own disagreement, not "
+                                 _glob(f"  added {FOO}::coverage[add] (torch {here} and newer) [the fake's own disagreement, not "
                                        "a torch limitation: _TorchScriptTesting::_Foo.add: the fake class does not "
                                        "define add") + "*]",
                                  f"--torchbind-accept removed 1 stale entry from {path} (tests that no longer exist):",
@@ -231,16 +231,46 @@ def test_accepting_records_where_a_failure_was_observed_and_drops_it_where_it_pa
         "new": Entry("new failure", observed=("2.14",)),
     }                                     # "fixed" passes where it applied: dropped, not narrowed to other torches
     assert accept_changes(old, on_214) == ["changed back: torch <2.14 -> every torch", "dropped fixed",
-                                           "added new (torch 2.14)"]
+                                           "added new (torch 2.14 and newer)"]
     # The same test failing on 2.13 records that series too; passing on 2.14 later removes 2.14 only ...
     both = merge_accepted(on_214, {"new": (True, "new failure")}, torch_version="2.13.0+cpu")
     assert both["new"] == Entry("new failure", observed=("2.13", "2.14"))
     fixed_on_214 = merge_accepted(both, {"new": (False, "")}, torch_version="2.14.1")
-    assert fixed_on_214["new"] == Entry("new failure", observed=("2.13",))
+    assert fixed_on_214["new"] == Entry("new failure", observed=("2.13",), passed=("2.14",))
     assert fixed_on_214["new"].applies_to("2.13.0") and not fixed_on_214["new"].applies_to("2.14.1")
-    assert not fixed_on_214["new"].applies_to("2.15.0")  # never observed there: its test runs as an ordinary one
+    assert not fixed_on_214["new"].applies_to("2.15.0")  # passed on an older series: not carried past it
     # ... and with no series left the entry goes.
     assert "new" not in merge_accepted(fixed_on_214, {"new": (False, "")}, torch_version="2.13.0")
+
+
+def test_an_accepted_baseline_upgrades_from_torch_2_14_1_to_2_15_0():
+    """An adopter's entries accepted on 2.13 and 2.14.1 stay known failures on 2.15.0 until a run there shows the
+    test passing; an accepting run on 2.15.0 records what passes there and what still fails."""
+    from conformance.plugin.baseline import accept_changes
+
+    accepted = {"still": Entry("torch defect", observed=("2.13", "2.14")),
+                "fixed": Entry("fixed by 2.15", observed=("2.13", "2.14")),
+                "unrun": Entry("deselected this time", observed=("2.14",)),
+                "old-only": Entry("only 2.13 had it", observed=("2.13",), passed=("2.14",))}
+    assert accepted["still"].applies_to("2.15.0+cu132") and accepted["still"].carried_to("2.15")
+    assert accepted["still"].where() == "torch 2.13, 2.14 and newer"
+    assert not accepted["old-only"].applies_to("2.15.0") and not accepted["old-only"].carried_to("2.15")
+    assert not Entry("r", observed=("2.14",)).applies_to("2.13.0")  # never carried backwards
+    on_215 = merge_accepted(accepted, {"still": (True, "same failure"), "fixed": (False, "")},
+                            torch_version="2.15.0+cu132")
+    assert on_215 == {"still": Entry("torch defect", observed=("2.13", "2.14", "2.15")),
+                      "fixed": Entry("fixed by 2.15", observed=("2.13", "2.14"), passed=("2.15",)),
+                      "unrun": Entry("deselected this time", observed=("2.14",)),
+                      "old-only": accepted["old-only"]}
+    assert on_215["fixed"].applies_to("2.14.1") and not on_215["fixed"].applies_to("2.15.0")
+    assert not on_215["fixed"].applies_to("2.16.0")  # past the series it passed on: not carried any further
+    assert on_215["unrun"].applies_to("2.15.0")  # not run there yet: still carried
+    assert accept_changes(accepted, on_215) == [
+        "changed fixed: torch 2.13, 2.14 and newer -> torch 2.13, 2.14 (passed on 2.15)",
+        "changed still: torch 2.13, 2.14 and newer -> torch 2.13, 2.14, 2.15 and newer"]
+    # A later failure on the series it had passed on lists it as observed again.
+    again = merge_accepted(on_215, {"fixed": (True, "back")}, torch_version="2.15.1")
+    assert again["fixed"] == Entry("fixed by 2.15", observed=("2.13", "2.14", "2.15")) and not again["fixed"].passed
 
 
 def test_observed_entries_round_trip_and_bad_ones_are_refused(tmp_path):
@@ -251,6 +281,15 @@ def test_observed_entries_round_trip_and_bad_ones_are_refused(tmp_path):
     for bad in ([], ["2"], "2.13", ["2.13.1"]):
         path.write_text(json.dumps({"schema": SCHEMA, "known_failures": {"a": {"reason": "r", "observed": bad}}}))
         with pytest.raises(BaselineError, match="must be a non-empty list of torch series"):
+            load_baseline(path)
+    save_baseline(path, {"a": Entry("r", observed=("2.13",), passed=("2.14",))})
+    assert json.loads(path.read_text())["known_failures"] == {"a": {"reason": "r", "observed": ["2.13"],
+                                                                    "passed": ["2.14"]}}
+    assert load_baseline(path) == {"a": Entry("r", observed=("2.13",), passed=("2.14",))}
+    for bad in ("2.14", ["2.14.1"], [2.14]):
+        path.write_text(json.dumps({"schema": SCHEMA, "known_failures": {"a": {"reason": "r", "observed": ["2.13"],
+                                                                               "passed": bad}}}))
+        with pytest.raises(BaselineError, match="\"passed\" must be a list of torch series"):
             load_baseline(path)
 
 
@@ -274,13 +313,13 @@ def test_accepting_says_which_failures_are_the_fakes_own():
            "torchbind[ns.Q]::matrix[pop-inductor]": Entry("inductor differs", observed=("2.13",)),
            "torchbind[py:m.Spec]::eq_hash": Entry("equal objects hash differently", observed=("2.13",))}
     assert accept_changes(old, new) == [
-        "changed torchbind[ns.Q]::agreement[kept]: every torch -> torch 2.13",
+        "changed torchbind[ns.Q]::agreement[kept]: every torch -> torch 2.13 and newer",
         "dropped torchbind[ns.Q]::coverage[gone]",
-        "added torchbind[ns.Q]::matrix[pop-inductor] (torch 2.13) [a compiled program differs from eager]",
-        "added torchbind[ns.Q]::agreement[pop] (torch 2.13) [the fake's own disagreement, not a torch limitation: "
-        "ns::Q.pop: the fake's result differs]",
-        "added torchbind[py:m.Spec]::eq_hash (torch 2.13) [the class's own failure, not a torch limitation: equal "
-        "objects hash differently]"]
+        "added torchbind[ns.Q]::matrix[pop-inductor] (torch 2.13 and newer) [a compiled program differs from eager]",
+        "added torchbind[ns.Q]::agreement[pop] (torch 2.13 and newer) [the fake's own disagreement, not a torch "
+        "limitation: ns::Q.pop: the fake's result differs]",
+        "added torchbind[py:m.Spec]::eq_hash (torch 2.13 and newer) [the class's own failure, not a torch "
+        "limitation: equal objects hash differently]"]
     # each kind is named for what it has: a Python custom class has no fake class (issue 31: the trial's warning
     # called a custom class's guards failure "a bug in the fake")
     assert accept_warning(old, new) == (
