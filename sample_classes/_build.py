@@ -4,8 +4,10 @@ Each source registers one namespace (``samples.cpp``: ``samples``, ``samples_uns
 and is built into an extension of its own, so a run builds only the namespaces it asks for
 (:func:`load_namespaces`): the README's main job, which checks ``samples::TensorQueue``, compiles one source,
 not ten. Builds are cached in ``~/.cache/torch_extensions`` (or ``$TORCH_EXTENSIONS_DIR``), in a directory of its
-own for each copy of the sources; an extension whose library is newer than its source and than torch's
-installation is loaded without asking the compiler (``torch.ops.load_library``). When a build does happen, one
+own for each copy of the sources and each torch build and Python ABI (:func:`build_key`): a library built by one
+torch is never loaded by another, even where several share one ``TORCH_EXTENSIONS_DIR``. An extension whose
+library is newer than its source and than torch's installation is loaded without asking the compiler
+(``torch.ops.load_library``). When a build does happen, one
 line on stderr says so before it starts (what, with which torch, where it is cached) and one says how long it
 took. Sources that need building are built in parallel threads (each its own ``torch.utils.cpp_extension.load``),
 with a precompiled header of the torch headers they all include when there are enough of them
@@ -24,9 +26,31 @@ import time
 from pathlib import Path
 
 CSRC_DIR = Path(__file__).resolve().parent / "csrc"
-# One build directory per copy of the sources: torch's build (ninja) names the sources by path, so two copies
-# (a checkout and a benchmark's scratch copy) sharing one directory would rebuild it for each other in turn.
-_DIGEST = hashlib.sha256(str(CSRC_DIR).encode()).hexdigest()[:8]
+
+
+def build_key() -> str:
+    """What a built library depends on besides its source, as one string: the copy of the sources (torch's build,
+    ninja, names the sources by path, so two copies sharing one directory would rebuild it for each other in
+    turn), the torch version and build (``torch.__version__`` with its local label, ``torch.version.git_version``,
+    the CUDA version it was built with) and the Python ABI (``sys.implementation.cache_tag``, e.g.
+    ``cpython-311``). A library is ABI-bound to the torch that built it: torch 2.15 loading 2.14.1's build fails
+    or misbehaves."""
+    import torch
+
+    return "\0".join((str(CSRC_DIR), torch.__version__, str(getattr(torch.version, "git_version", "")),
+                      str(torch.version.cuda), sys.implementation.cache_tag or ""))
+
+
+_digests: dict[str, str] = {}
+
+
+def _digest() -> str:
+    """An 8-hex-digit digest of :func:`build_key`, computed once per process."""
+    key = build_key()
+    if key not in _digests:
+        _digests[key] = hashlib.sha256(key.encode()).hexdigest()[:8]
+    return _digests[key]
+
 
 _lock = threading.Lock()
 _loaded: dict[str, str] = {}  # namespace -> path of its loaded library
@@ -47,7 +71,7 @@ def namespaces() -> list[str]:
 
 def extension_name(namespace: str) -> str:
     """The name of the extension (and of its build directory) that holds ``namespace``."""
-    return f"torchbind_samples_{_DIGEST}_{namespace}"
+    return f"torchbind_samples_{_digest()}_{namespace}"
 
 
 def load_library() -> str:
@@ -129,7 +153,7 @@ def header_flags(header: str) -> list[str]:
 
 
 def precompiled_header(root: str) -> str | None:
-    """The path of ``<root>/torchbind_samples_<digest>_pch/torch_headers.h``, whose precompiled form
+    """The path of ``<root>/torchbind_samples_<digest>_pch/torch_headers.h`` (digest: :func:`build_key`'s), whose precompiled form
     (``torch_headers.h.gch``: :data:`TORCH_HEADERS`, built with :func:`torch_cflags` and ``-O0``) is newer than
     torch's installation and was built with today's flags and headers (kept in ``flags.json``); built here first
     when not. Processes that build at once (pytest-xdist workers) build it once, under an ``flock``. ``None`` when it
@@ -141,7 +165,7 @@ def precompiled_header(root: str) -> str | None:
     import torch
     from torch.utils import cpp_extension
 
-    directory = os.path.join(root, f"torchbind_samples_{_DIGEST}_pch")
+    directory = os.path.join(root, f"torchbind_samples_{_digest()}_pch")
     header, flags = os.path.join(directory, "torch_headers.h"), [*torch_cflags(), "-O0"]
     wanted = {"flags": flags, "headers": list(TORCH_HEADERS)}
     try:

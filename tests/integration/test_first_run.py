@@ -103,3 +103,20 @@ def test_a_lock_a_killed_build_left_is_removed_and_a_fresh_or_held_one_is_kept(t
     assert f"removed {lock}, left 11 min ago by a build that was killed" in capsys.readouterr().err
     assert FileBaton(str(lock)).try_acquire()  # the next build goes ahead
     assert not _build.clear_stale_lock(str(tmp_path / "nowhere"))
+
+
+def test_the_build_cache_is_keyed_by_the_torch_build_and_the_python_abi(monkeypatch):
+    """A library built by one torch is never loaded by another (torch 2.15 once loaded 2.14.1's build from a shared
+    TORCH_EXTENSIONS_DIR): the build directory's name changes with the torch version, its build and Python's ABI."""
+    import torch
+
+    from sample_classes import _build
+
+    name = _build.extension_name("samples")
+    assert name.startswith("torchbind_samples_") and name.endswith("_samples")
+    for module, attr, other in ((torch, "__version__", "2.15.0+cu132"), (torch.version, "git_version", "0" * 40),
+                                (torch.version, "cuda", "13.2"), (sys.implementation, "cache_tag", "cpython-313")):
+        with monkeypatch.context() as patch:
+            patch.setattr(module, attr, other)
+            assert _build.extension_name("samples") != name, attr
+    assert _build.extension_name("samples") == name  # the same torch and Python: the same directory
