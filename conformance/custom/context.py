@@ -22,13 +22,13 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from ..engine.arguments import ArgumentSource, draw_fixed
+from ..engine.arguments import ArgumentSource, draw_fixed, tears_down
 from ..core.breadcrumbs import Tracer
 from .discovery import CustomClassInfo, CustomOpInfo, api_names
 from .state import fresh_copy, learn_memos, same_value, state_of
 from ..engine.loading import repro_lines
 from ..core.registry import Registry
-from ..core.results import NotApplicable
+from ..core.results import Note, NotApplicable
 from ..core.settings import Settings
 from ..engine.render import render
 from ..engine.search import Found, hypothesis_settings
@@ -193,7 +193,29 @@ class CustomClassContext:
         (a C type's method descriptors, pybind11's functions) alike: the calls that may change an object's state
         (whether one did is seen by comparing :func:`state_of` before and after). A C method has no Python
         signature, so it is called only with arguments the adopter gives (``conformance.strategy``); the checks
-        name the others as never called."""
+        name the others as never called. Left out: the :meth:`teardowns`."""
+        left_out = set(self.teardowns())
+        return [m for m in self._public_methods() if m not in left_out]
+
+    def teardowns(self) -> list[str]:
+        """The public methods whose name says that a call tears down state beyond the object
+        (:func:`~conformance.engine.arguments.tears_down`: ``abort``, ``destroy_process_group``, ``close``) and for
+        which the adopter gave no arguments: no check calls them, since one call would break every later item's
+        objects (torch 2.15's ``DeviceMesh.abort()`` empties the world's process-group map). Checks that call
+        methods say which they left out (:meth:`teardown_note`)."""
+        return [m for m in self._public_methods() if tears_down(m) and not self.arguments.overridden(m)]
+
+    def teardown_note(self) -> Note | None:
+        """The note that names the :meth:`teardowns` (``None`` without any)."""
+        names = self.teardowns()
+        if not names:
+            return None
+        listed = ", ".join(f"{self.info.cls.__qualname__}.{m}" for m in names)
+        return Note(f"not called: {listed} (the name says a call tears down state beyond the object, such as a "
+                    "process group's world or a shared handle, which would break every later item's objects); to "
+                    f"have one called, give its arguments with conformance.strategy({self.info.name!r}, NAME, ...)")
+
+    def _public_methods(self) -> list[str]:
         out = []
         for klass in self.info.cls.__mro__:
             if klass.__module__ in ("builtins", "pybind11_builtins", "torch._opaque_base",

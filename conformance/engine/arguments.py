@@ -41,7 +41,7 @@ from .values import ArgumentSet, UnsupportedType, Value, argument_sets
 from ..core.results import RegistrationError
 
 __all__ = ["value_strategy", "tensor_strategy", "ArgumentSource", "Excluded", "takes_object", "draw_fixed",
-           "EMPTY"]
+           "EMPTY", "TEARDOWN_WORDS", "tears_down"]
 
 # ----- user strategy overrides -------------------------------------------------------------------------------
 
@@ -122,6 +122,20 @@ EMPTY = ArgumentSet(())
 class Excluded(NotApplicable):
     """The adopter excluded a method or op (``conformance.strategy(qualname, name)(lambda: None)``): nothing calls
     it. Raised by :class:`ArgumentSource` to callers, whose items skip with the message."""
+
+
+#: The first word of a method name (``abort``, ``destroy_process_group``, ``close``) that says the call tears down
+#: state beyond the object: a process group's world (torch 2.15's ``DeviceMesh.abort()`` empties the world's
+#: process-group map, and every later ``init_device_mesh`` in the process fails), a handle other objects share.
+#: The checks never call such a method on their own arguments; an adopter who gives its arguments
+#: (``conformance.strategy``) has it called.
+TEARDOWN_WORDS = frozenset({"abort", "shutdown", "destroy", "teardown", "terminate", "close", "finalize",
+                            "dispose", "kill"})
+
+
+def tears_down(method: str) -> bool:
+    """Whether ``method``'s name (leading underscores ignored) starts with a word of :data:`TEARDOWN_WORDS`."""
+    return method.lstrip("_").split("_", 1)[0].lower() in TEARDOWN_WORDS
 
 
 def draw_fixed(strat: SearchStrategy, count: int, digest: str) -> list[Any]:

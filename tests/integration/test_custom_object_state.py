@@ -109,6 +109,28 @@ class Box(Base):
         return self.n
 
 register(Box, "symbolic", guard_fn=lambda b: [b.n], members={"get": oo.MemberType.USE_REAL})
+
+WORLD = {"up": True}
+
+class Mesh(Base):
+    """A mesh of a process-wide world that abort() tears down (as torch 2.15's DeviceMesh.abort() empties the
+    world's process-group map): after it, no Mesh can be made in the process."""
+    def __init__(self, size: int):
+        if not WORLD["up"]:
+            raise ValueError("the world is not initialized")
+        self.size = size
+    def grow(self, k: int) -> None:
+        self.size += k
+    def abort(self) -> None:
+        WORLD["up"] = False
+
+register(Mesh, "symbolic", guard_fn=lambda m: [m.size])
+
+@torch.library.custom_op("{NS}::per_rank", mutates_args=())
+def per_rank(x: torch.Tensor, m: Mesh) -> torch.Tensor:
+    return x / m.size
+
+per_rank.register_fake(lambda x, m: torch.empty_like(x))
 '''
 
 
@@ -212,3 +234,25 @@ def test_torchs_trace_records_stay_out_of_the_report_without_isolation(pytester)
     out = result.stdout.str()
     assert "FAILED torchbind[py:sample_classes.custom_classes.StepperGuardMissesStep]::guards[get_step]" in out
     assert "torch.__trace" not in out
+
+
+def test_a_method_that_tears_down_the_world_is_never_called(pytester):
+    """A call of ``abort()`` would break the construction of every later object of the class (torch 2.15: a guards
+    item called ``DeviceMesh.abort()`` and 35 later DeviceMesh items failed); the checks leave it out, say so, and
+    judge the other methods as before."""
+    mod = __import__(_module(pytester, "state_mesh"))
+    mesh = mod.Mesh(2)
+    mesh.abort()  # plain Python: after it, no object can be made
+    try:
+        mod.Mesh(2)
+        raise AssertionError("Mesh(2) after abort() did not raise")
+    except ValueError:
+        mod.WORLD["up"] = True
+    outcomes = run_class("state_mesh.Mesh", skip={"matrix"}, engine=Engine(Settings(examples=20)))
+    assert mod.WORLD["up"], "a check called Mesh.abort()"
+    guards = next(o for o in outcomes if o.item == "guards[per_rank]")
+    assert guards.status == "passed", guards.render()
+    assert any(n.startswith("not called: Mesh.abort (the name says a call tears down state beyond the object")
+               for n in guards.notes), guards.render()
+    assert guards.evidence.total, guards.render()  # grow() was called and compared
+    assert all(o.status != "failed" for o in outcomes), [o.render() for o in outcomes if o.status == "failed"]

@@ -466,4 +466,7 @@ def guards(ctx: CustomClassContext, target: CustomOpInfo | str) -> list[Failure]
         if failure is None and uncalled:  # no pass without the calls that could change what the program read
             raise NotApplicable("compiled programs stayed right after the calls the plugin could make, attribute "
                                 "changes and new objects, but some methods were never called: " + "; ".join(uncalled))
+        note = ctx.teardown_note() if failure is None and backward is None else None
+        if note is not None:  # left out on purpose, and said: a teardown's later state is no object's to read
+            return [note]
     return ([failure] if failure else []) + ([backward] if backward else [])
