@@ -2,7 +2,7 @@
 
 The plugin requires ``torch>=2.13`` with no upper bound (``pyproject.toml``): installing it never replaces a torch
 that is there. CI runs the whole suite on 2.13 and the main job, torch's own test classes and the checks' tests on
-2.14 (``.ci/run``, ``tox.ini``). A torch newer than :data:`NEWEST_TESTED` may change what torch enforces or fixes
+2.14 and 2.15 (``.ci/run``, ``tox.ini``; the files both run are listed once, in ``tests/cross-version.args``). A torch newer than :data:`NEWEST_TESTED` may change what torch enforces or fixes
 (the coverage matrix may then XPASS baselined cells): the run goes on, with one warning.
 """
 
@@ -13,7 +13,7 @@ from packaging.version import Version
 __all__ = ["TESTED", "NEWEST_TESTED", "torch_release", "untested_warning"]
 
 #: ``major.minor`` releases CI runs on.
-TESTED = ("2.13", "2.14")
+TESTED = ("2.13", "2.14", "2.15")
 NEWEST_TESTED = Version(TESTED[-1])
 
 

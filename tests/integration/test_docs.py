@@ -136,9 +136,16 @@ def test_ci_runs_the_readme_test_command_in_a_fresh_virtualenv():
     assert ci.index("fresh_venv .ci-venv ") < ci.index(test_command)
     # then, in the same virtualenv, the docs site with warnings as errors
     assert ci.index(test_command) < ci.index("mkdocs build --strict") < ci.index("deactivate", ci.index(test_command))
-    # and a second fresh virtualenv with the other tested torch, running the main job on it
-    assert ci.index(test_command) < ci.index("fresh_venv .ci-venv-2.14") < ci.index("pip install -q torch==2.14.1")
-    assert "--torchbind-baseline=sample_classes/baseline.json" in ci[ci.index("fresh_venv .ci-venv-2.14"):]
+    # and a fresh virtualenv for each later tested torch, running the main job and the cross-version files on it
+    leg = ci[ci.index("later_torch_leg() {"):ci.index("\n}\n", ci.index("later_torch_leg() {"))]
+    assert leg.index('fresh_venv ".ci-venv-$version"') < leg.index('pip install -q "$@"') \
+        < leg.index("--torchbind-baseline=sample_classes/baseline.json") < leg.index("@tests/cross-version.args")
+    assert ci.index(test_command) < ci.index("later_torch_leg 2.14 torch==2.14.1") \
+        < ci.index("later_torch_leg 2.15 -r .ci/requirements-torch-2.15.txt")
+    assert "torch==2.15.0" in (ROOT / ".ci" / "requirements-torch-2.15.txt").read_text().splitlines()
+    # every file the later legs run exists (pytest would only say "file not found" there)
+    listed = (ROOT / "tests" / "cross-version.args").read_text().split()
+    assert listed and all((ROOT / f).is_file() for f in listed), [f for f in listed if not (ROOT / f).is_file()]
 
 
 def test_the_light_lists_match_the_registries():

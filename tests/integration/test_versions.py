@@ -17,9 +17,10 @@ FOO = ("--torchbind-load=" + TORCH_SPEC, "--torchbind-class=_TorchScriptTesting:
 def test_a_newer_torch_gets_one_warning_not_an_error():
     assert torch_release("2.14.1+cu130") == torch_release("2.14.1")
     assert untested_warning("2.13.0+cpu") is None and untested_warning("2.14.1+cu130") is None
-    assert untested_warning("2.15.0.dev20261101+cpu").startswith("torch 2.15.0.dev20261101+cpu is newer than")
+    assert untested_warning("2.15.0+cu132") is None
+    assert untested_warning("2.16.0.dev20261101+cpu").startswith("torch 2.16.0.dev20261101+cpu is newer than")
     assert untested_warning("not a version") is None
-    assert TESTED == ("2.13", "2.14")
+    assert TESTED == ("2.13", "2.14", "2.15")
 
 
 def test_the_running_torch_is_a_tested_one():
