@@ -94,6 +94,22 @@ def why_nothing_to_check(qualname: str, kind: Kind, checks, only: tuple[str, ...
             f"{'have' if only else 'has'} no item for it ({'; '.join(clauses) or 'no check is registered'})")
 
 
+def why_no_ops(qualname: str, kind: Kind, info: Any) -> str | None:
+    """For a Python custom class (``kind`` ``"custom"``) that no op takes (``info.ops`` empty), why its op checks
+    (``fake_kernel``, ``guards``, ``recompiles``, ``baked``, the matrix) have nothing to run, naming where the ops
+    were looked for (:data:`conformance.custom.discovery.WHERE_OPS_ARE_FOUND`); ``None`` otherwise. A TorchBind
+    class is checked through its methods, with or without ops."""
+    if kind != "custom" or info.ops:
+        return None
+    from .custom.discovery import WHERE_OPS_ARE_FOUND
+
+    return (f"{node_id(qualname, '').removesuffix('::')}: no op takes a {qualname} argument, so the checks of its "
+            f"ops (fake_kernel, guards, recompiles, baked, the coverage matrix) have nothing to run; looked in "
+            f"{WHERE_OPS_ARE_FOUND}. An op defined before the plugin imported the --torchbind-load modules, from "
+            "a schema string built at run time, with an unannotated fake kernel, is not seen: load the module that "
+            "defines it with --torchbind-load")
+
+
 # ----- conformance.strategy: a name of either kind, or a custom op taking classes of both ---------------------------
 
 __all__ += ["classes_taking", "strategy"]

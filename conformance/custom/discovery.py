@@ -7,10 +7,14 @@ torch 2.11-2.13: ``torch._library.opaque_object.register_opaque_type(cls, typ="v
 ``is_opaque_symbolic_type``); the old names still work there but log a warning on every call, so the new ones are
 used wherever they exist. This module speaks the 2.14 words: *constant* (value) and *symbolic* (reference).
 
-A class is named as torch names it, ``get_opaque_type_name(cls)``: ``module.QualName``. Custom ops take these
-objects through ``torch.library.custom_op``; their schema says only ``PyObject``, so the ops taking a class are
-found from the Python signatures of the registered custom ops (``torch._library.custom_ops.OPDEFS``), a parameter
-annotated with the class or one of its registered bases.
+A class is named as torch names it, ``get_opaque_type_name(cls)``: ``module.QualName``. Ops take these objects
+however a library registers them: ``torch.library.custom_op``, or ``torch.library.Library(ns, ...).define(...)``
+with ``impl`` and ``register_fake`` (how inference engines and training libraries register theirs, often through a
+helper). The dispatcher keeps every op's schema (``torch._C._jit_get_all_schemas()``) but writes the class's type
+as ``PyObject``, so which class a ``PyObject`` argument takes is read from, in turn: a custom op's Python signature
+(``torch._library.custom_ops.OPDEFS``), the schema string the library gave ``define`` (recorded while the plugin
+imports the adopter's modules: :mod:`conformance.engine.op_definitions`), and the annotations of the op's Python
+fake kernel. An argument takes the class when it names the class or one of its registered bases.
 """
 
 from __future__ import annotations
@@ -26,9 +30,15 @@ import torch
 from torch._library import opaque_object as _opaque
 
 from ..core.results import SelectorError, UnknownClassError
+from ..engine.op_definitions import declared_types, kernel_annotations
 
 __all__ = ["CustomClassInfo", "CustomOpInfo", "registered_custom_classes", "expand_custom_selector",
-           "discover_custom", "is_custom_class", "registration_kind", "api_names"]
+           "discover_custom", "is_custom_class", "registration_kind", "api_names", "WHERE_OPS_ARE_FOUND"]
+
+#: Where the ops taking a class are looked for, for the message of a class that has none.
+WHERE_OPS_ARE_FOUND = ("the registered operators (torch._C._jit_get_all_schemas()), a PyObject argument read from "
+                       "the op's torch.library.custom_op signature, the schema string given to Library.define while "
+                       "--torchbind-load modules were imported, or its register_fake kernel's annotations")
 
 #: Classes torch registers for itself that are not anybody's class under test (every Enum is a constant type).
 _TORCH_INTERNAL = ("enum.Enum",)
@@ -109,18 +119,29 @@ def expand_custom_selector(selector: str) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class CustomOpInfo:
-    """A custom op (``torch.library.custom_op``) with a parameter of the class: ``qualname`` (``ns::op``), its
-    ``schema`` (the class's parameter typed ``PyObject``), ``positions`` of the object in the arguments, and the
-    op's overload (``op``) to call."""
+    """An op with a parameter of the class: ``qualname`` (``ns::op``, with ``.overload`` for an overload other
+    than the default), its ``schema`` (the class's parameter typed ``PyObject``), ``positions`` of the object in
+    the arguments, the op's overload (``op``) to call, and ``found_by``: where the class was read (``"custom_op"``:
+    its Python signature; ``"define"``: the schema string given to ``Library.define``; ``"fake kernel"``: its
+    fake kernel's annotations)."""
 
     qualname: str
     schema: torch.FunctionSchema
     positions: tuple[int, ...]
     op: Any
+    found_by: str = "custom_op"
 
     @property
     def short_name(self) -> str:
         return self.qualname.split("::", 1)[1]
+
+    @property
+    def written(self) -> tuple[str, ...]:
+        """The names of the arguments the op writes, as its schema's alias annotations say (``Tensor(a!) out``:
+        ``alias_info.is_write``; ``torch/csrc/jit/frontend/function_schema_parser.cpp``). An out-variant op returns
+        ``()`` and gives its result only through these."""
+        return tuple(a.name for a in self.schema.arguments
+                     if a.alias_info is not None and a.alias_info.is_write)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +192,46 @@ def _takes(annotation: Any, cls: type) -> bool:
         return False
 
 
+def _type_names(cls: type) -> set[str]:
+    """The names a schema string may give ``cls``'s objects: its own and its registered bases' torch names."""
+    out = set()
+    for base in cls.__mro__:
+        try:
+            if is_custom_class(base):
+                out.add(_opaque.get_opaque_type_name(base))
+        except Exception:  # noqa: BLE001 - a base torch cannot name
+            continue
+    return out
+
+
+def _defined_ops_taking(cls: type, skip: set[str]) -> list[CustomOpInfo]:
+    """The ops not made by ``torch.library.custom_op`` (``skip``: those) with a ``PyObject`` argument that takes
+    ``cls``, as the recorded ``define`` string or the op's fake kernel's annotations say."""
+    names, found = _type_names(cls), []
+    for schema in torch._C._jit_get_all_schemas():
+        pyobject = [i for i, a in enumerate(schema.arguments) if str(a.type) == "PyObject"]
+        if not pyobject or schema.name in skip or "::" not in schema.name:
+            continue
+        ns, name = schema.name.split("::", 1)
+        try:
+            packet = getattr(getattr(torch.ops, ns), name)
+            overload = getattr(packet, schema.overload_name or "default")
+        except (AttributeError, RuntimeError):  # a schema without a callable overload
+            continue
+        declared = declared_types(schema.name, schema.overload_name, overload)
+        positions = tuple(i for i in pyobject if declared.get(schema.arguments[i].name) in names)
+        found_by = "define"
+        if not positions:
+            hints = kernel_annotations(schema.name)
+            positions = tuple(i for i in pyobject if _takes(hints.get(schema.arguments[i].name), cls))
+            found_by = "fake kernel"
+        if not positions:
+            continue
+        qualname = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+        found.append(CustomOpInfo(qualname, overload._schema, positions, overload, found_by))
+    return found
+
+
 def _ops_taking(cls: type) -> tuple[CustomOpInfo, ...]:
     from torch._library.custom_ops import OPDEFS
 
@@ -182,6 +243,7 @@ def _ops_taking(cls: type) -> tuple[CustomOpInfo, ...]:
         if positions:
             overload = opdef._opoverload
             found.append(CustomOpInfo(qualname, overload._schema, positions, overload))
+    found += _defined_ops_taking(cls, set(OPDEFS))
     return tuple(sorted(found, key=lambda o: o.qualname))
 
 

@@ -94,6 +94,8 @@ class Collection:
             found = list(session.genitems(collector))
             if not found:  # said, not a silent "collected 0 items" (exit status 5 when no other class has items)
                 self.nothing_to_check(qualname)
+            else:
+                self.no_ops(qualname)
             ours.extend(found)
         for arg in self.named:
             if not any(_named_by(item.nodeid, arg) for item in ours):
@@ -125,6 +127,18 @@ class Collection:
         # Located at the class's collector, not at this line of the plugin.
         warnings.warn_explicit(pytest.PytestCollectionWarning(why), pytest.PytestCollectionWarning,
                                filename=self.engine.context(qualname).info.test_name, lineno=0)
+
+    def no_ops(self, qualname: str) -> None:
+        """Warn (``PytestCollectionWarning``) that no op takes a selected Python custom class, saying where the ops
+        were looked for (:func:`conformance.kinds.why_no_ops`): a class whose ops were not found would otherwise
+        pass its few protocol items and say nothing of them."""
+        from ..kinds import why_no_ops
+
+        context = self.engine.context(qualname)
+        why = why_no_ops(qualname, context.kind, context.info)
+        if why is not None:
+            warnings.warn_explicit(pytest.PytestCollectionWarning(why), pytest.PytestCollectionWarning,
+                                   filename=context.info.test_name, lineno=0)
 
     def reuse_key(self, nodeid: str, unit: CheckTarget) -> str | None:
         """The item's reuse key (:class:`~conformance.plugin.reuse.KeyMaker`), or ``None`` without a store or when the key

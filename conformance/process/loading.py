@@ -9,7 +9,9 @@ fails, the message shows the dynamic loader's own reason (``undefined symbol: ..
 dependency), which torch keeps in the ``OSError``'s ``__cause__``. A module's or ``.py`` file's code (its import,
 its function) runs once, in the pytest process, with the two ways it could end pytest silently taken away:
 ``os._exit()`` raises instead (a usage error naming the module, not a pytest that exits 0 with no output), and each
-library it loads with ``torch.ops.load_library`` is first tried in a forked child as above.
+library it loads with ``torch.ops.load_library`` is first tried in a forked child as above. The schema strings of
+the ops it defines with ``torch.library.Library.define`` are kept (:mod:`conformance.engine.op_definitions`): the
+dispatcher forgets which Python custom class an argument takes.
 
 A module spec whose top-level package/module is not on ``sys.path`` but is found in the invocation directory or the
 rootdir (:func:`~conformance.engine.loading.find_beside`) gets that directory inserted at the front of ``sys.path``
@@ -31,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from ..engine.op_definitions import recording
 from ..engine.loading import (LoadError, existing_path, file_module_name, find_beside, is_dotted_name, parse_spec,
                               search_dirs)
 from .supervisor import Supervisor, isolation_available
@@ -176,7 +179,8 @@ def _guarded(spec: str, what: str, work):
         with contextlib.suppress(Exception):  # no usable stderr (a captured or closed stream): nothing to print to
             faulthandler.enable(file=sys.__stderr__)
     try:
-        result = work()
+        with recording():  # the schema strings its ops are defined with (a class's type, which torch forgets)
+            result = work()
     except (_Exited, LoadError):
         if state["refused"] is None and state["exit"] is None:
             raise

@@ -29,3 +29,40 @@ def test_only_the_classes_without_items_are_named(pytester):
     assert "nothing to check in c10d::Work: the checks selected (--torchbind-checks=custom_op,deepcopy) have no " \
            "item for it (custom_op: no custom op takes a c10d::Work argument; deepcopy does not apply to it)" in out
     assert "nothing to check in c10d::ReduceOp" not in out
+
+
+NO_OPS = '''
+import torch
+from torch._library import opaque_object as oo
+
+
+class Lonely:
+    """A constant custom class that no op takes (its library defines the ops elsewhere, or not yet)."""
+    def __init__(self, n: int):
+        self.n = n
+    def __eq__(self, other):
+        return isinstance(other, Lonely) and other.n == self.n
+    def __hash__(self):
+        return hash(self.n)
+    def __fx_repr__(self):
+        return f"Lonely({self.n!r})", {"Lonely": Lonely}
+
+
+if hasattr(oo, "register_custom_class"):
+    oo.register_custom_class(Lonely, typ="constant")
+else:
+    oo.register_opaque_type(Lonely, typ="value")
+'''
+
+
+def test_a_custom_class_no_op_takes_says_where_the_ops_were_looked_for(pytester):
+    """A new user's class whose ops were not found got "2 passed" (eq_hash, fx_repr) and not a word of its ops."""
+    pytester.makepyfile(lonely_mod=NO_OPS)
+    result = pytester.runpytest_subprocess("--torchbind-load=lonely_mod", "--torchbind-class=lonely_mod.Lonely",
+                                           "--torchbind-isolation=none", "-p", "no:randomly", "-p",
+                                           "no:cacheprovider")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.OK, out
+    assert "PytestCollectionWarning: torchbind[py:lonely_mod.Lonely]: no op takes a lonely_mod.Lonely argument, so " \
+           "the checks of its ops (fake_kernel, guards, recompiles, baked, the coverage matrix) have nothing to run; " \
+           "looked in the registered operators (torch._C._jit_get_all_schemas())" in " ".join(out.split()), out
