@@ -34,7 +34,8 @@ from ..engine.render import render
 from ..engine.search import Found, hypothesis_settings
 from ..engine.values import ArgumentSet, UnsupportedType, Value
 
-__all__ = ["Recipe", "CustomClassContext", "state_of", "same_value", "show"]  # state: conformance.custom.state
+__all__ = ["Recipe", "CustomClassContext", "state_of", "same_value", "show", "observed_outputs", "written_key",
+           "positional_argument_names", "RETURNED"]  # state: conformance.custom.state
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
@@ -324,19 +325,41 @@ class CustomClassContext:
     @staticmethod
     def call_op(op: CustomOpInfo, args: ArgumentSet, obj: Any, fn: Callable | None = None) -> Any:
         """``op`` (or ``fn``, e.g. a compiled program taking the op's arguments) called with new values of
-        ``args`` and ``obj`` at the object's position."""
+        ``args`` and ``obj`` at the object's position: what the call gave (:func:`observed_outputs`: the result,
+        and for an op that writes arguments, ``Tensor(a!) out``, each written argument after the call)."""
         pos, kw = args.make()
         pos.insert(op.positions[0], obj)
-        return (fn or op.op)(*pos, **kw)
+        return observed_outputs(op, (fn or op.op)(*pos, **kw), pos, kw)
 
     @staticmethod
     def call_code(op: CustomOpInfo, args: ArgumentSet, obj_code: str) -> str:
-        """The op's call as source, e.g. ``torch.ops.ns.op(torch.ones(3), obj)``."""
-        parts = [a.code for a in args.args]
+        """The op's call as source, e.g. ``torch.ops.ns.op(torch.ones(3), obj)``; for an op that writes arguments,
+        an expression of the same value :meth:`call_op` returns: ``{'returned': torch.ops.ns.op(x, obj,
+        (_written0 := torch.zeros(3))), 'out (written)': _written0}``."""
+        written = set(op.written)
+        names = positional_argument_names(op, args)
+        parts, keys = [], []
+        for i, value in enumerate(args.args):
+            name = names[i] if i < len(names) else None
+            if name in written:
+                parts.append(f"(_written{len(keys)} := {value.code})")
+                keys.append(name)
+            else:
+                parts.append(value.code)
         parts.insert(op.positions[0], obj_code)
-        parts += [f"{k}={v.code}" for k, v in args.kwargs]
+        for k, v in args.kwargs:
+            if k in written:
+                parts.append(f"{k}=(_written{len(keys)} := {v.code})")
+                keys.append(k)
+            else:
+                parts.append(f"{k}={v.code}")
         ns, name = op.qualname.split("::")
-        return f"torch.ops.{ns}.{name}({', '.join(parts)})"
+        name, _, overload = name.partition(".")
+        call = f"torch.ops.{ns}.{name}{'.' + overload if overload else ''}({', '.join(parts)})"
+        if not keys:
+            return call
+        return "{" + ", ".join([f"{RETURNED!r}: {call}",
+                                *(f"{written_key(k)!r}: _written{i}" for i, k in enumerate(keys))]) + "}"
 
     # ----- reproducers -----------------------------------------------------------------------------------------
 
@@ -357,6 +380,40 @@ class CustomClassContext:
         seen: set[str] = set()
         head = [ln for ln in lines if not ln or not (ln in seen or seen.add(ln))]
         return "\n".join(head + body) + "\n"
+
+
+#: The key of an op's own result among the outputs of an op that writes arguments (:func:`observed_outputs`).
+RETURNED = "returned"
+
+
+def written_key(name: str) -> str:
+    """The key of the written argument ``name`` among an op's observed outputs: ``"out (written)"``."""
+    return f"{name} (written)"
+
+
+def positional_argument_names(op: CustomOpInfo, args: ArgumentSet) -> list[str]:
+    """The schema names of ``args``' positional values, in order (the object's position left out)."""
+    given = {k for k, _ in args.kwargs}
+    return [a.name for i, a in enumerate(op.schema.arguments)
+            if i != op.positions[0] and not a.kwarg_only and a.name not in given][:len(args.args)]
+
+
+def observed_outputs(op: CustomOpInfo, result: Any, pos: list[Any], kw: dict[str, Any]) -> Any:
+    """What one call of ``op`` gave: its ``result`` as it is, or, for an op whose schema says it writes arguments
+    (:attr:`~conformance.custom.discovery.CustomOpInfo.written`: an out-variant op returning ``()``), ``{"returned":
+    result, "out (written)": <the argument after the call>, ...}``, so that every comparison of two calls
+    compares what they wrote. ``pos`` holds the object at its position, as the op was called."""
+    if not op.written:
+        return result
+    bound, i = {}, 0
+    for a in op.schema.arguments:
+        if a.name in kw:
+            bound[a.name] = kw[a.name]
+        elif not a.kwarg_only:
+            if i < len(pos):
+                bound[a.name] = pos[i]
+            i += 1
+    return {RETURNED: result, **{written_key(n): bound[n] for n in op.written if n in bound}}
 
 
 def _positional_names(init: Callable) -> list[str]:

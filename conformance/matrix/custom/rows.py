@@ -20,7 +20,9 @@ from typing import Any
 import torch
 
 from ...core.results import NotApplicable
-from ...custom.context import CustomClassContext, Recipe, same_value, state_of
+from ...custom.context import (RETURNED, CustomClassContext, Recipe, positional_argument_names, same_value,
+                               state_of, written_key)
+from ...custom.state import twin_differences
 from ...engine.arguments import draw_fixed
 from ...engine.compare import value_differences
 from ...engine.values import ArgumentSet
@@ -45,7 +47,8 @@ class CustomScenario:
     ``placement`` (``"input"``), ``kind`` (``"custom"``), ``class_kind`` (``"constant"`` / ``"symbolic"``),
     ``calls`` (none of the TorchBind kind). ``telling``: an object of ``steps`` after the first two changes the
     op's output on ``args``; when none does, a program that holds the first object baked in passes too.
-    ``codes``: per step, the statements that build its object as ``obj`` (for the cell's reproducer)."""
+    ``codes``: per step, the statements that build its object as ``obj`` (for the cell's reproducer).
+    ``untwinned``: the steps left out because their object cannot be built twice equal (said in the cell's notes)."""
 
     row: str
     op: Any
@@ -62,6 +65,7 @@ class CustomScenario:
     telling: bool = True  # some object after the first changes the op's output on ``args`` (see .run)
     silent: tuple[str, ...] = ()  # the changed-field steps whose object gives the first object's output
     codes: tuple[tuple[str, ...], ...] = ()  # per step, the statements building its object as ``obj``
+    untwinned: tuple[str, ...] = ()  # the steps left out: their object cannot be built twice equal
 
     def dynamic_shapes(self) -> None:
         return None
@@ -179,10 +183,28 @@ def scenario(ctx: CustomClassContext, row: str) -> CustomScenario:
     params = [f"t{i}" for i in range(len(tensor_positions))]
     call = [f"t{tensor_positions.index(i)}" if i in tensor_positions else v.code for i, v in enumerate(args.args)]
     call.insert(op.positions[0], "obj")
-    call += [f"{k}={v.code}" for k, v in args.kwargs]
+    # An op that writes arguments (Tensor(a!) out) gives its result through them: the program returns each written
+    # argument beside the op's own result, as call_op observes an eager call (observed_outputs).
+    names, written = positional_argument_names(op, args), []
+    for i, name in enumerate(names):
+        if name in op.written and i in tensor_positions:
+            written.append((written_key(name), f"t{tensor_positions.index(i)}"))
+    lines = []
+    for k, v in args.kwargs:
+        if k in op.written:
+            lines.append(f"        _written{len(written)} = {v.code}\n")
+            written.append((written_key(k), f"_written{len(written)}"))
+            call.append(f"{k}=_written{len(written) - 1}")
+        else:
+            call.append(f"{k}={v.code}")
     ns, name = op.qualname.split("::")
-    program = (f"class Program(torch.nn.Module):\n    def forward(self, {', '.join(params + ['obj'])}):\n"
-               f"        return torch.ops.{ns}.{name}({', '.join(call)})\n")
+    head = f"class Program(torch.nn.Module):\n    def forward(self, {', '.join(params + ['obj'])}):\n"
+    if written:
+        returned = ", ".join([f"{RETURNED!r}: result", *(f"{key!r}: {var}" for key, var in written)])
+        program = (head + "".join(lines) + f"        result = torch.ops.{ns}.{name}({', '.join(call)})\n"
+                   f"        return {{{returned}}}\n")
+    else:
+        program = head + f"        return torch.ops.{ns}.{name}({', '.join(call)})\n"
     steps: list[tuple[str, Callable[[], Any]]] = [(f"first: obj = {first.code}", first.build),
                                                   (f"equal: obj = {first.code} (built again)", first.build)]
     codes = [(f"obj = {first.code}",)] * 2
@@ -196,9 +218,26 @@ def scenario(ctx: CustomClassContext, row: str) -> CustomScenario:
     for label, mutate in _mutations(ctx, first, others, changes):
         steps.append((f"changed: obj = {first.code}; {label}", lambda mutate=mutate: _mutated(first, mutate)))
         codes.append((f"obj = {first.code}", label))
+    # Eager runs on a twin of each step's object (built the same way): a step whose object cannot be built twice
+    # equal (a 2-D DeviceMesh: each build makes new process groups) cannot be compared, and is said, not run.
+    untwinned = []
+    for i, (label, make) in reversed(list(enumerate(steps))):
+        try:
+            differ = twin_differences(make(), make())
+        except Exception:  # noqa: BLE001 - an object the constructor rejects: the run says so
+            continue
+        if differ:
+            if i == 0:
+                raise NotApplicable(
+                    f"two objects built the same way are not equal (built twice by {first.code}, they differ in "
+                    f"{', '.join(map(repr, differ))}), so eager on one cannot stand for a compiled program on the "
+                    f"other and nothing was compared; give objects that can be built equal with "
+                    f"@conformance.examples({ctx.info.name!r})")
+            untwinned.insert(0, f"{label} (built twice, the objects differ in {', '.join(map(repr, differ))})")
+            del steps[i], codes[i]
     told = [changes(make()) for label, make in steps[2:]]
     # A changed field whose object gives the first object's output cannot show a program reused for it (one whose
     # guard, __eq__, ignores that field): said per field, since another step telling does not cover it.
     silent = tuple(label for (label, _make), t in zip(steps[2:], told) if not t and label.startswith("changed: "))
     return CustomScenario(row, op, args, steps, program, tensor_positions, ctx.info.kind, telling=any(told),
-                          silent=silent, codes=tuple(codes))
+                          silent=silent, codes=tuple(codes), untwinned=tuple(untwinned))

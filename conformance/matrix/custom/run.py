@@ -98,7 +98,10 @@ class CustomRows(Rows):
         return None
 
     def notes(self, scn: CustomScenario | BackwardScenario) -> list[str]:
-        return list(scn.notes) if isinstance(scn, BackwardScenario) else []
+        if isinstance(scn, BackwardScenario):
+            return list(scn.notes)
+        return [f"not compared: {label}: eager on one cannot stand for the program on the other"
+                for label in scn.untwinned]
 
     def unsure(self, ctx: CustomClassContext, scn: CustomScenario | BackwardScenario) -> list[str]:
         if isinstance(scn, BackwardScenario):
