@@ -109,6 +109,9 @@ def meshes():
 conformance.strategy(MESH, "get_group", arg="mesh_dim")(lambda: st.sampled_from(["0", "None"]))
 conformance.strategy(MESH, "get_local_rank", arg="mesh_dim")(lambda: st.sampled_from(["0", "None"]))
 conformance.strategy(MESH, "get_coordinate", arg=None)(lambda: st.just(""))
+# torch's own op taking a mesh, ``_dtensor::mesh_get_process_group`` (torch/distributed/tensor/_collective_utils.py,
+# Library.define; found from its definition): a dimension the mesh has
+conformance.strategy(MESH, "_dtensor::mesh_get_process_group", arg="dim")(lambda: st.just("0"))
 for _method in ("_flatten", "_unflatten", "_get_slice_mesh_layout", "_create_sub_mesh", "_create_flatten_mesh",
                 "from_group", "get_all_groups", "_get_mesh_dim_by_name", "size", "get_rank"):
     if hasattr(torch.distributed.device_mesh.DeviceMesh, _method):

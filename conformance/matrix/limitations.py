@@ -215,6 +215,27 @@ def _fake_kernel_got_none(exc: BaseException, scenario) -> str | None:
     return None
 
 
+def _registered_fake_got_none(exc: BaseException, scenario) -> str | None:
+    """:func:`_fake_kernel_got_none` for an op defined with ``Library.define`` whose fake kernel came from
+    ``torch.library.register_fake``: torch calls that kernel through its ``inner`` wrapper in ``torch/library.py``
+    (``_check_pystubs_once``), whose ``args`` hold ``None`` at the object's position."""
+    op = getattr(scenario, "op", None)
+    if op is None:
+        return None
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "inner" and frame.f_code.co_filename.replace(os.sep, "/").endswith("torch/library.py"):
+            args = frame.f_locals.get("args") or ()
+            position = op.positions[0]
+            if frame.f_locals.get("qualname") == op.qualname.split(".")[0] and position < len(args) \
+                    and args[position] is None:
+                return (f"the fake kernel of {op.qualname} was called with None in place of the object (argument "
+                        f"{position}) while AOTInductor compiled the program")
+        tb = tb.tb_next
+    return None
+
+
 _NON_TENSOR = ("non-tensor",)
 #: Where a loaded AOTInductor package is called (torch 2.13 and 2.14: pt2_archive; earlier: inductor's package).
 _AOTI_RUNNER = ("export/pt2_archive/_package.py:__call__", "_inductor/package/package.py:__call__")
@@ -250,6 +271,15 @@ LIMITATIONS: tuple[Limitation, ...] = (
             key="custom-aoti-object", kind="custom", backends=frozenset({"aoti"}),
             raises=("Exception",), sites=("_library/custom_ops.py:fake_impl",),
             via=("_inductor/compile_fx.py:compile_fx_aot",), received=_fake_kernel_got_none,
+            reason=_CUSTOM_AOTI_REASON, source=_CUSTOM_AOTI_SOURCE),
+            # The same for an op defined with Library.define and a register_fake kernel: the adopter's kernel is
+            # called through torch/library.py's wrapper; torch's own _dtensor::mesh_get_process_group's fake (it
+            # reads the mesh it is given) is the innermost torch frame itself.
+            Limitation(
+            key="custom-aoti-object", kind="custom", backends=frozenset({"aoti"}),
+            raises=("Exception",), sites=("library.py:inner",
+                                          "distributed/tensor/_collective_utils.py:_mesh_get_process_group_fake"),
+            via=("_inductor/compile_fx.py:compile_fx_aot",), received=_registered_fake_got_none,
             reason=_CUSTOM_AOTI_REASON, source=_CUSTOM_AOTI_SOURCE),),
     ),
     Limitation(

@@ -227,6 +227,34 @@ def test_every_row_keeps_its_source_and_asks_for_evidence():
     assert find_limitation("aoti", _AnyScenario(), "UserError: TorchBind objects found in inputs.") is None
 
 
+def test_every_entry_names_sites_the_running_torch_has():
+    """Each form of each entry (``also`` included) names at least one of its ``sites`` and one of its ``via``
+    frames as a function torch's source defines there: a site that moved in a new release is found here, not by
+    a cell that stops matching (torch 2.13, 2.14.1 and 2.15.0)."""
+    import ast
+    import os
+
+    root = os.path.dirname(torch.__file__)
+
+    def defined(site: str) -> bool:
+        path, _, func = site.rpartition(":")
+        try:
+            with open(os.path.join(root, path), encoding="utf-8") as handle:
+                tree = ast.parse(handle.read())
+        except (OSError, SyntaxError):
+            return False
+        return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == func for n in ast.walk(tree))
+
+    gone = []
+    for entry in LIMITATIONS:
+        for form in (entry, *entry.also):
+            for kind in ("sites", "via"):
+                names = getattr(form, kind)
+                if names and not any(defined(site) for site in names):
+                    gone.append(f"{form.key}: none of its {kind} is in torch {torch.__version__}: {names}")
+    assert not gone, "\n".join(gone)
+
+
 class _AnyScenario:
     """A scenario every entry applies to (an object input, a non-tensor result, an explicit dunder call)."""
 
