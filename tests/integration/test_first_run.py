@@ -114,8 +114,8 @@ def test_the_build_cache_is_keyed_by_the_torch_build_and_the_python_abi(monkeypa
 
     name = _build.extension_name("samples")
     assert name.startswith("torchbind_samples_") and name.endswith("_samples")
-    for module, attr, other in ((torch, "__version__", "2.15.0+cu132"), (torch.version, "git_version", "0" * 40),
-                                (torch.version, "cuda", "13.2"), (sys.implementation, "cache_tag", "cpython-313")):
+    for module, attr, other in ((torch, "__version__", "0.0.1+other"), (torch.version, "git_version", "0" * 40),
+                                (torch.version, "cuda", "0.1"), (sys.implementation, "cache_tag", "cpython-01")):
         with monkeypatch.context() as patch:
             patch.setattr(module, attr, other)
             assert _build.extension_name("samples") != name, attr
