@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .core.qualname import is_custom_class_name, node_id, split_qualname
 from .core.results import RegistrationError
+from .engine import torch_api
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -130,7 +131,7 @@ def classes_taking(op: str) -> list[str]:
         raise RegistrationError(
             f"conformance.strategy({op!r}, ...): name the class and its method "
             f"(conformance.strategy({op!r}, 'method', arg=...)), or a custom op alone as 'ns::op'")
-    overloads = torch._C._jit_get_schemas_for_operator(name)
+    overloads = torch_api.schemas_for_operator(name)
     schemas = [s for s in overloads if s.overload_name == overload]
     if overloads and not schemas:
         raise RegistrationError(

@@ -63,6 +63,7 @@ from ..torchbind.calls import Call, Callee
 from ..torchbind.context import ClassContext
 from ..torchbind.examples import comparable_state
 from . import with_targets
+from ..engine import torch_api
 
 __all__ = ["tracing", "STAGES"]
 
@@ -198,11 +199,11 @@ def _run_stage(program: _Program, kind: _Kind, stage: str) -> tuple[list[str], s
                 seen.append(_snapshot(kind.read(obj)))
                 return gm.forward
 
-            torch._dynamo.reset()
+            torch_api.dynamo_reset()
             try:
                 torch.compile(program.module_class(), backend=backend, fullgraph=True)(*program.args(obj))
             finally:
-                torch._dynamo.reset()
+                torch_api.dynamo_reset()
         else:
             torch.export.export(program.module_class(), program.args(obj), strict=stage == "export strict")
     except Exception as exc:  # noqa: BLE001 - a program the stage cannot trace: reported by the caller

@@ -162,7 +162,7 @@ class CustomClassContext:
         factory's object of a constant class), else as it is."""
         if recipe.args is not None or self.info.kind != "constant":
             return recipe
-        from torch._library.opaque_object import get_opaque_obj_repr
+        from ..engine.torch_api import get_opaque_obj_repr
 
         try:
             text, names = get_opaque_obj_repr(recipe.build())

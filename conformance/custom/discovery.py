@@ -27,10 +27,11 @@ import typing
 from typing import Any
 
 import torch
-from torch._library import opaque_object as _opaque
+from ..engine.torch_api import opaque_object as _opaque
 
 from ..core.results import SelectorError, UnknownClassError
 from ..engine.op_definitions import declared_types, kernel_annotations
+from ..engine import torch_api
 
 __all__ = ["CustomClassInfo", "CustomOpInfo", "registered_custom_classes", "expand_custom_selector",
            "discover_custom", "is_custom_class", "registration_kind", "api_names", "WHERE_OPS_ARE_FOUND"]
@@ -208,7 +209,7 @@ def _defined_ops_taking(cls: type, skip: set[str]) -> list[CustomOpInfo]:
     """The ops not made by ``torch.library.custom_op`` (``skip``: those) with a ``PyObject`` argument that takes
     ``cls``, as the recorded ``define`` string or the op's fake kernel's annotations say."""
     names, found = _type_names(cls), []
-    for schema in torch._C._jit_get_all_schemas():
+    for schema in torch_api.all_schemas():
         pyobject = [i for i, a in enumerate(schema.arguments) if str(a.type) == "PyObject"]
         if not pyobject or schema.name in skip or "::" not in schema.name:
             continue
@@ -233,7 +234,7 @@ def _defined_ops_taking(cls: type, skip: set[str]) -> list[CustomOpInfo]:
 
 
 def _ops_taking(cls: type) -> tuple[CustomOpInfo, ...]:
-    from torch._library.custom_ops import OPDEFS
+    from ..engine.torch_api import OPDEFS
 
     found = []
     for qualname, opdef in list(OPDEFS.items()):

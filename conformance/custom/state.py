@@ -94,7 +94,7 @@ def observed_state(obj: Any) -> dict[str, Any]:
     ``guard_fn(obj)``, each C/pybind property (``property`` or getset descriptor of the class itself), and
     ``__reduce__ args`` / ``__reduce__ state[i]`` where the class defines its own ``__reduce__``. Empty when
     none of these exist."""
-    from torch._library import opaque_object as oo
+    from ..engine.torch_api import opaque_object as oo
 
     out: dict[str, Any] = {}
     cls = type(obj)

@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 import torch
-from torch._prims_common import check_significant_strides
+from .torch_api import check_significant_strides
 
 from ..core.evidence import counted
 from ..core.results import NotApplicable, Note, exception_line

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 from ..core.results import NotApplicable
+from . import torch_api
 
 __all__ = ["dynamo_disabled", "skip_reason", "require_dynamo"]
 
@@ -27,9 +28,7 @@ def dynamo_disabled() -> str | None:
     Raises nothing."""
     if os.environ.get("TORCHDYNAMO_DISABLE", "") == "1":
         return "TORCHDYNAMO_DISABLE=1 is set"
-    import torch._dynamo
-
-    if torch._dynamo.config.disable:
+    if torch_api.dynamo_config.disable:
         return ("torch._dynamo.config.disable is set (TORCH_COMPILE_DISABLE=1, which disables dynamo as "
                 "TORCHDYNAMO_DISABLE=1 does)")
     return None

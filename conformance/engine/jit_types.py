@@ -18,12 +18,13 @@ import torch
 from torch.jit.annotations import ann_to_type
 
 from .render import render, script_class_name
+from . import torch_api
 
-__all__ = ["annotation_type", "annotation_accepts", "return_type", "value_mismatch", "walk", "TypeHandler",
-           "LEAF_KINDS", "CONTAINER_KINDS"]
+__all__ = ["annotation_type", "annotation_accepts", "return_type", "value_mismatch", "unmodelled", "walk",
+           "TypeHandler", "LEAF_KINDS", "CONTAINER_KINDS"]
 
 
-def annotation_type(annotation: Any) -> torch._C.Type | None:
+def annotation_type(annotation: Any) -> torch_api.JitType | None:
     """The TorchScript type of a Python annotation, or ``None`` if TorchScript cannot express it.
 
     ``torch.SymInt`` / ``SymFloat`` / ``SymBool`` inside a union (``int | torch.SymInt``, as torch's own
@@ -48,7 +49,7 @@ def _plain_union(annotation: Any) -> Any:
     return members[0] if len(members) == 1 else typing.Union[tuple(members)]
 
 
-def annotation_accepts(annotated: torch._C.Type, schema_type: torch._C.Type) -> bool:
+def annotation_accepts(annotated: torch_api.JitType, schema_type: torch_api.JitType) -> bool:
     """Whether a fake's annotation (as a TorchScript type) fits the schema type: equal, except that ``Any``
     anywhere in the annotation accepts whatever the schema has there (``-> Any``, ``List[Any]``,
     ``Tuple[int, Any]``). torch never reads a fake's annotations (``call_torchbind`` forwards the call as it is),
@@ -61,14 +62,14 @@ def annotation_accepts(annotated: torch._C.Type, schema_type: torch._C.Type) -> 
     return bool(mine) and len(mine) == len(theirs) and all(map(annotation_accepts, mine, theirs))
 
 
-def return_type(schema: torch.FunctionSchema) -> torch._C.Type:
+def return_type(schema: torch.FunctionSchema) -> torch_api.JitType:
     """The schema's return type as one type: the single return, ``NoneType`` for none, else a ``TupleType``."""
     returns = schema.returns
     if len(returns) == 1:
         return returns[0].type
     if not returns:
-        return torch._C.NoneType.get()
-    return torch._C.TupleType([r.type for r in returns])
+        return torch_api.JitNoneType.get()
+    return torch_api.JitTupleType([r.type for r in returns])
 
 
 # ----- the one walk over TorchScript types -------------------------------------------------------------------
@@ -105,7 +106,7 @@ CONTAINER_KINDS: dict[str, tuple[str, Callable[[Any], tuple]]] = {
 }
 
 
-def walk(typ: torch._C.Type, handler: TypeHandler[R]) -> R:
+def walk(typ: torch_api.JitType, handler: TypeHandler[R]) -> R:
     """Dispatch one TorchScript type (a ``torch._C.JitType``, e.g. ``schema.arguments[i].type``) to ``handler``.
 
     The only place that tells types apart by ``kind()``: a kind in :data:`LEAF_KINDS` calls its method with the
@@ -138,75 +139,75 @@ class TypeHandler(Generic[R]):
     (a list, possibly empty), ``on_dict(typ, key, value)`` and ``on_union(typ, members)`` (a list).
     """
 
-    def walk(self, typ: torch._C.Type) -> R:
+    def walk(self, typ: torch_api.JitType) -> R:
         """This handler's answer for ``typ`` (a component, typically): ``walk(typ, self)``."""
         return walk(typ, self)
 
-    def other(self, typ: torch._C.Type) -> R:
+    def other(self, typ: torch_api.JitType) -> R:
         """Any kind without a method of its own (``ScalarTypeType``, ``LayoutType``, ``MemoryFormatType``,
         ``ComplexType``, ``GeneratorType``, ``StreamObjType``, ``FutureType``, ...), and every kind
         whose method a subclass leaves alone. Raises ``NotImplementedError`` unless overridden."""
         raise NotImplementedError(f"{type(self).__name__} has no answer for type {typ}")
 
-    def on_tensor(self, typ: torch._C.Type) -> R:
+    def on_tensor(self, typ: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_int(self, typ: torch._C.Type) -> R:
+    def on_int(self, typ: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_symint(self, typ: torch._C.Type) -> R:
+    def on_symint(self, typ: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_float(self, typ: torch._C.Type) -> R:
+    def on_float(self, typ: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_symfloat(self, typ: torch._C.Type) -> R:
+    def on_symfloat(self, typ: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_bool(self, typ: torch._C.Type) -> R:
+    def on_bool(self, typ: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_symbool(self, typ: torch._C.Type) -> R:
+    def on_symbool(self, typ: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_str(self, typ: torch._C.Type) -> R:
+    def on_str(self, typ: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_none(self, typ: torch._C.Type) -> R:
+    def on_none(self, typ: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_number(self, typ: torch._C.Type) -> R:
+    def on_number(self, typ: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_device(self, typ: torch._C.Type) -> R:
+    def on_device(self, typ: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_class(self, typ: torch._C.Type) -> R:
+    def on_class(self, typ: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_any(self, typ: torch._C.Type) -> R:
+    def on_any(self, typ: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_optional(self, typ: torch._C.Type, elem: torch._C.Type) -> R:
+    def on_optional(self, typ: torch_api.JitType, elem: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_list(self, typ: torch._C.Type, elem: torch._C.Type) -> R:
+    def on_list(self, typ: torch_api.JitType, elem: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_tuple(self, typ: torch._C.Type, elems: list[torch._C.Type]) -> R:
+    def on_tuple(self, typ: torch_api.JitType, elems: list[torch_api.JitType]) -> R:
         return self.other(typ)
 
-    def on_dict(self, typ: torch._C.Type, key: torch._C.Type, value: torch._C.Type) -> R:
+    def on_dict(self, typ: torch_api.JitType, key: torch_api.JitType, value: torch_api.JitType) -> R:
         return self.other(typ)
 
-    def on_union(self, typ: torch._C.Type, members: list[torch._C.Type]) -> R:
+    def on_union(self, typ: torch_api.JitType, members: list[torch_api.JitType]) -> R:
         return self.other(typ)
 
 
 # ----- purposes ------------------------------------------------------------------------------------------------
 
 
-def value_mismatch(value: Any, jit_type: torch._C.Type, where: str = "result") -> str | None:
+def value_mismatch(value: Any, jit_type: torch_api.JitType, where: str = "result") -> str | None:
     """Why ``value`` is not of ``jit_type``, or ``None`` when it is.
 
     Follows how TorchScript converts Python values (``toIValue``): ``bool`` is not an ``int``, an ``int`` is not a
@@ -214,6 +215,40 @@ def value_mismatch(value: Any, jit_type: torch._C.Type, where: str = "result") -
     real ``ScriptObject``s, ``FakeScriptObject``s or instances of the registered fake class.
     """
     return walk(jit_type, _Mismatch(value, where))
+
+
+def unmodelled(jit_type: torch_api.JitType) -> str | None:
+    """The first part of ``jit_type`` that :func:`value_mismatch` does not model (``Stream``, ``Future[int]``,
+    ``Layout``...: a kind without a check of its own, where any value would be taken), or ``None`` when every
+    part is modelled. A check that holds values to a schema type says it compared nothing for such a type, never
+    that the value was right."""
+    return walk(jit_type, _Unmodelled())
+
+
+class _Unmodelled(TypeHandler["str | None"]):
+    """:func:`unmodelled`: the leaves :class:`_Mismatch` checks are modelled; containers recurse."""
+
+    def _modelled(self, typ):
+        return None
+
+    on_int = on_symint = on_float = on_symfloat = on_bool = on_symbool = on_str = on_none = _modelled
+    on_number = on_device = on_tensor = on_class = on_any = _modelled
+
+    def on_optional(self, typ, elem):
+        return walk(elem, self)
+
+    on_list = on_optional
+
+    def on_tuple(self, typ, elems):
+        return next((u for u in (walk(e, self) for e in elems) if u is not None), None)
+
+    on_union = on_tuple
+
+    def on_dict(self, typ, key, value):
+        return walk(key, self) or walk(value, self)
+
+    def other(self, typ):
+        return None if str(typ) == "ScalarType" else str(typ)
 
 
 class _Mismatch(TypeHandler["str | None"]):

@@ -8,8 +8,8 @@ class's type replaced by ``PyObject`` (``torch._C._jit_get_all_schemas()``, ``op
 strings while the plugin imports the adopter's modules (``--torchbind-load``); for an op defined before (torch's
 own ``_dtensor::mesh_get_process_group``, a library a ``conftest.py`` imported), the source file that made its
 ``Library`` (the dispatcher's registration site, ``OperatorHandle.debug()``) is read, not run, for a ``define``
-call whose schema is a string literal. :func:`declared_types` reads either back. ``torch.library.custom_op`` ops need none of this: their Python signature says it
-(``torch._library.custom_ops.OPDEFS``).
+call whose schema is a string literal. :func:`declared_types` reads either back. ``torch.library.custom_op`` ops
+need none of this: their Python signature says it (``torch._library.custom_ops.OPDEFS``).
 
 :func:`kernel_annotations` is the second source: the annotations of an op's Python fake kernel
 (``torch.library.register_fake``), which helpers copy from the op's function.
@@ -184,7 +184,7 @@ def kernel_annotations(qualname: str) -> dict[str, Any]:
     fake kernel, or one without annotations. torch wraps the kernel it keeps (``_check_pystubs_once``); the
     adopter's function is found behind the wrapper's closure."""
     try:
-        from torch._library import simple_registry
+        from .torch_api import simple_registry
 
         holder = simple_registry.singleton.find(qualname).fake_impl
         kernel = getattr(holder, "kernel", None)

@@ -11,7 +11,8 @@ import re
 from typing import Any
 
 import torch
-from torch._library.fake_class_registry import FakeScriptObject, global_fake_class_registry
+from . import torch_api
+from .torch_api import FakeScriptObject, global_fake_class_registry
 
 __all__ = ["render", "STYLES", "tensor_meta", "script_class_name"]
 
@@ -62,7 +63,7 @@ def render(value: Any, limit: int | None = 200, *, style: str = "metadata", numb
     if style == "cell":
         if isinstance(value, torch.Tensor):
             text = _metadata(value, limit)
-            if value.numel() <= numbers and not value.is_meta and not isinstance(value, torch._subclasses.FakeTensor):
+            if value.numel() <= numbers and not value.is_meta and not isinstance(value, torch_api.FakeTensor):
                 text += f" = {value.tolist()}"
             return text
         text = _metadata(value, limit)

@@ -14,6 +14,7 @@ from hypothesis.strategies import SearchStrategy
 
 from .jit_types import TypeHandler, walk
 from .values import Value, candidates, tensor_code, union_members
+from . import torch_api
 
 __all__ = ["tensor_strategy", "value_strategy"]
 
@@ -43,7 +44,7 @@ def _join(template: str, parts) -> Value:
     return Value(template.format(", ".join(p.code for p in parts)), extra)
 
 
-def value_strategy(jit_type: torch._C.Type, resolver=None) -> SearchStrategy[Value]:
+def value_strategy(jit_type: torch_api.JitType, resolver=None) -> SearchStrategy[Value]:
     """A hypothesis strategy of :class:`Value` (Python source) for a TorchScript type from a schema.
 
     ``jit_type`` is a ``torch._C.Type`` (``schema.arguments[i].type``): Tensor (:func:`tensor_strategy`), int

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from .jit_types import TypeHandler, walk
+from . import torch_api
 
 __all__ = [
     "Value",
@@ -97,7 +98,7 @@ class UnsupportedType(Exception):
 ClassResolver = Callable[[str], Sequence[Value]]
 
 
-def candidates(jit_type: torch._C.Type, resolver: ClassResolver | None = None) -> list[Value]:
+def candidates(jit_type: torch_api.JitType, resolver: ClassResolver | None = None) -> list[Value]:
     """Deterministic candidate values for a TorchScript type, the most ordinary first.
 
     ``jit_type``: e.g. ``torch.TensorType``, ``torch.ListType(int)``, ``torch.OptionalType(Tensor)``,

@@ -2,6 +2,7 @@
 (:mod:`conformance.matrix.limitations`, :mod:`conformance.matrix.gradients`): kind-neutral, imports no kind."""
 
 from __future__ import annotations
+from ..engine import torch_api
 
 __all__ = ["autograd_falls_through", "method_autograd_not_implemented"]
 
@@ -13,14 +14,14 @@ def autograd_falls_through(scenario) -> str | None:
     (``_fallthrough_keys``): the op's autograd formula (registered for the ``Autograd`` alias key) never runs there.
     ``None`` when the scenario's op is not such an op."""
     import torch
-    from torch._C import DispatchKey
+    from ..engine.torch_api import DispatchKey
 
     op = getattr(scenario, "op", None)
     overload = None
     for call in getattr(scenario, "calls", ()):
         if call.op is not None and getattr(call.op, "qualname", None) == op:
             overload = call.op.resolve()
-    if not isinstance(overload, torch._ops.TorchBindOpOverload):
+    if not isinstance(overload, torch_api.TorchBindOpOverload):
         return None
     if DispatchKey.AutogradCPU not in overload._fallthrough_keys():
         return None
@@ -39,8 +40,8 @@ def method_autograd_not_implemented(scenario) -> str | None:
     does not hold (another torch that gives the operator a formula: the entry no longer applies)."""
     import inspect
 
-    from torch._C import DispatchKey
-    from torch._higher_order_ops.torchbind import call_torchbind
+    from ..engine.torch_api import DispatchKey
+    from ..engine.torch_api import call_torchbind
 
     calls = getattr(scenario, "calls", ())
     if not calls or any(call.op is not None for call in calls):

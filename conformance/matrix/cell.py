@@ -277,7 +277,7 @@ def _compiler_hint(error: str) -> list[str]:
     not quote (``g++: fatal error: input file '/tmp/a' is the same as output file``)."""
     if "CppCompileError" not in error:
         return []
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    from ..engine.torch_api import inductor_cache_dir as cache_dir
 
     where = cache_dir()
     spaced = (f" Torch's cache directory {where!r} (TORCHINDUCTOR_CACHE_DIR) has a space in its path, which "

@@ -30,13 +30,14 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
-from torch._library import custom_ops
+from ..engine.torch_api import custom_ops
 from torch.autograd.gradcheck import GradcheckError
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..core.results import NotApplicable, exception_line
 from ..engine.compare import value_differences
 from .cell import GRADIENT_DIFFERS, GRADIENT_WRONG, Difference
+from ..engine import torch_api
 
 __all__ = ["BACKWARD", "has_backward", "backward_row", "op_of_backward_row", "Gradients",
            "GradientRun", "BackwardFailed", "gradient_differences", "numeric_check", "CustomOps", "OpCall",
@@ -66,7 +67,7 @@ def has_backward(qualname: str, schema: torch.FunctionSchema) -> bool:
     if opdef is not None:
         return opdef._backward_fn is not None
     try:
-        return any(torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key) for key in _AUTOGRAD_KEYS)
+        return any(torch_api.dispatch_has_kernel_for_dispatch_key(qualname, key) for key in _AUTOGRAD_KEYS)
     except RuntimeError:  # an op the dispatcher no longer knows
         return False
 
@@ -127,8 +128,8 @@ def fake_mismatches(calls: list[OpCall], where: str = "its call in eager's backw
     TorchBind object fakified), returns other shapes or dtypes than the op returned: a line naming the op and both,
     ending with ``where`` the call was made. Calls whose fake cannot be run that way are left out. Raises
     nothing."""
-    from torch._library.fake_class_registry import maybe_to_fake_obj
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from ..engine.torch_api import maybe_to_fake_obj
+    from ..engine.torch_api import FakeTensorMode
 
     found = []
     for call in calls:

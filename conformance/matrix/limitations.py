@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .autograd_evidence import autograd_falls_through, method_autograd_not_implemented
+from ..engine import torch_api
 
 __all__ = ["Limitation", "LIMITATIONS", "find_limitation", "observation", "raised_at", "failure_chain"]
 
@@ -183,7 +184,7 @@ def _dunder_is_python_method(scenario) -> str | None:
     seen = []
     for name in _explicit_dunders(scenario):
         found = getattr(obj, name, None)
-        if found is None or isinstance(found, torch._C.ScriptMethod):
+        if found is None or isinstance(found, torch_api.ScriptMethod):
             return None
         operator = "operator." + name.strip("_")
         seen.append(f"getattr(obj, {name!r}) on the real object is a Python {type(found).__name__} of "

@@ -113,8 +113,7 @@ def _op_sources(qualname: str) -> list[Any]:
     (``register_fake``) and its per-device kernels (``register_kernel``), read from the op's definition (torch's
     registered fake is a wrapper around it); for any op, the fake kernel registered with
     ``torch.library.register_fake`` under its full name (``ns::op`` or ``ns::op.overload``)."""
-    import torch._library.simple_registry as simple_registry
-    from torch._library.custom_ops import OPDEFS
+    from ..engine.torch_api import OPDEFS, simple_registry
 
     out: list[Any] = []
     opdef = OPDEFS.get(qualname)
@@ -130,8 +129,7 @@ def _op_sources(qualname: str) -> list[Any]:
 
 def _op_callables(qualnames: Iterable[str]) -> list[Any]:
     """The Python functions of the ops ``qualnames`` (:func:`_op_sources`' kernels and fakes), for their modules."""
-    import torch._library.simple_registry as simple_registry
-    from torch._library.custom_ops import OPDEFS
+    from ..engine.torch_api import OPDEFS, simple_registry
 
     out: list[Any] = []
     for qualname in qualnames:

@@ -39,6 +39,7 @@ from ..engine.loading import (LoadError, existing_path, file_module_name, find_b
 from .supervisor import Supervisor, isolation_available
 from .lost import WorkerLost
 from ..core.breadcrumbs import Tracer
+from ..engine import torch_api
 
 __all__ = ["LoadError", "apply_load_spec", "PROBE_TIMEOUT"]
 
@@ -63,7 +64,7 @@ def _format(spec: str, what: str, exc: BaseException) -> LoadError:
 def _registrations() -> tuple[int, int]:
     """How many custom-class method schemas and operator schemas torch knows (both grow when a torch extension
     library registers something at load time)."""
-    return len(torch._C._jit_get_custom_class_schemas()), len(torch._C._jit_get_all_schemas())
+    return len(torch_api.custom_class_schemas()), len(torch_api.all_schemas())
 
 
 def _mapped(path: Path) -> bool:

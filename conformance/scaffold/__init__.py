@@ -210,7 +210,7 @@ def _run(args: argparse.Namespace) -> int:
             apply_load_spec(spec, Path.cwd())
         except LoadError as exc:
             raise ScaffoldError(" ".join(str(exc).replace("--torchbind-load=", "--load ").split())) from exc
-    from torch._library.fake_class_registry import find_fake_class
+    from ..engine.torch_api import find_fake_class
 
     from ..torchbind.discovery import CLASS_PREFIX
 

@@ -12,11 +12,12 @@ from typing import Any
 import torch
 
 from ..engine.jit_types import TypeHandler, walk
+from ..engine import torch_api
 
 __all__ = ["type_annotation", "return_annotation", "value_annotation"]
 
 
-def type_annotation(t: torch._C.Type) -> str | None:
+def type_annotation(t: torch_api.JitType) -> str | None:
     """The annotation source for the schema type ``t`` (``Tensor?[]`` -> ``list[Optional[torch.Tensor]]``), or
     ``None`` when it is left unannotated (``Any``, a TorchBind class, a type without a Python spelling)."""
     return walk(t, _Annotation())

@@ -24,6 +24,7 @@ from ..torchbind.context import ClassContext
 from ..core.breadcrumbs import CallAbandoned, Tracer
 from ..torchbind.discovery import OpInfo
 from .templates import Template, compile_method, method_templates, static_templates
+from ..engine import torch_api
 
 __all__ = ["Choice", "ObservedState", "attribute_names", "choose_method", "choose_static", "choose_op", "flat_state",
            "observe_state"]
@@ -100,7 +101,7 @@ def attribute_names(keys: list[str], taken: set[str]) -> dict[str, str]:
     return {k: (f"_{k}" if k in taken else k) for k in keys}
 
 
-def _params(schema: torch.FunctionSchema, skip: int | None) -> list[tuple[str, torch._C.Type]]:
+def _params(schema: torch.FunctionSchema, skip: int | None) -> list[tuple[str, torch_api.JitType]]:
     return [(a.name, a.type) for i, a in enumerate(schema.arguments) if i != skip]
 
 

@@ -11,6 +11,7 @@ from ..torchbind.discovery import ClassInfo, OpInfo
 from .annotations import return_annotation, type_annotation, value_annotation
 from .observe import Choice
 from .templates import literal
+from ..engine import torch_api
 
 __all__ = ["render_module", "check_command", "decomposes", "python_module_of"]
 
@@ -18,7 +19,7 @@ __all__ = ["render_module", "check_command", "decomposes", "python_module_of"]
 def decomposes(op: OpInfo) -> bool:
     """Whether the op has a ``CompositeImplicitAutograd`` kernel (``register_fake`` refuses such an op)."""
     try:
-        return torch._C._dispatch_has_kernel_for_dispatch_key(op.qualname.split(".")[0],
+        return torch_api.dispatch_has_kernel_for_dispatch_key(op.qualname.split(".")[0],
                                                                "CompositeImplicitAutograd")
     except Exception:  # noqa: BLE001 - unknown to the dispatcher: treat as a normal op
         return False
@@ -29,7 +30,7 @@ def python_module_of(op: OpInfo) -> str | None:
     ``torch.library._check_pystubs_once``), or ``None``."""
     schema = op.schema
     try:
-        stub = torch._C._dispatch_pystub(schema.name, schema.overload_name)
+        stub = torch_api.dispatch_pystub(schema.name, schema.overload_name)
     except Exception:  # noqa: BLE001 - a torch without pystubs
         return None
     return None if stub is None else stub[0]

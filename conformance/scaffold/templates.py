@@ -14,6 +14,7 @@ import dataclasses
 from typing import Any
 
 import torch
+from ..engine import torch_api
 
 __all__ = ["Template", "method_templates", "static_templates", "literal", "compile_method"]
 
@@ -47,11 +48,11 @@ def literal(value: Any) -> str | None:
     return None
 
 
-def _kind(t: torch._C.Type) -> str:
+def _kind(t: torch_api.JitType) -> str:
     return {"TensorType": "tensor", "IntType": "int", "SymIntType": "int"}.get(t.kind(), "other")
 
 
-def method_templates(attrs: dict[str, Any], params: list[tuple[str, torch._C.Type]], constant: Any = ...,
+def method_templates(attrs: dict[str, Any], params: list[tuple[str, torch_api.JitType]], constant: Any = ...,
                      ) -> list[Template]:
     """Candidate bodies of an object's method, in order of preference. ``attrs``: attribute name -> a value it
     holds on an example object (its kind decides which templates apply); ``params``: the parameters' names and
@@ -124,7 +125,7 @@ def method_templates(attrs: dict[str, Any], params: list[tuple[str, torch._C.Typ
 _MAX_INDEX = 6
 
 
-def _element_reads(attrs: dict[str, Any], params: list[tuple[str, torch._C.Type]]) -> list[Template]:
+def _element_reads(attrs: dict[str, Any], params: list[tuple[str, torch_api.JitType]]) -> list[Template]:
     """Getters that read one element of a flattened list or dict attribute, before any constant: the element at
     an int parameter (a tensor element cloned, as C++ hands out copies), the element at a fixed position (an
     engine's ``serialized_info`` list: ``self.info[2]``, or ``int(self.info[2])`` for a number kept as a
@@ -149,7 +150,7 @@ def _element_reads(attrs: dict[str, Any], params: list[tuple[str, torch._C.Type]
     return out
 
 
-def _arithmetic(numbers: list[str], ints: list[str], params: list[tuple[str, torch._C.Type]]) -> list[Template]:
+def _arithmetic(numbers: list[str], ints: list[str], params: list[tuple[str, torch_api.JitType]]) -> list[Template]:
     """Combinations of the number attributes: their sum or product (each pair, and all of them), alone or times a
     number or tensor parameter; adding an int parameter to every int attribute."""
     groups = [(a, b) for i, a in enumerate(numbers) for b in numbers[i + 1:]]
@@ -172,7 +173,7 @@ def _arithmetic(numbers: list[str], ints: list[str], params: list[tuple[str, tor
     return out
 
 
-def static_templates(params: list[tuple[str, torch._C.Type]], constant: Any = ...) -> list[Template]:
+def static_templates(params: list[tuple[str, torch_api.JitType]], constant: Any = ...) -> list[Template]:
     """Candidate bodies of a ``def_static`` method: return an argument, a tensor like one, a constant."""
     out = [Template(f"the argument {p}", (f"return {p}",)) for p, _ in params]
     out += [Template(f"a new tensor like {p}", (f"return torch.empty_like({p})",))

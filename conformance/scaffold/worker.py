@@ -86,7 +86,7 @@ def _warm_up() -> None:
     """Imports every task needs, made once here rather than in each forked worker (imports use no threads):
     ``torch._dynamo`` above all, which the first fakification imports (seconds; without it here, every class's
     workers imported it again, four times the time of a class's observations)."""
-    import torch._subclasses.fake_tensor  # noqa: F401
+    from ..engine.torch_api import fake_tensor  # noqa: F401
 
     from .. import checks, runner  # noqa: F401
     from ..torchbind.context import import_lazily_imported_modules

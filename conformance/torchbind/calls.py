@@ -26,6 +26,7 @@ import torch
 
 from .discovery import OpInfo
 from ..engine.values import ArgumentSet
+from ..engine import torch_api
 
 __all__ = ["Callee", "Call", "OPERATORS", "may_share"]
 
@@ -64,9 +65,9 @@ def may_share(schema: torch.FunctionSchema, i: int, j: int) -> bool:
     unannotated class argument as possibly aliasing any other of its type: two arguments of one class may always
     share. Raises nothing (``True`` when torch cannot say)."""
     try:
-        info = torch._C._SchemaInfo(schema)
-        a = torch._C._SchemaArgument(torch._C._SchemaArgType.input, i)
-        b = torch._C._SchemaArgument(torch._C._SchemaArgType.input, j)
+        info = torch_api.SchemaInfo(schema)
+        a = torch_api.SchemaArgument(torch_api.SchemaArgType.input, i)
+        b = torch_api.SchemaArgument(torch_api.SchemaArgType.input, j)
         return bool(info.may_alias(a, b) or info.may_contain_alias(a, b))
     except Exception:  # noqa: BLE001 - a torch without _SchemaInfo: class arguments carry no annotation
         return True

@@ -10,8 +10,9 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
-from torch._library.fake_class_registry import maybe_to_fake_obj
-from torch._subclasses.fake_tensor import FakeTensorMode
+from ..engine import torch_api
+from ..engine.torch_api import maybe_to_fake_obj
+from ..engine.torch_api import FakeTensorMode
 
 from ..engine.arguments import ArgumentSource
 from ..engine.compare import CallResult
@@ -43,7 +44,7 @@ def new_fake_mode() -> FakeTensorMode:
 def import_lazily_imported_modules() -> None:
     """Import what torch imports on the first fakification: ``maybe_to_fake_obj`` pulls in ``torch._dynamo``
     (seconds). The isolation supervisor calls this before forking workers, so no timed call pays for it."""
-    import torch._dynamo  # noqa: F401
+    torch_api.resolve("dynamo")
 
 
 def to_fake(mode: FakeTensorMode, value: Any, tracer: Tracer | None = None) -> Any:

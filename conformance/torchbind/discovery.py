@@ -17,11 +17,11 @@ import fnmatch
 from collections import defaultdict
 
 import torch
-import torch._library.simple_registry as simple_registry
-from torch._library import fake_class_registry
 
 from ..core.qualname import node_id, split_qualname
 from ..core.results import SelectorError, UnknownClassError
+from ..engine import torch_api
+from ..engine.torch_api import fake_class_registry, simple_registry
 
 __all__ = [
     "CLASS_PREFIX",
@@ -66,7 +66,7 @@ class OpInfo:
     def short_name(self) -> str:
         return self.qualname.split("::", 1)[1]
 
-    def resolve(self) -> torch._ops.OpOverload:
+    def resolve(self) -> torch_api.OpOverload:
         """The ``torch.ops`` overload packet member for this schema."""
         ns, rest = self.qualname.split("::", 1)
         name, _, overload = rest.partition(".")
@@ -143,7 +143,7 @@ def _self_class(schema: torch.FunctionSchema) -> str | None:
 def class_schemas() -> dict[str, dict[str, list[torch.FunctionSchema]]]:
     """``{"ns.Cls": {method: [schema, ...]}}`` for every loaded TorchBind class, in registration order."""
     out: dict[str, dict[str, list[torch.FunctionSchema]]] = defaultdict(lambda: defaultdict(list))
-    for schema in torch._C._jit_get_custom_class_schemas():
+    for schema in torch_api.custom_class_schemas():
         owner = _self_class(schema)
         if owner is not None:
             out[owner][schema.name].append(schema)
@@ -198,7 +198,7 @@ def expand_torchbind_selector(selector: str) -> list[str]:
 
 def _ops_taking(script_qualname: str) -> tuple[OpInfo, ...]:
     found = []
-    for schema in torch._C._jit_get_all_schemas():
+    for schema in torch_api.all_schemas():
         positions = tuple(
             i for i, a in enumerate(schema.arguments)
             if a.type.kind() == "ClassType" and a.type.qualified_name() == script_qualname
@@ -225,7 +225,7 @@ def runs_on_fakes(op: OpInfo) -> bool:
     if has_python_fake(op.qualname):
         return True
     try:
-        return torch._C.DispatchKey.Meta in op.resolve().py_kernels
+        return torch_api.DispatchKey.Meta in op.resolve().py_kernels
     except Exception:  # noqa: BLE001 - unresolvable op
         return False
 
@@ -260,7 +260,7 @@ def _instance_method_names(script_class) -> list[str]:
     """The names of the class's methods (not its ``def_static`` ones), in binding order, from its TorchScript
     ``ClassType`` (``torch.jit.annotations.ann_to_type`` of ``torch.classes.ns.Cls``); empty if torch cannot say."""
     try:
-        from torch._jit_internal import fake_range
+        from ..engine.torch_api import fake_range
         from torch.jit.annotations import ann_to_type
 
         return list(ann_to_type(script_class, fake_range()).method_names())
@@ -277,7 +277,7 @@ def _with_untyped_self(methods: dict[str, torch.FunctionSchema], names: list[str
     if not missing:
         return methods
     untyped: dict[str, torch.FunctionSchema] = {}
-    for schema in torch._C._jit_get_custom_class_schemas():
+    for schema in torch_api.custom_class_schemas():
         args = schema.arguments
         if schema.name in missing and schema.name not in untyped and args and args[0].type.kind() == "AnyType":
             untyped[schema.name] = schema
@@ -294,7 +294,7 @@ def _static_methods(script_class, instance_methods: list[str] = ()) -> dict[str,
     schema has no class either). When several classes bind a static method of the same name, the first such
     schema is taken."""
     out: dict[str, torch.FunctionSchema] = {}
-    for schema in torch._C._jit_get_custom_class_schemas():
+    for schema in torch_api.custom_class_schemas():
         if _self_class(schema) is not None or schema.name in out or schema.name in instance_methods:
             continue
         try:

@@ -158,3 +158,33 @@ def test_no_ambient_run_state():
         assert not any(isinstance(n, ast.If) and isinstance(n.test, ast.Name) and n.test.id == "TYPE_CHECKING"
                        for n in tree.body if path.name in ("settings.py", "registry.py", "breadcrumbs.py")), path
     assert not (PACKAGE / "session.py").exists()
+
+
+TORCH_API = PACKAGE / "engine" / "torch_api.py"
+
+
+def _private_torch_names(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, name)`` of each ``torch._*`` module or attribute named in code (imports and attribute chains;
+    ``torch.__version__`` and the like are public). Source text in strings, such as a reproducer's, is not code."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("torch._"):
+            out.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.startswith("torch._")]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch" \
+                and node.attr.startswith("_") and not node.attr.startswith("__"):
+            out.append((node.lineno, f"torch.{node.attr}"))
+    return out
+
+
+def test_torchs_private_apis_are_named_in_one_module():
+    """The next torch release breaks in one place: every private torch API the plugin uses is an entry of
+    conformance/engine/torch_api.py (issue 44: torch 2.15 moved several)."""
+    offenders = [f"{p.relative_to(PACKAGE)}:{line}: {name}" for p in MODULES if p != TORCH_API
+                 for line, name in _private_torch_names(ast.parse(p.read_text()))]
+    assert not offenders, "use conformance.engine.torch_api instead:\n" + "\n".join(offenders)
+    # the reader sees each form (an import, a from-import, an attribute chain), and not a string
+    seen = _private_torch_names(ast.parse("import torch._dynamo\nfrom torch._C import Type\ntorch._C.Type\n"
+                                          "'torch._dynamo.reset()'\ntorch.__version__\n"))
+    assert sorted(name for _, name in seen) == ["torch._C", "torch._C", "torch._dynamo"]

@@ -61,7 +61,7 @@ def fakified(ctx, mode, obj: Any) -> Any:
     """``obj`` as an op's fake kernel receives it while torch.compile traces under ``mode``: a symbolic or hoisted
     object as a ``FakeScriptObject`` holding its registered members, a constant one as itself."""
     if ctx.info.kind == "symbolic" or ctx.info.hoist:
-        from torch._library.fake_class_registry import maybe_to_fake_obj
+        from ...engine.torch_api import maybe_to_fake_obj
 
         return maybe_to_fake_obj(mode, obj)
     return obj
@@ -71,7 +71,7 @@ def run_fake(ctx, op, args, obj: Any) -> tuple[Any, tuple]:
     """``op`` on fakes of new values of ``args`` and ``obj`` (fakified as torch does, :func:`fakified`) under a new
     ``FakeTensorMode`` with a shape environment (a fake may make data-dependent sizes), as opcheck's fake check
     does: ``(fake output, (fake positional args, fake kwargs))``. Raises what the fake kernel raises."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from ...engine.torch_api import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
     from torch.utils import _pytree as pytree
 
@@ -89,7 +89,8 @@ def metadata_differences(real: Any, real_in: tuple, fake: Any, fake_in: tuple) -
     (``shape``, ``dtype``, ``device``, ``stride``, ``storage offset``, ``requires_grad``, ``is_conj``, ``number
     of outputs``, ``type``, ``aliasing``) and ``what`` the two values and torch's own message. Empty when they
     agree."""
-    from torch._subclasses.fake_utils import _check_alias_info, _check_fake_real_tensors
+    from ...engine.torch_api import check_alias_info as _check_alias_info
+    from ...engine.torch_api import check_fake_real_tensors as _check_fake_real_tensors
     from torch.utils import _pytree as pytree
 
     real_leaves, _ = pytree.tree_flatten_with_path(real)

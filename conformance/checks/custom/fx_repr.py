@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 import torch
-from torch._library.opaque_object import get_opaque_obj_repr
+from ...engine.torch_api import get_opaque_obj_repr
 
 from ...core.evidence import record
 from ...engine.compare import value_differences
@@ -22,6 +22,7 @@ from ...custom.context import same_value, show, state_of
 from ...core.results import Failure
 from ...custom.context import CustomClassContext
 from .. import with_targets
+from ...engine import torch_api
 
 
 def _targets(ctx):
@@ -50,7 +51,7 @@ def _compiled_vs_eager(ctx, recipe) -> tuple[list[str], list[str]]:
             continue
         for candidate in recipes:
             for args in arg_sets:
-                torch._dynamo.reset()
+                torch_api.dynamo_reset()
                 program = torch.compile(lambda *a, **k: op.op(*a, **k), backend="eager", fullgraph=True)
                 try:
                     with ctx.calling(f"{op.qualname} on {candidate.code}, compiled and eager"):
@@ -59,7 +60,7 @@ def _compiled_vs_eager(ctx, recipe) -> tuple[list[str], list[str]]:
                 except Exception:  # noqa: BLE001 - arguments the op rejects, or a rebuilt object that fails
                     continue
                 finally:
-                    torch._dynamo.reset()
+                    torch_api.dynamo_reset()
                 tried += 1
                 if not value_differences(eager, compiled, "result"):
                     continue

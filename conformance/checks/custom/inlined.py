@@ -24,6 +24,7 @@ from ...engine.reproducers import message_lines
 from ...core.results import Failure, NotApplicable
 from ...custom.context import CustomClassContext
 from .. import with_targets
+from ...engine import torch_api
 
 _UNREGISTERED = re.compile(r"Member '([^']+)' is not registered")
 
@@ -62,7 +63,7 @@ def inlined(ctx: CustomClassContext, member: str) -> list[Failure]:
                     expected = eager_fn(reference)
             except Exception:  # noqa: BLE001 - arguments the member rejects: nothing to compare
                 continue
-            torch._dynamo.reset()
+            torch_api.dynamo_reset()
             program = torch.compile(eager_fn, backend="eager", fullgraph=True)
             repro = ctx.repro([f"obj, twin = {recipe.code}, {recipe.code}",
                                f"program = torch.compile({code}, backend='eager', fullgraph=True)",
@@ -81,7 +82,7 @@ def inlined(ctx: CustomClassContext, member: str) -> list[Failure]:
                                 details=(f"eager: {show(expected)}", *_raised(exc)), repro=repro,
                                 rule="inlined.untraceable")]
             finally:
-                torch._dynamo.reset()
+                torch_api.dynamo_reset()
             compared += 1
             diffs = value_differences(expected, got, "result")
             after_eager, after_compiled = state_of(reference), state_of(obj)

@@ -51,6 +51,7 @@ from ...engine.arguments import draw_fixed
 from ...engine.compare import value_differences
 from ...engine.dynamo_state import require_dynamo
 from .. import with_targets
+from ...engine import torch_api
 
 #: How many twins the program is called with, how many (object, other object, arguments) draws are tried for a set of
 #: twins the op accepts, and how many one-argument variants are tried for the notes.
@@ -64,7 +65,7 @@ def _targets(ctx):
 def _reasons(code) -> list[str]:
     """torch's recompile reasons for the program whose code object is ``code``, one line each, in order, without
     the compile id (``0/1: ``) and the source comment torch appends; each distinct reason once."""
-    from torch._dynamo.utils import guard_failures
+    from ...engine.torch_api import guard_failures
 
     out: list[str] = []
     for reason in guard_failures.get(code, []):
@@ -142,7 +143,7 @@ def _draw(ctx, op: CustomOpInfo):
 @with_targets(_targets)
 def recompiles(ctx: CustomClassContext, target: CustomOpInfo) -> list[Failure | Note]:
     """A compiled program calling an op is compiled once for objects built the same way (no recompile per object)."""
-    from torch._dynamo.testing import CompileCounter
+    from ...engine.torch_api import CompileCounter
 
     require_dynamo(f"recompiles[{target.short_name}]")
     recipe, donors, args, expected, differ = _draw(ctx, target)
@@ -152,7 +153,7 @@ def recompiles(ctx: CustomClassContext, target: CustomOpInfo) -> list[Failure | 
         return target.op(*x, **k)
 
     counter = CompileCounter()
-    torch._dynamo.reset()
+    torch_api.dynamo_reset()
     try:
         program = torch.compile(program_of, backend=counter, fullgraph=True)
         try:
@@ -201,7 +202,7 @@ def recompiles(ctx: CustomClassContext, target: CustomOpInfo) -> list[Failure | 
             return []
         return _variant_notes(ctx, target, program, counter, program_of.__code__, recipe, donors, args, expected)
     finally:
-        torch._dynamo.reset()
+        torch_api.dynamo_reset()
 
 
 def _eager(ctx, op, args, recipe) -> tuple[bool, Any]:

@@ -20,8 +20,8 @@ import itertools
 
 import torch
 import torch.utils._pytree as pytree
-from torch._higher_order_ops.utils import _tensor_storage
-from torch._library.fake_class_registry import _check_valid_flat_script_obj
+from ...engine.torch_api import tensor_storage as _tensor_storage
+from ...engine.torch_api import check_valid_flat_script_obj as _check_valid_flat_script_obj
 
 from ...torchbind.calls import Callee
 from ...engine.compare import describe, flat_state_differences

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from ...core.names import BACKEND_NAMES
+from ...engine import torch_api
 
 __all__ = ["Backend", "all_backends", "get_backend", "torch_compile", "compile_script", "export_program",
            "export_script", "BACKEND_MODULES", "autocast_source"]
@@ -117,7 +118,7 @@ def torch_compile(backend: str) -> Callable[[Any, torch.nn.Module, tuple], Calla
     """
 
     def prepare(scenario, module: torch.nn.Module, example_args: tuple):
-        torch._dynamo.reset()
+        torch_api.dynamo_reset()
         compiled = torch.compile(module, backend=backend, fullgraph=True)
         if not scenario.dynamic:
             return compiled
@@ -126,7 +127,7 @@ def torch_compile(backend: str) -> Callable[[Any, torch.nn.Module, tuple], Calla
             for arg in args:
                 if isinstance(arg, torch.Tensor):
                     for dim in range(arg.dim()):
-                        torch._dynamo.maybe_mark_dynamic(arg, dim)
+                        torch_api.maybe_mark_dynamic(arg, dim)
             return compiled(*args)
 
         return run

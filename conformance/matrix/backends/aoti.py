@@ -13,13 +13,14 @@ import tempfile
 import torch
 
 from . import Backend, export_program, export_script
+from ...engine import torch_api
 
 
 def prepare(scenario, module, example_args):
     ep = export_program(scenario, module, example_args, strict=False)
     with tempfile.TemporaryDirectory(prefix="torchbind-aoti-") as tmp:
-        path = torch._inductor.aoti_compile_and_package(ep, package_path=os.path.join(tmp, "program.pt2"))
-        return torch._inductor.aoti_load_package(path)
+        path = torch_api.aoti_compile_and_package(ep, package_path=os.path.join(tmp, "program.pt2"))
+        return torch_api.aoti_load_package(path)
 
 
 BACKEND = Backend(name="aoti", group="AOTInductor", title="AOTInductor", prepare=prepare,

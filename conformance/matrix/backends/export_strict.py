@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch.utils._pytree as pytree
-from torch._subclasses.fake_tensor import FakeTensor
+from ...engine.torch_api import FakeTensor
 
 from . import Backend, export_program, export_script
 

@@ -20,6 +20,7 @@ from ..gradients import CustomOps, fake_mismatches
 from .backward import backward_scenario, is_backward_row
 from .repro import cell_repro
 from .rows import CustomScenario, custom_rows, scenario
+from ...engine import torch_api
 
 __all__ = ["CustomRows", "ROWS", "run_cell"]
 
@@ -54,14 +55,14 @@ class CustomRows(Rows):
         """Compile/export with the first object, then call the program with each object of the sequence, dynamo's
         caches reset before and after."""
         try:
-            torch._dynamo.reset()
+            torch_api.dynamo_reset()
             # One recompilation per object at most: never dynamo's limit, past which it would run eagerly unseen.
-            with torch._dynamo.config.patch(recompile_limit=max(torch._dynamo.config.recompile_limit,
+            with torch_api.dynamo_config.patch(recompile_limit=max(torch_api.dynamo_config.recompile_limit,
                                                                 len(scn.steps) + 1),
                                             fail_on_recompile_limit_hit=True):
                 return run_backward(scn, backend) if isinstance(scn, BackwardScenario) else _run(ctx, scn, backend)
         finally:
-            torch._dynamo.reset()
+            torch_api.dynamo_reset()
 
     def under_autocast(self, scn: CustomScenario) -> CustomScenario:
         """``scn`` itself (:meth:`run` makes eager's reference, under the caller's autocast), once plain eager ran

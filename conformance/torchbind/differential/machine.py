@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
-from torch._higher_order_ops.torchbind import call_torchbind_fake
+from ...engine.torch_api import call_torchbind_fake
 
 from ...engine.compare import CallResult, disagreement, side_text
 from ..context import ClassContext, new_fake_mode, to_fake

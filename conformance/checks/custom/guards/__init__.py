@@ -63,6 +63,7 @@ from ....custom.discovery import CustomOpInfo
 from ... import with_targets
 from .gradients import stale_gradient
 from ....custom.guard_inputs import ProgramCall, Seen, crossed, equal_pair_violation, program_call, untold_notes
+from ....engine import torch_api
 
 
 def _targets(ctx):
@@ -73,14 +74,14 @@ def _targets(ctx):
 
 def _stale(ctx, op, args, a, b) -> tuple[object, object]:
     """A compiled program (dynamo, backend ``eager``) called with ``a`` then ``b``: its two results."""
-    torch._dynamo.reset()
+    torch_api.dynamo_reset()
     try:
         program = torch.compile(lambda *x, **k: op.op(*x, **k), backend="eager", fullgraph=True)
         first = ctx.call_op(op, args, a, program)
         second = ctx.call_op(op, args, b, program)
         return first, second
     finally:
-        torch._dynamo.reset()
+        torch_api.dynamo_reset()
 
 
 def _field_told(field: str, a: Any, b: Any) -> str:
@@ -147,7 +148,7 @@ def _hoisted_violation(ctx, op, draw, baked: list[Failure], compared: list[str])
         sequence.append((label if label == "another object" else f"a with {label} changed", b_recipe.code,
                          b_recipe.build))
     backend, placeholders = _graph_recorder(ctx.info.cls)
-    torch._dynamo.reset()
+    torch_api.dynamo_reset()
     try:
         program = torch.compile(lambda *x, **k: op.op(*x, **k), backend=backend, fullgraph=True)
         for label, code, build in sequence:
@@ -184,7 +185,7 @@ def _hoisted_violation(ctx, op, draw, baked: list[Failure], compared: list[str])
                                      "constant", target=op.short_name, example=f"obj = {code}", call=call,
                                      repro=repro, rule="guards.hoisted-baked-in"))
     finally:
-        torch._dynamo.reset()
+        torch_api.dynamo_reset()
     return None
 
 
@@ -330,7 +331,7 @@ def _symbolic_violation(ctx, target, draw, untwinned, reader) -> Failure | None:
         change(obj)
         history.append(change)
         return True
-    torch._dynamo.reset()
+    torch_api.dynamo_reset()
     try:
         program = torch.compile(eager_fn, backend="eager", fullgraph=True)
         try:
@@ -344,7 +345,7 @@ def _symbolic_violation(ctx, target, draw, untwinned, reader) -> Failure | None:
                    if not isinstance(target, str) else "")
             raise NotApplicable(f"a program reading {what} does not compile ({type(exc).__name__}: "
                                 f"{str(exc).splitlines()[0][:200]}), so no guard can be judged{see}") from None
-        torch._dynamo.reset()
+        torch_api.dynamo_reset()
         program = torch.compile(eager_fn, backend="eager", fullgraph=True)
 
         def compare(trigger: str, changed: list[str], guards_before: str) -> Failure | None:
@@ -417,7 +418,7 @@ def _symbolic_violation(ctx, target, draw, untwinned, reader) -> Failure | None:
                     return failure
         return None
     finally:
-        torch._dynamo.reset()
+        torch_api.dynamo_reset()
 
 
 @with_targets(_targets)

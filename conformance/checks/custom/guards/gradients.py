@@ -39,6 +39,7 @@ from ....engine.arguments import draw_fixed
 from ....engine.compare import value_differences
 from ....engine.values import ArgumentSet
 from ....matrix.gradients import Gradients, GradientRun, gradient_differences, has_backward
+from ....engine import torch_api
 
 __all__ = ["stale_gradient", "OBJECTS", "PAIRS", "RULE"]
 
@@ -137,10 +138,10 @@ def _compiled(ctx, op, args, a_recipe: Recipe, second: _Object, gradients: Gradi
               gb: GradientRun) -> Failure | Note | None:
     """One program compiled with ``a`` (:data:`BACKEND`), then called with ``b``: the failure when torch did not
     compile again and ``b``'s gradient is not eager's."""
-    from torch._dynamo.testing import CompileCounterWithBackend
+    from ....engine.torch_api import CompileCounterWithBackend
 
     counter = CompileCounterWithBackend(BACKEND)
-    torch._dynamo.reset()
+    torch_api.dynamo_reset()
     try:
         program = torch.compile(lambda *x, **k: op.op(*x, **k), backend=counter, fullgraph=True)
         try:
@@ -153,7 +154,7 @@ def _compiled(ctx, op, args, a_recipe: Recipe, second: _Object, gradients: Gradi
                         f"matrix's {op.short_name}.backward cells judge that)")
         recompiled = counter.frame_count > 1
     finally:
-        torch._dynamo.reset()
+        torch_api.dynamo_reset()
     names = [f"input {i}" for i in range(len(ga.grads or []))]
     if gradient_differences("a", names, ga, ca, BACKEND, op.qualname) or recompiled:
         return None  # wrong for a itself (the matrix's finding), or torch told the objects apart
