@@ -4,7 +4,8 @@ The fake is called under ``FakeTensorMode`` on a fakified example object with ar
 source (on calls C++ accepts: the validity rule of :class:`conformance.engine.compare.Tally`), exactly as
 ``call_torchbind`` calls it while tracing; its result must convert to the schema type the way TorchScript would
 convert the C++ result (``Tensor``, ``int``, ``float``, ``bool``, ``str``, ``None``, lists, tuples, ``Optional``;
-see :func:`conformance.engine.jit_types.value_mismatch`). A fake returning ``float`` for ``int``, or a ``tuple`` for a
+see :func:`conformance.engine.jit_types.value_mismatch`). A return type with a part the comparison does not model
+(a ``Stream``, a ``Future``) is not compared: the item skips saying so, never passes. A fake returning ``float`` for ``int``, or a ``tuple`` for a
 ``Tensor[]``, makes traced programs burn in constants of the wrong type or unpack the wrong structure.
 
 A schema return type ``Any`` (a C++ ``c10::IValue`` result) says nothing by itself: the fake's result is then
@@ -19,9 +20,10 @@ import torch
 from ...torchbind.calls import Callee
 from ...engine.compare import Tally, describe
 from ...engine.jit_types import return_type as schema_return_type
-from ...engine.jit_types import value_mismatch
+from ...engine.jit_types import unmodelled, value_mismatch
 from ...core.results import Failure, NotApplicable
 from ...torchbind.context import ClassContext
+from ...engine import torch_api
 
 
 def return_type(ctx: ClassContext, method: str) -> list[Failure]:
@@ -29,6 +31,10 @@ def return_type(ctx: ClassContext, method: str) -> list[Failure]:
     ctx.require_fake_method(method)
     schema = ctx.info.methods[method]
     expected = schema_return_type(schema)
+    untyped = unmodelled(expected)
+    if untyped is not None:  # any value would pass: said, never a pass
+        raise NotApplicable(f"the schema's return type {expected} includes {untyped}, a type this check does not "
+                            "model, so no result was held to it (agreement compares the results themselves)")
     checked = 0
     tally = Tally()
     for example, call, real, fake in ctx.paired_calls(Callee.method(method)):
@@ -40,7 +46,7 @@ def return_type(ctx: ClassContext, method: str) -> list[Failure]:
         rule = "return_type.wrong-type"
         cpp = str(schema)
         if expected.kind() == "AnyType":
-            inferred = torch._C._jit_try_infer_type(real.value)
+            inferred = torch_api.try_infer_type(real.value)
             if not inferred.success():
                 continue  # C++ returned something TorchScript cannot type: nothing to hold the fake to
             wanted = inferred.type()
