@@ -232,6 +232,9 @@ def _run_unchecked(unit: CheckTarget, engine: Engine) -> Verdict:
     """Run the check and turn what it returned or raised into an :class:`Verdict`."""
     check, qualname, target = unit.check.name, unit.qualname, unit.target_name
     try:
+        excluded = _excluded(unit, engine)
+        if excluded is not None:
+            return Verdict.skip(check, qualname, target, excluded)
         with engine.tracer.calling(f"check {unit.name} of {qualname}", timed=False):
             result = unit.check.func(engine.context(qualname), unit.target)
         return _collect(unit, result)
@@ -249,6 +252,21 @@ def _run_unchecked(unit: CheckTarget, engine: Engine) -> Verdict:
         if real_interrupt(exc):
             raise
         return lost_outcome(unit, exc.failure() if isinstance(exc, UserFault) else fault_failure(exc))
+
+
+def _excluded(unit: CheckTarget, engine: Engine) -> str | None:
+    """Why no check judges the unit's method or op, when the adopter excluded it
+    (``conformance.strategy(qualname, name)(lambda: None)``: a method nothing may call, such as one that
+    dereferences an int as a pointer), else ``None``. Every check, ``coverage`` and ``signature`` included: an
+    excluded method is out of the gate, not only out of its calls."""
+    if unit.check.scope not in ("method", "op"):
+        return None
+    name = getattr(unit.target, "qualname", unit.target)
+    arguments = getattr(engine.context(unit.qualname), "arguments", None)
+    if not isinstance(name, str) or arguments is None or not arguments.excluded(name):
+        return None
+    return (f"{name} is excluded by conformance.strategy({unit.qualname!r}, {name!r}) returning None: nothing "
+            "calls it and no check judges it")
 
 
 def prepare_class(qualname: str, engine: Engine) -> Verdict:
