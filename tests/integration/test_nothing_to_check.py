@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import REGISTRATION_SOURCE
+
 pytestmark = pytest.mark.process  # pytest runs in a subprocess: the warnings summary is what a user sees
 
 
@@ -31,13 +33,10 @@ def test_only_the_classes_without_items_are_named(pytester):
     assert "nothing to check in c10d::ReduceOp" not in out
 
 
-NO_OPS = '''
-import torch
-from torch._library import opaque_object as oo
-
-
+#: A constant custom class that no op takes (its library defines the ops elsewhere, or not yet).
+NO_OPS = REGISTRATION_SOURCE + '''
+@constant
 class Lonely:
-    """A constant custom class that no op takes (its library defines the ops elsewhere, or not yet)."""
     def __init__(self, n: int):
         self.n = n
     def __eq__(self, other):
@@ -46,12 +45,6 @@ class Lonely:
         return hash(self.n)
     def __fx_repr__(self):
         return f"Lonely({self.n!r})", {"Lonely": Lonely}
-
-
-if hasattr(oo, "register_custom_class"):
-    oo.register_custom_class(Lonely, typ="constant")
-else:
-    oo.register_opaque_type(Lonely, typ="value")
 '''
 
 
