@@ -49,6 +49,20 @@ def test_plain_torch_unregister_custom_class_and_infer_schema_of_optional_tensor
         assert "unregister: False" in out and "infer: ValueError" in out, out
 
 
+def test_plain_torch_a_missing_test_library_raises_from_torch_2_15():
+    """``find_library_location`` (how a suite finds ``libtorchbind_test.so``, torch's TorchBind test classes) raises
+    ``FileNotFoundError`` for a library that is not shipped on 2.15; before, it returned a path that did not exist
+    (tests/conftest.py's probe takes either as "not shipped")."""
+    out = _run("""
+    from torch.testing._internal.common_utils import find_library_location
+    try:
+        print("found:", find_library_location("no_such_library.so").exists())
+    except FileNotFoundError:
+        print("raised: FileNotFoundError")
+    """)
+    assert ("raised: FileNotFoundError" if AT_LEAST_2_15 else "found: False") in out, out
+
+
 def test_plain_torch_hasattr_on_a_symbolic_object_compiles_from_torch_2_15():
     """dynamo (``_dynamo/variables/script_object.py``) turns reading an attribute a custom-class object lacks into
     an observed ``AttributeError`` on 2.15, so ``hasattr`` compiles; before, compiling raised
