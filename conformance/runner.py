@@ -255,15 +255,19 @@ def _run_unchecked(unit: CheckTarget, engine: Engine) -> Verdict:
 
 
 def _excluded(unit: CheckTarget, engine: Engine) -> str | None:
-    """Why no check judges the unit's method or op, when the adopter excluded it
+    """Why no check judges the unit's method or op of a TorchBind class, when the adopter excluded it
     (``conformance.strategy(qualname, name)(lambda: None)``: a method nothing may call, such as one that
     dereferences an int as a pointer), else ``None``. Every check, ``coverage`` and ``signature`` included: an
-    excluded method is out of the gate, not only out of its calls."""
+    excluded method is out of the gate, not only out of its calls. A Python custom class's items of a member
+    judge what a compiled program reads of it (``guards[size]``), which its exclusion from the calls the checks
+    make does not touch: they run as before."""
     if unit.check.scope not in ("method", "op"):
         return None
+    context = engine.context(unit.qualname)
     name = getattr(unit.target, "qualname", unit.target)
-    arguments = getattr(engine.context(unit.qualname), "arguments", None)
-    if not isinstance(name, str) or arguments is None or not arguments.excluded(name):
+    arguments = getattr(context, "arguments", None)
+    if context.kind != "torchbind" or not isinstance(name, str) or arguments is None \
+            or not arguments.excluded(name):
         return None
     return (f"{name} is excluded by conformance.strategy({unit.qualname!r}, {name!r}) returning None: nothing "
             "calls it and no check judges it")
