@@ -266,7 +266,7 @@ def _excluded(unit: CheckTarget, engine: Engine) -> str | None:
     context = engine.context(unit.qualname)
     name = getattr(unit.target, "qualname", unit.target)
     arguments = getattr(context, "arguments", None)
-    if context.kind != "torchbind" or not isinstance(name, str) or arguments is None \
+    if getattr(context, "kind", None) != "torchbind" or not isinstance(name, str) or arguments is None \
             or not arguments.excluded(name):
         return None
     return (f"{name} is excluded by conformance.strategy({unit.qualname!r}, {name!r}) returning None: nothing "
