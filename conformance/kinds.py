@@ -194,7 +194,8 @@ def strategy(qualname: str, method: str | None = None, arg: str | int | None = N
     whole-method draw is the argument list: source text (``"torch.ones(3), alpha=2.0"``), a ``list``/``tuple`` of
     values, a ``dict`` of keyword values, or an :class:`~conformance.engine.values.ArgumentSet`. A whole-method factory
     returning ``None`` excludes the method from the gate: nothing calls it, and every item of it skips
-    (``coverage`` and ``signature`` included). Deterministic callers draw a small fixed set (:func:`conformance.engine.arguments.draw_fixed`); the differential test draws freely.
+    (``coverage`` and ``signature`` included). Deterministic callers draw a small fixed set
+    (:func:`conformance.engine.arguments.draw_fixed`); the differential test draws freely.
 
     ``observer`` (whole methods; effective at the call) is the adopter's word on whether the differential test may
     call the method after every step to read the state: ``False`` keeps it a step, ``True`` names an observer the

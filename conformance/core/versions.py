@@ -2,8 +2,9 @@
 
 The plugin requires ``torch>=2.13`` with no upper bound (``pyproject.toml``): installing it never replaces a torch
 that is there. CI runs the whole suite on 2.13 and the main job, torch's own test classes and the checks' tests on
-2.14 and 2.15 (``.ci/run``, ``tox.ini``; the files both run are listed once, in ``tests/cross-version.args``). A torch newer than :data:`NEWEST_TESTED` may change what torch enforces or fixes
-(the coverage matrix may then XPASS baselined cells): the run goes on, with one warning.
+2.14 and 2.15 (``.ci/run``, ``tox.ini``; the files both run are listed once, in ``tests/cross-version.args``). A
+torch newer than :data:`NEWEST_TESTED` may change what torch enforces or fixes (the coverage matrix may then XPASS
+baselined cells): the run goes on, with one warning.
 """
 
 from __future__ import annotations

@@ -34,8 +34,8 @@ from ..engine.render import render
 from ..engine.search import Found, hypothesis_settings
 from ..engine.values import ArgumentSet, UnsupportedType, Value
 
-__all__ = ["Recipe", "CustomClassContext", "state_of", "same_value", "show", "observed_outputs", "written_key",
-           "positional_argument_names", "RETURNED"]  # state: conformance.custom.state
+__all__ = ["Recipe", "CustomClassContext", "state_of", "same_value", "show", "observed_outputs", "observed_source",
+           "written_key", "positional_argument_names", "RETURNED"]  # state: conformance.custom.state
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
@@ -195,8 +195,7 @@ class CustomClassContext:
         (whether one did is seen by comparing :func:`state_of` before and after). A C method has no Python
         signature, so it is called only with arguments the adopter gives (``conformance.strategy``); the checks
         name the others as never called. Left out: the :meth:`teardowns`."""
-        left_out = set(self.teardowns())
-        return [m for m in self._public_methods() if m not in left_out]
+        return [m for m in self._public_methods() if not self._left_out(m)]
 
     def teardowns(self) -> list[str]:
         """The public methods whose name says that a call tears down state beyond the object
@@ -204,7 +203,10 @@ class CustomClassContext:
         which the adopter gave no arguments: no check calls them, since one call would break every later item's
         objects (torch 2.15's ``DeviceMesh.abort()`` empties the world's process-group map). Checks that call
         methods say which they left out (:meth:`teardown_note`)."""
-        return [m for m in self._public_methods() if tears_down(m) and not self.arguments.overridden(m)]
+        return [m for m in self._public_methods() if self._left_out(m)]
+
+    def _left_out(self, method: str) -> bool:
+        return tears_down(method) and not self.arguments.overridden(method)
 
     def teardown_note(self) -> Note | None:
         """The note that names the :meth:`teardowns` (``None`` without any)."""
@@ -353,13 +355,9 @@ class CustomClassContext:
                 keys.append(k)
             else:
                 parts.append(f"{k}={v.code}")
-        ns, name = op.qualname.split("::")
-        name, _, overload = name.partition(".")
-        call = f"torch.ops.{ns}.{name}{'.' + overload if overload else ''}({', '.join(parts)})"
-        if not keys:
-            return call
-        return "{" + ", ".join([f"{RETURNED!r}: {call}",
-                                *(f"{written_key(k)!r}: _written{i}" for i, k in enumerate(keys))]) + "}"
+        ns, name = op.qualname.split("::")  # name keeps its .overload: torch.ops.ns.op.overload
+        return observed_source(f"torch.ops.{ns}.{name}({', '.join(parts)})",
+                               [(k, f"_written{i}") for i, k in enumerate(keys)])
 
     # ----- reproducers -----------------------------------------------------------------------------------------
 
@@ -389,6 +387,15 @@ RETURNED = "returned"
 def written_key(name: str) -> str:
     """The key of the written argument ``name`` among an op's observed outputs: ``"out (written)"``."""
     return f"{name} (written)"
+
+
+def observed_source(call: str, written: list[tuple[str, str]]) -> str:
+    """The source of what :func:`observed_outputs` gives for ``call`` (the op's call, or a name holding its
+    result): ``call`` itself, or with ``written`` (``(argument name, source holding it after the call)``) the dict
+    ``{'returned': <call>, 'out (written)': <source>, ...}``, its values evaluated in order, after the call."""
+    if not written:
+        return call
+    return "{" + ", ".join([f"{RETURNED!r}: {call}", *(f"{written_key(n)!r}: {v}" for n, v in written)]) + "}"
 
 
 def positional_argument_names(op: CustomOpInfo, args: ArgumentSet) -> list[str]:

@@ -30,7 +30,7 @@ from ..core.evidence import record, uncounted
 from ..core.results import NotApplicable, Note
 from ..engine.compare import value_differences
 from ..engine.values import ArgumentSet
-from .context import RETURNED, CustomClassContext, Recipe, positional_argument_names, written_key
+from .context import CustomClassContext, Recipe, observed_source, positional_argument_names
 from .discovery import CustomOpInfo
 from .state import twin_differences
 
@@ -206,14 +206,12 @@ class ProgramCall:
     _keywords: tuple[tuple[str, str], ...]
     _position: int
     _op: str
-    #: ``(observed key, input name)`` of each argument the op writes (``Tensor(a!)``): a call's source then shows
+    #: ``(argument name, input name)`` of each argument the op writes (``Tensor(a!)``): a call's source then shows
     #: them after the call, as :func:`~conformance.custom.context.observed_outputs` observes the check's calls.
     _written: tuple[tuple[str, str], ...] = ()
 
     def _observed(self, call: str) -> str:
-        if not self._written:
-            return call
-        return "{" + ", ".join([f"{RETURNED!r}: {call}", *(f"{k!r}: {n}" for k, n in self._written)]) + "}"
+        return observed_source(call, list(self._written))
 
     def call(self, fn: str, obj: str) -> str:
         """``fn`` (``program``, or the source of the eager function) called on the inputs and ``obj``: with the
@@ -253,6 +251,6 @@ def program_call(op: CustomOpInfo, args: ArgumentSet) -> ProgramCall:
     body = f"torch.ops.{ns}.{short}({', '.join(inside + [f'{k}={n}' for k, n in keywords])})"
     program = f"lambda {', '.join(inside + [n for _, n in keywords])}: {body}"
     positional = positional_argument_names(op, args)
-    written = tuple((written_key(p), n) for p, n in zip(positional, names) if p in op.written) + \
-        tuple((written_key(k), n) for k, n in keywords if k in op.written)
+    written = tuple((p, n) for p, n in zip(positional, names) if p in op.written) + \
+        tuple((k, n) for k, n in keywords if k in op.written)
     return ProgramCall(setup, program, names, keywords, position, f"torch.ops.{ns}.{short}", written)

@@ -19,6 +19,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from .aoti_evidence import fake_kernel_got_none, registered_fake_got_none
 from .autograd_evidence import autograd_falls_through, method_autograd_not_implemented
 from ..engine import torch_api
 
@@ -193,55 +194,6 @@ def _dunder_is_python_method(scenario) -> str | None:
     return "; ".join(seen) or None
 
 
-def _fake_got_none(exc: BaseException, scenario, fake_args) -> str | None:
-    """What :func:`_fake_kernel_got_none` and :func:`_registered_fake_got_none` read off the frames of ``exc``:
-    the first frame for which ``fake_args(frame, op)`` gives the arguments a fake kernel of the scenario's op was
-    called with, holding ``None`` where eager passes the object (what AOTInductor hands it: ``_aoti_flatten_inputs``
-    replaces every non-tensor input with ``None``); ``None`` when no such call is on the traceback."""
-    op = getattr(scenario, "op", None)
-    if op is None:
-        return None
-    tb = exc.__traceback__
-    while tb is not None:
-        args = fake_args(tb.tb_frame, op)
-        position = op.positions[0]
-        if args is not None and position < len(args) and args[position] is None:
-            return (f"the fake kernel of {op.qualname} was called with None in place of the object (argument "
-                    f"{position}) while AOTInductor compiled the program")
-        tb = tb.tb_next
-    return None
-
-
-def _in_torch_file(frame, function: str, path: str) -> bool:
-    return frame.f_code.co_name == function and frame.f_code.co_filename.replace(os.sep, "/").endswith(path)
-
-
-def _fake_kernel_got_none(exc: BaseException, scenario) -> str | None:
-    """The evidence of ``custom-aoti-object``'s compile-time form for a ``torch.library.custom_op``: its fake
-    kernel (torch's ``fake_impl`` wrapper in ``torch/_library/custom_ops.py``) was called with ``None`` for the
-    object (:func:`_fake_got_none`)."""
-    def fake_args(frame, op):
-        if _in_torch_file(frame, "fake_impl", "torch/_library/custom_ops.py") \
-                and getattr(frame.f_locals.get("self"), "_qualname", None) == op.qualname:
-            return frame.f_locals.get("args") or ()
-        return None
-
-    return _fake_got_none(exc, scenario, fake_args)
-
-
-def _registered_fake_got_none(exc: BaseException, scenario) -> str | None:
-    """The same for an op defined with ``Library.define`` whose fake kernel came from
-    ``torch.library.register_fake``: torch calls that kernel through its ``inner`` wrapper in ``torch/library.py``
-    (``_check_pystubs_once``), whose ``args`` hold ``None`` at the object's position."""
-    def fake_args(frame, op):
-        if _in_torch_file(frame, "inner", "torch/library.py") \
-                and frame.f_locals.get("qualname") == op.qualname.split(".")[0]:
-            return frame.f_locals.get("args") or ()
-        return None
-
-    return _fake_got_none(exc, scenario, fake_args)
-
-
 _NON_TENSOR = ("non-tensor",)
 #: Where a loaded AOTInductor package is called (torch 2.13 and 2.14: pt2_archive; earlier: inductor's package).
 _AOTI_RUNNER = ("export/pt2_archive/_package.py:__call__", "_inductor/package/package.py:__call__")
@@ -276,7 +228,7 @@ LIMITATIONS: tuple[Limitation, ...] = (
         also=(Limitation(
             key="custom-aoti-object", kind="custom", backends=frozenset({"aoti"}),
             raises=("Exception",), sites=("_library/custom_ops.py:fake_impl",),
-            via=("_inductor/compile_fx.py:compile_fx_aot",), received=_fake_kernel_got_none,
+            via=("_inductor/compile_fx.py:compile_fx_aot",), received=fake_kernel_got_none,
             reason=_CUSTOM_AOTI_REASON, source=_CUSTOM_AOTI_SOURCE),
             # The same for an op defined with Library.define and a register_fake kernel: the adopter's kernel is
             # called through torch/library.py's wrapper; torch's own _dtensor::mesh_get_process_group's fake (it
@@ -285,7 +237,7 @@ LIMITATIONS: tuple[Limitation, ...] = (
             key="custom-aoti-object", kind="custom", backends=frozenset({"aoti"}),
             raises=("Exception",), sites=("library.py:inner",
                                           "distributed/tensor/_collective_utils.py:_mesh_get_process_group_fake"),
-            via=("_inductor/compile_fx.py:compile_fx_aot",), received=_registered_fake_got_none,
+            via=("_inductor/compile_fx.py:compile_fx_aot",), received=registered_fake_got_none,
             reason=_CUSTOM_AOTI_REASON, source=_CUSTOM_AOTI_SOURCE),),
     ),
     Limitation(

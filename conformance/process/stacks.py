@@ -110,8 +110,9 @@ class HangSite:
     """What the stacks of a hung worker show. ``compiler``: the parts of torch's compiler the stack was inside,
     outermost first (empty: none); ``moving``: the Python stack changed between samples (Python code was running);
     ``frame``: the innermost frame of the last sample; ``class_call``: the stack stood still in a frame where
-    torch calls into the class's code (a file that does, or a source line that names such a call); ``user_code``: the innermost frame is outside torch and Python's standard
-    library (a fake method, the adopter's code; a frame of generated code, ``<string>``, counts as its caller's); ``stack``: the last sample, most recent call first."""
+    torch calls into the class's code (a file that does, or a source line that names such a call); ``user_code``:
+    the innermost frame is outside torch and Python's standard library (a fake method, the adopter's code; a frame
+    of generated code, ``<string>``, counts as its caller's); ``stack``: the last sample, most recent call first."""
 
     compiler: tuple[str, ...]
     moving: bool

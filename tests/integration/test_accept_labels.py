@@ -135,12 +135,13 @@ def test_labels_follow_the_rule_ids_of_the_run():
              "torchbind[ns.Q]::matrix[op.pop.backward-eager]": ["matrix.gradient-wrong"],
              "torchbind[ns.Q]::matrix[op.pop-aot_eager]": ["matrix.output-differs"]}
     assert accept_changes({}, new, rules) == [
-        "added torchbind[ns.Q]::matrix[op.pop-aot_eager] (torch 2.13 and newer) [a compiled program differs from eager]",
+        "added torchbind[ns.Q]::matrix[op.pop-aot_eager] (torch 2.13 and newer) [a compiled program differs from "
+        "eager]",
         "added torchbind[py:m.S]::matrix[op-inductor] (torch 2.13 and newer) [a compiled program differs from eager]",
-        "added torchbind[ns.Q]::matrix[op.pop-inductor] (torch 2.13 and newer) [the library's own failure: follows from a "
-        "fake's wrong result (matrix.follows-from-fake), not a torch limitation: follows]",
-        "added torchbind[ns.Q]::matrix[op.pop.backward-eager] (torch 2.13 and newer) [the library's own failure: an op's "
-        "autograd formula disagrees with finite differences (matrix.gradient-wrong), not a torch limitation: "
+        "added torchbind[ns.Q]::matrix[op.pop-inductor] (torch 2.13 and newer) [the library's own failure: follows "
+        "from a fake's wrong result (matrix.follows-from-fake), not a torch limitation: follows]",
+        "added torchbind[ns.Q]::matrix[op.pop.backward-eager] (torch 2.13 and newer) [the library's own failure: an "
+        "op's autograd formula disagrees with finite differences (matrix.gradient-wrong), not a torch limitation: "
         "formula]"]
     assert accept_warning({}, new, rules) == (
         "--torchbind-accept listed 2 failures of the library's own code as known (1 matrix cell: an op's autograd "

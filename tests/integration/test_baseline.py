@@ -147,12 +147,12 @@ def test_accept_changes_only_what_ran_to_a_verdict(pytester):
                                  f"--torchbind-accept wrote {path}: 3 changes:",
                                  f"  dropped {FOO}::coverage[add_tensor]",
                                  # the fake's own failures last, each saying that it is not a torch limitation
-                                 _glob(f"  added {FOO}::coverage[__eq__] (torch {here} and newer) [the fake's own disagreement, "
-                                       "not a torch limitation: _TorchScriptTesting::_Foo.__eq__: the fake class does "
-                                       "not define __eq__ ") + "*]",
-                                 _glob(f"  added {FOO}::coverage[add] (torch {here} and newer) [the fake's own disagreement, not "
-                                       "a torch limitation: _TorchScriptTesting::_Foo.add: the fake class does not "
-                                       "define add") + "*]",
+                                 _glob(f"  added {FOO}::coverage[__eq__] (torch {here} and newer) [the fake's own "
+                                       "disagreement, not a torch limitation: _TorchScriptTesting::_Foo.__eq__: the "
+                                       "fake class does not define __eq__ ") + "*]",
+                                 _glob(f"  added {FOO}::coverage[add] (torch {here} and newer) [the fake's own "
+                                       "disagreement, not a torch limitation: _TorchScriptTesting::_Foo.add: the fake "
+                                       "class does not define add") + "*]",
                                  f"--torchbind-accept removed 1 stale entry from {path} (tests that no longer exist):",
                                  f"  {FOO}::coverage[removed_method]",
                                  "torchbind: --torchbind-accept listed 2 failures of the fake's own as known (coverage: "

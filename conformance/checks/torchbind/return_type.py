@@ -5,8 +5,9 @@ source (on calls C++ accepts: the validity rule of :class:`conformance.engine.co
 ``call_torchbind`` calls it while tracing; its result must convert to the schema type the way TorchScript would
 convert the C++ result (``Tensor``, ``int``, ``float``, ``bool``, ``str``, ``None``, lists, tuples, ``Optional``;
 see :func:`conformance.engine.jit_types.value_mismatch`). A return type with a part the comparison does not model
-(a ``Stream``, a ``Future``) is not compared: the item skips saying so, never passes. A fake returning ``float`` for ``int``, or a ``tuple`` for a
-``Tensor[]``, makes traced programs burn in constants of the wrong type or unpack the wrong structure.
+(a ``Stream``, a ``Future``) is not compared: the item skips saying so, never passes. A fake returning ``float``
+for ``int``, or a ``tuple`` for a ``Tensor[]``, makes traced programs burn in constants of the wrong type or unpack
+the wrong structure.
 
 A schema return type ``Any`` (a C++ ``c10::IValue`` result) says nothing by itself: the fake's result is then
 held to the type of what the C++ method returned on the same example and arguments (inferred with

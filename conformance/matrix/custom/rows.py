@@ -20,8 +20,8 @@ from typing import Any
 import torch
 
 from ...core.results import NotApplicable
-from ...custom.context import (RETURNED, CustomClassContext, Recipe, positional_argument_names, same_value,
-                               state_of, written_key)
+from ...custom.context import (CustomClassContext, Recipe, observed_source, positional_argument_names, same_value,
+                               state_of)
 from ...custom.state import twin_differences
 from ...engine.arguments import draw_fixed
 from ...engine.compare import value_differences
@@ -188,23 +188,20 @@ def scenario(ctx: CustomClassContext, row: str) -> CustomScenario:
     names, written = positional_argument_names(op, args), []
     for i, name in enumerate(names):
         if name in op.written and i in tensor_positions:
-            written.append((written_key(name), f"t{tensor_positions.index(i)}"))
+            written.append((name, f"t{tensor_positions.index(i)}"))
     lines = []
     for k, v in args.kwargs:
         if k in op.written:
             lines.append(f"        _written{len(written)} = {v.code}\n")
-            written.append((written_key(k), f"_written{len(written)}"))
-            call.append(f"{k}=_written{len(written) - 1}")
+            call.append(f"{k}=_written{len(written)}")
+            written.append((k, f"_written{len(written)}"))
         else:
             call.append(f"{k}={v.code}")
     ns, name = op.qualname.split("::")
-    head = f"class Program(torch.nn.Module):\n    def forward(self, {', '.join(params + ['obj'])}):\n"
-    if written:
-        returned = ", ".join([f"{RETURNED!r}: result", *(f"{key!r}: {var}" for key, var in written)])
-        program = (head + "".join(lines) + f"        result = torch.ops.{ns}.{name}({', '.join(call)})\n"
-                   f"        return {{{returned}}}\n")
-    else:
-        program = head + f"        return torch.ops.{ns}.{name}({', '.join(call)})\n"
+    op_call = f"torch.ops.{ns}.{name}({', '.join(call)})"
+    program = (f"class Program(torch.nn.Module):\n    def forward(self, {', '.join(params + ['obj'])}):\n"
+               + "".join(lines) + (f"        result = {op_call}\n" if written else "")
+               + f"        return {observed_source('result', written) if written else op_call}\n")
     steps: list[tuple[str, Callable[[], Any]]] = [(f"first: obj = {first.code}", first.build),
                                                   (f"equal: obj = {first.code} (built again)", first.build)]
     codes = [(f"obj = {first.code}",)] * 2
