@@ -170,8 +170,9 @@ def _collect(unit: CheckTarget, result: Any) -> Verdict:
         if result.status is Status.FAILED:
             return Verdict.of_failures(check, qualname, target, [cell_failure(result)], cell=result)
         if result.status is Status.PASSED:
-            # A cell whose objects never changed the output passed on what it compared, but cannot tell a stale
-            # program from a right one: said in the item's notes too, not only in the report's details.
+            # A cell that passed although some of its objects could not show a stale program (a changed field
+            # that leaves the output as it was; a cell none of whose objects could is UNTOLD): said in the item's
+            # notes too, not only in the report's details.
             return Verdict(check, qualname, target, cell=result,
                            notes=[d for d in result.details if "cannot tell" in d])
         return Verdict.skip(check, qualname, target, cell_skip_reason(result), cell=result)

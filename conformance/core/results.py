@@ -30,12 +30,16 @@ NO_EAGER_REFERENCE = "no eager reference: "
 
 class Status(str, enum.Enum):
     """The status of an item or a matrix cell. ``UNSUPPORTED``: a matrix cell that failed the way a listed torch
-    limitation fails (:mod:`conformance.matrix.limitations`); its item is skipped."""
+    limitation fails (:mod:`conformance.matrix.limitations`); its item is skipped. ``UNTOLD``: a matrix cell whose
+    program gave eager's results, but on objects that could not show whether it follows the object it is given or
+    holds the traced one baked in (every object it ran on gives eager the same output); its item is skipped, saying
+    what to give, since a stale program would have passed it too."""
 
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"
     UNSUPPORTED = "unsupported"
+    UNTOLD = "untold"
 
     def __str__(self) -> str:
         return self.value

@@ -6,8 +6,8 @@ row names, the scenario of a row (the program and the objects it runs on), and h
 backend and differs from eager. :meth:`Rows.run_cell` does the rest the same way for both: a cell that cannot run
 skips saying why, a difference or an error is ``UNSUPPORTED`` when an entry of the limitation table
 (:mod:`conformance.matrix.limitations`) shows it by its evidence and ``FAILED`` otherwise, with the rule id of
-what went wrong (:data:`RULES`); a cell that found nothing passes, saying when its objects could not tell a stale
-program from a right one.
+what went wrong (:data:`RULES`); a cell that found nothing passes, unless its objects could not tell a stale
+program from a right one (``UNTOLD``: every object it ran on gives eager one output), which says what to give.
 """
 
 from __future__ import annotations
@@ -124,6 +124,11 @@ class Rows:
         torch or the class raised."""
         raise NotImplementedError
 
+    def for_backend(self, scn, backend: Backend) -> Any:
+        """The scenario ``backend`` runs for the row's ``scn``: ``scn`` itself, unless the kind has a variant for a
+        backend that cannot run it as it is."""
+        return scn
+
     def under_autocast(self, scn) -> Any:
         """The scenario whose plain eager reference is made under the autocast the caller entered (a column with
         :attr:`~conformance.matrix.backends.Backend.autocast`): raises what eager raised there. The default, for a
@@ -148,9 +153,16 @@ class Rows:
         else ``None``."""
         return None
 
-    def unsure(self, ctx, scn) -> list[str]:
-        """The notes of a cell that passed whose objects could not tell a stale program from a right one."""
+    def unsure(self, ctx, scn, backend: Backend) -> list[str]:
+        """The notes of a cell that passed whose objects could not tell a stale program from a right one: for a
+        scenario that is not :meth:`told`, the first says what to give (the ``UNTOLD`` cell's reason)."""
         return []
+
+    def told(self, scn, backend: Backend) -> bool:
+        """Whether the scenario's objects can show, through ``backend``, a program that holds the traced object
+        baked in: some object it runs on after the first gives eager another output (``scn.telling``). A cell
+        that found no difference on a scenario that is not told is ``UNTOLD``, never ``PASSED``."""
+        return bool(getattr(scn, "telling", True))
 
     def notes(self, scn) -> list[str]:
         """The notes every cell of the scenario ends with (how its inputs were chosen)."""
@@ -189,6 +201,7 @@ class Rows:
             if program is not None:
                 cell.program = program or None
             return cell
+        scn = self.for_backend(scn, backend)
         cell.program = self.program(scn)
         if backend.autocast is not None:  # eager's reference runs under the column's autocast too
             try:
@@ -234,7 +247,10 @@ class Rows:
             cell.details.insert(0, f"the program through {backend.title} and plain eager both ran under "
                                    f"{backend.autocast_text}")
         if not evidence:
-            cell.details += self.unsure(ctx, scn) + self.notes(scn)
+            unsure = self.unsure(ctx, scn, backend)
+            cell.details += unsure + self.notes(scn)
+            if not self.told(scn, backend):  # a stale program would have passed too: not a pass
+                cell.status, cell.reason = Status.UNTOLD, unsure[0]
             return compared
         found_limitation = observation(backend.name, scn, matched)
         if found_limitation is not None:
@@ -309,8 +325,11 @@ def cell_failure(cell: Cell) -> Failure:
 
 
 def cell_skip_reason(cell: Cell) -> str:
-    """The skip message of an ``UNSUPPORTED`` cell (a listed torch limitation) or a ``SKIPPED`` one (its reason
-    says why it did not run: no fake class to trace with, or no eager reference to compare with)."""
+    """The skip message of an ``UNSUPPORTED`` cell (a listed torch limitation), an ``UNTOLD`` one (its objects could
+    not show a stale program; the reason says what to give) or a ``SKIPPED`` one (its reason says why it did not
+    run: no fake class to trace with, or no eager reference to compare with)."""
     if cell.status is Status.UNSUPPORTED:
         return f"unsupported: {cell.reason}"
+    if cell.status is Status.UNTOLD:
+        return f"could not tell: {cell.reason}"
     return cell.reason

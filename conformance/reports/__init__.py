@@ -19,7 +19,8 @@ __all__ = ["ClassMatrix", "MatrixReport", "build_report", "write_report", "encod
            "ReportFormatError", "report_format"]
 
 #: Cell symbols, as in the seed document's Coverage Matrix (Y / N / blank): passed, failed, unsupported, skipped.
-SYMBOLS = {Status.PASSED: "✓", Status.FAILED: "✗", Status.UNSUPPORTED: "–", Status.SKIPPED: "n/a"}
+SYMBOLS = {Status.PASSED: "✓", Status.FAILED: "✗", Status.UNSUPPORTED: "–", Status.UNTOLD: "?",
+           Status.SKIPPED: "n/a"}
 
 
 def encodable(text: str) -> str:

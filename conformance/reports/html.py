@@ -16,7 +16,7 @@ body{font-family:system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse;margin:1em 0}
 th,td{border:1px solid #bbb;padding:.3em .6em;text-align:center}
 td.row{text-align:left;font-family:monospace}
-.passed{background:#e3f6e3}.failed{background:#fbe0e0}.unsupported{background:#eee}.skipped{background:#fff8dc}.known{background:#f3e3c3}
+.passed{background:#e3f6e3}.failed{background:#fbe0e0}.unsupported{background:#eee}.untold{background:#e8eefb}.skipped{background:#fff8dc}.known{background:#f3e3c3}
 pre{background:#f6f6f6;padding:.5em;overflow:auto}
 .incomplete{background:#fbe0e0;padding:.5em;border:1px solid #c00}
 """
@@ -92,7 +92,8 @@ def render(report: MatrixReport) -> str:
     out = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>",
            f"<title>{title}</title><style>{_CSS}</style></head><body>",
            f"<h1>{title}</h1><p>torch {escape(report.torch_version)} · ✓ matches eager · "
-           "✗ fails or differs · – known torch limitation · n/a did not run (no fake class, or no eager reference: "
+           "✗ fails or differs · – known torch limitation · ? could not tell a stale program (the footnote says "
+           "what to give) · n/a did not run (no fake class, or no eager reference: "
            "the footnote says why) · ✗ known: a failure the baseline lists</p>"]
     every = [v for vs in report.verdicts.values() for v in vs]
     if every:

@@ -64,7 +64,9 @@ def render_class(matrix: ClassMatrix) -> str:
         lines.append(f"| {code_span(row)} | " + " | ".join(cells) + " |")
     counts = matrix.counts()
     lines += ["", f"{counts[Status.PASSED]} ✓, {counts[Status.FAILED]} ✗, {counts[Status.UNSUPPORTED]} – "
-              "(known torch limitation)" + (f", {counts[Status.SKIPPED]} n/a" if counts[Status.SKIPPED] else "")]
+              "(known torch limitation)"
+              + (f", {counts[Status.UNTOLD]} ? (could not tell a stale program)" if counts[Status.UNTOLD] else "")
+              + (f", {counts[Status.SKIPPED]} n/a" if counts[Status.SKIPPED] else "")]
     if matrix.footnotes:
         lines.append("")
         for number, status, reason in matrix.footnotes:
@@ -78,7 +80,9 @@ def render(report: MatrixReport) -> str:
     title = matrix_title(m.qualname for m in report.classes)
     parts = [f"## {title} (torch {escape_text(report.torch_version)})", "",
              "✓ matches plain eager · ✗ fails or differs from eager · – unsupported: a known torch limitation "
-             "(the cell ran and failed the documented way) · n/a did not run (no fake class, or no eager reference: "
+             "(the cell ran and failed the documented way) · ? could not tell: the program gave eager's results, but "
+             "every object it ran on gives one output, so a stale program would too (the footnote says what to give) "
+             "· n/a did not run (no fake class, or no eager reference: "
              "the footnote says why)", ""]
     if report.incomplete:
         parts[1:1] = ["", f"**Incomplete report — {escape_text(report.incomplete)}.**"]

@@ -18,7 +18,8 @@ from .markdown import code_span, escape_text, matrix_title
 
 __all__ = ["render_markdown", "render_html", "render_json", "render"]
 
-_SHORT = {Status.PASSED: "✓", Status.FAILED: "✗", Status.UNSUPPORTED: "–", Status.SKIPPED: "n/a"}
+_SHORT = {Status.PASSED: "✓", Status.FAILED: "✗", Status.UNSUPPORTED: "–", Status.UNTOLD: "?",
+          Status.SKIPPED: "n/a"}
 
 
 def _cell_text(cells) -> str:
@@ -34,7 +35,7 @@ def render_markdown(merged) -> str:
         date = f" ({run.labels['date']})" if run.labels.get("date") else ""
         lines.append(escape_text(f"{i}. {run.title}{date}{note}"))
     lines += ["", "Each cell: one symbol per run, in that order (✓ matches eager · ✗ fails or differs · – known "
-              "torch limitation · n/a did not run · · not in that run).", ""]
+              "torch limitation · ? could not tell a stale program · n/a did not run · · not in that run).", ""]
     for qualname in merged.classes():
         rows, backends, grid = merged.grid(qualname)
         if not rows:
@@ -70,7 +71,8 @@ def render_html(merged) -> str:
         note = f" — <b>incomplete</b>: {escape(run.incomplete)}" if run.incomplete else ""
         out.append(f"<li>{escape(run.title)} {escape(run.labels.get('date', ''))}{note}</li>")
     out.append("</ol><p>Each cell: one symbol per run, in that order. ✓ matches eager · ✗ fails or differs · – "
-               "known torch limitation · n/a did not run · · not in that run.</p>")
+               "known torch limitation · ? could not tell a stale program · n/a did not run · · not in that "
+               "run.</p>")
     for qualname in merged.classes():
         out.append(f"<h2>{escape(qualname)}</h2>")
         verdicts = merged.verdicts(qualname)

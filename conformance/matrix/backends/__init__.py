@@ -53,7 +53,9 @@ class Backend:
     reference under the same autocast (:meth:`conformance.matrix.cell.Rows.run_cell`), and its ``script`` rebinds
     the reproducer's ``expected`` the same way. ``None``: no autocast. ``no_backward``: why autograd cannot
     differentiate the backend's program (an inference-only backend), the reason its backward-row cells skip with;
-    empty where it can.
+    empty where it can. ``swaps_attribute``: setting the attribute object of the module it was given (torch.compile)
+    or of the program's own module (``ExportedProgram.module()``, which keeps it as a constant attribute) makes the
+    next call use that object; False for AOTInductor, whose loaded package runs its own deserialized copy.
     """
 
     name: str
@@ -67,6 +69,7 @@ class Backend:
     script: tuple[str, ...] = ()
     autocast: tuple[str, torch.dtype] | None = None
     no_backward: str = ""
+    swaps_attribute: bool = True
 
     def autocasting(self) -> contextlib.AbstractContextManager:
         """``torch.autocast(device_type, dtype=dtype)`` for a column with :attr:`autocast`, else a context that

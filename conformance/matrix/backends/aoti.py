@@ -24,7 +24,7 @@ def prepare(scenario, module, example_args):
 
 
 BACKEND = Backend(name="aoti", group="AOTInductor", title="AOTInductor", prepare=prepare,
-                  ahead_of_time=True, state_visible=False, scalars_as_tensors=True,
+                  ahead_of_time=True, state_visible=False, scalars_as_tensors=True, swaps_attribute=False,
                   no_backward="AOTInductor compiles an inference-only program (torch._inductor.aoti_compile_and_package "
                               "packages the forward graph; the loaded package's outputs never require grad), so it "
                               "has no backward to compare", script=(

@@ -104,7 +104,7 @@ class CustomRows(Rows):
         return [f"not compared: {label}: eager on one cannot stand for the program on the other"
                 for label in scn.untwinned]
 
-    def unsure(self, ctx: CustomClassContext, scn: CustomScenario | BackwardScenario) -> list[str]:
+    def unsure(self, ctx: CustomClassContext, scn: CustomScenario | BackwardScenario, backend: Backend) -> list[str]:
         if isinstance(scn, BackwardScenario):
             return [] if scn.telling else [cannot_tell(
                 f"no object after the first changes eager's gradient of {scn.op} on these arguments",

@@ -56,7 +56,9 @@ def cell_repro(ctx, scn: Scenario | BackwardScenario, backend: Backend) -> str |
         body += ["def run_twice(program, obj):",
                  "    outputs, states = [], []",
                  "    for run in (0, 1):",
-                 *([] if attr else ["        if run == 1:", "            obj = make_second()"]),
+                 *([] if attr and not base.swap else ["        if run == 1:", "            obj = make_second()"]),
+                 # a swapped attribute: the program's own module (export) or the compiled one takes the object
+                 *(["            program.obj = obj"] if base.swap else []),
                  "        outputs.append(program(*args(obj, run)))",
                  "        states.append(obj.__obj_flatten__())",
                  "    return outputs, states", "", "",

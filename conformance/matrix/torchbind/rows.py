@@ -201,10 +201,10 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
         xs = tensor_values(calls)
         inputs = dynamic_inputs(xs) if row == DYNAMIC else [(xs, xs, ())]
         for first in valid[:_FIRSTS]:
-            for second in _seconds(first, valid, placement):
+            for second, swap in _seconds(first, valid, placement):
                 for run0, run1, notes in inputs:
                     scn = Scenario(qualname, row, placement, calls, first, second, (run0, run1),
-                                   dynamic=row == DYNAMIC, notes=notes)
+                                   dynamic=row == DYNAMIC, notes=notes, swap=swap)
                     try:
                         scn.reference  # noqa: B018 - eager must run the program itself (module-level code paths)
                     except Exception as exc:  # noqa: BLE001
@@ -227,12 +227,14 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
 _FIRSTS = 4  # traced objects tried, in example order, for a pair whose eager outputs differ
 
 
-def _seconds(first: Example, valid: list[Example], placement: str) -> list[Example]:
-    """Run 1's candidate objects: for the input placement, the objects in another state than ``first`` —
-    those reached by method calls (whose contents, not just their constructor arguments, differ) first — else
-    ``first`` itself; for an attribute, ``first`` (the program runs again on the same, evolved object)."""
-    if placement == "attr":
-        return [first]
+def _seconds(first: Example, valid: list[Example], placement: str) -> list[tuple[Example, bool]]:
+    """Run 1's candidate objects, each with whether the program's attribute is swapped for it
+    (:attr:`Scenario.swap`): for the input placement, the objects in another state than ``first`` — those reached
+    by method calls (whose contents, not just their constructor arguments, differ) first — else ``first`` itself;
+    for an attribute, ``first`` (the program runs again on the same, evolved object), then those others swapped
+    in."""
     others = [e for e in valid if e is not first and _state_differs(first, e)]
     others.sort(key=lambda e: len(e.steps) == len(first.steps))  # stable: derived states first
-    return others or [first]
+    if placement == "attr":
+        return [(first, False)] + [(e, True) for e in others]
+    return [(e, False) for e in others] or [(first, False)]

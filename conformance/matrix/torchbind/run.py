@@ -1,8 +1,9 @@
 """How a TorchBind class's matrix cell runs (the hooks of :class:`conformance.matrix.cell.Rows`): the program is
-compiled or exported with the first object and run twice — the second time on an object in another state, or on
-the same attribute object again — and each run's outputs and the objects' final states (``__obj_flatten__``) must
-equal eager's; for ahead-of-time backends, tracing must leave the traced object unchanged ("tracing must not mutate
-the real object or cause side effects", PT2 custom-class notes).
+compiled or exported with the first object and run twice — the second time on an object in another state, on the
+same attribute object again, or with the program's attribute set to an object in another state — and each run's
+outputs and the objects' final states (``__obj_flatten__``) must equal eager's; for ahead-of-time backends, tracing
+must leave the traced object unchanged ("tracing must not mutate the real object or cause side effects", PT2
+custom-class notes).
 """
 
 from __future__ import annotations
@@ -106,12 +107,35 @@ class TorchBindRows(Rows):
         # A backward row's forward is the op row's: a fake that makes that one wrong makes this one wrong too.
         return fake_cause(ctx, scn.base if isinstance(scn, BackwardScenario) else scn, backend)
 
-    def unsure(self, ctx: ClassContext, scn: Scenario | BackwardScenario) -> list[str]:
-        if scn.telling:
+    def for_backend(self, scn: Scenario | BackwardScenario, backend: Backend) -> Scenario | BackwardScenario:
+        """A swapped attribute scenario runs with the same object again through a backend that runs its own copy of
+        the object (:attr:`~conformance.matrix.backends.Backend.swaps_attribute`)."""
+        if isinstance(scn, Scenario) and scn.swap and not backend.swaps_attribute:
+            return scn.unswapped
+        return scn
+
+    def told(self, scn: Scenario | BackwardScenario, backend: Backend) -> bool:
+        """A backend that runs its own copy of the object (AOTInductor) is compared on outputs alone, so only an
+        output that changes tells (:meth:`Scenario.tells`)."""
+        if isinstance(scn, Scenario):
+            return scn.tells(states=backend.state_visible)
+        return scn.telling
+
+    def unsure(self, ctx: ClassContext, scn: Scenario | BackwardScenario, backend: Backend) -> list[str]:
+        if self.told(scn, backend):
             return []
         if isinstance(scn, BackwardScenario):
             return [cannot_tell("run 1's eager gradient is the one an object in the traced state gives",
                                 "give example objects in states the op's gradient depends on (@conformance.examples)")]
+        if scn.kept or (scn.telling and not backend.state_visible):
+            what = ("no other object can be given to the program, and the same object run again gives eager the "
+                    "traced object's output" if scn.kept else
+                    "only the program's outputs are compared, and run 1 gives eager the traced object's output")
+            return [cannot_tell(
+                f"{backend.title} runs its own copy of the program's attribute object ({what})",
+                "give the row state-changing calls whose effect its other calls' results read (arguments the "
+                "class's mutating methods accept: conformance.strategy), so that run 1 differs; the row's "
+                "torch.compile and export cells run it with the attribute swapped")]
         return [cannot_tell(
             "no example object gives this program another eager output than the traced object",
             "give example objects in states the row's calls read differently (@conformance.examples; the examples "
@@ -128,8 +152,9 @@ def _run(scn: Scenario, backend: Backend) -> list[Difference]:
     diffs: list[Difference] = []
     traced = scn.first.build()
     before = read_state(traced, scn.first.tracer)
+    module = scn.module(traced)
     try:
-        runner = backend.prepare(scn, scn.module(traced), scn.args(traced, 0))
+        runner = backend.prepare(scn, module, scn.args(traced, 0))
     except Exception as exc:
         changed = _traced_object_changed(scn, before, traced) if backend.ahead_of_time else []
         if changed:  # tracing ran the real object's code, changed it, then failed: the change is the cause
@@ -151,6 +176,9 @@ def _run(scn: Scenario, backend: Backend) -> list[Difference]:
             # (torch.export.load deserializes attribute constants).
             held = getattr(runner, "obj", None)
             obj = held if isinstance(held, torch.ScriptObject) else traced
+            if run == 1 and scn.swap:  # the attribute of the program's module (export) or of the compiled one
+                obj = scn.second.build()
+                setattr(runner if isinstance(held, torch.ScriptObject) else module, "obj", obj)
         args = scn.args(obj, run)
         out = runner(*args)
         diffs += output_differences(scn, run, out, backend.side, scalars_as_tensors=backend.scalars_as_tensors)

@@ -88,8 +88,11 @@ class Scenario:
 
     ``placement`` is ``"input"`` (the object is ``forward``'s first argument) or ``"attr"`` (``self.obj``);
     ``first`` / ``second`` are the example states of the two runs (``second`` is ``first`` for ``attr``: the
-    program then runs twice on the same, evolving object). ``tensor_inputs[i]`` holds run ``i``'s inputs (tensors and TorchBind objects)
-    (``Value``s: fresh on every ``make``). ``dynamic``: tensor inputs get dynamic sizes. ``notes``: what a cell
+    program then runs twice on the same, evolving object — unless ``swap``: before run 1 the program's attribute is
+    set to a new object of ``second``, in another state, as a user swaps a compiled or exported module's attribute
+    object; a row takes it where the same object run again cannot show a program that holds it baked in).
+    ``tensor_inputs[i]`` holds run ``i``'s inputs (tensors and TorchBind objects) (``Value``s: fresh on every
+    ``make``). ``dynamic``: tensor inputs get dynamic sizes. ``notes``: what a cell
     reports about how the scenario was chosen (e.g. why the dynamic row keeps a size torch specialises).
     """
 
@@ -102,6 +105,8 @@ class Scenario:
     tensor_inputs: tuple[tuple[Value, ...], tuple[Value, ...]]
     dynamic: bool = False
     notes: tuple[str, ...] = ()
+    swap: bool = False
+    kept: bool = False  # the row's scenario swaps, but this backend runs the same object again (unswapped)
 
     # ----- the program --------------------------------------------------------------------------------------
     @functools.cached_property
@@ -221,14 +226,26 @@ class Scenario:
 
     @functools.cached_property
     def telling(self) -> bool:
-        """Whether run 1 can show a stale program: eager's run-1 output differs from :attr:`Reference.traced`'s
-        (what a program that keeps the traced object's results gives) — or, for a program whose calls all return
-        nothing (its only result is what it does to the object), the object's state after run 1 differs from
-        :attr:`Reference.traced_states`'s. When it does not, a backend that burns the traced object in passes too,
-        and the cell says it cannot tell."""
-        if all(call.returns_none for call in self.calls):
-            return state_key(self.reference.traced_states[1]) != state_key(self.reference.states[1])
-        return self.output_changes
+        """Whether run 1 can show a stale program through a backend whose objects' states are compared
+        (:meth:`tells`)."""
+        return self.tells(states=True)
+
+    def tells(self, states: bool) -> bool:
+        """Whether run 1 can show a program that holds the traced object baked in: eager's run-1 output differs from
+        :attr:`Reference.traced`'s (what a program that keeps the traced object's results gives); or, where the
+        backend's objects' states are compared (``states``), eager's run 1 changes the state of the object it runs
+        on: a program acting on the traced object (or replaying run 0) would leave it as it was. When none does, a
+        backend that burns the traced object in passes too, and the cell cannot tell."""
+        if self.output_changes:
+            return True
+        if not states:
+            return False
+        ref = self.reference
+        if self.placement == "input" or self.swap:  # run 1's object is new: its state before is its example's
+            before = state_key(read_state(self.second.build(), self.first.tracer))
+        else:  # the same object again: its state before run 1 is the one run 0 left
+            before = state_key(ref.states[0])
+        return before != state_key(ref.states[1])
 
     @property
     def output_changes(self) -> bool:
@@ -243,6 +260,8 @@ class Scenario:
         for run in (0, 1):
             if run == 1 and self.placement == "input":
                 obj = self.second.build()
+            elif run == 1 and self.swap:  # the program's attribute set to another object
+                obj = mod.obj = self.second.build()
             args = self.args(obj, run)
             with self.first.tracer.calling(f"the eager reference run {run} of scenario {self.row} on {self.qualname}"):
                 outputs.append(mod(*args))
@@ -250,14 +269,28 @@ class Scenario:
             argument_states.append([read_state(o, self.first.tracer) for o in argument_objects(args, obj)])
         return Reference(outputs, states, argument_states=argument_states)
 
+    @property
+    def run1_object(self) -> str:
+        """What run 1 runs on, in words: ``object`` (a new one), ``the same object again`` or, for :attr:`swap`,
+        ``the program's attribute set to the object``."""
+        if self.placement == "input":
+            return "object"
+        return "the program's attribute set to the object" if self.swap else "the same object again"
+
+    @functools.cached_property
+    def unswapped(self) -> Scenario:
+        """This scenario with run 1 on the same object again (no :attr:`swap`): what a backend that runs its own
+        copy of an attribute object (AOTInductor) runs."""
+        return dataclasses.replace(self, second=self.first, swap=False, kept=True) if self.swap else self
+
     def code(self) -> str:
         """A readable description: the program and the objects of both runs."""
         first = "\n".join(self.first.code("obj"))
         second = "\n".join(self.second.code("obj"))
         inputs = [", ".join(v.code for v in run) for run in self.tensor_inputs]
         return (f"{self.source}\n# run 0: object\n{first}\n# run 0 inputs: {inputs[0] or '(none)'}\n"
-                f"# run 1: {'the same object again' if self.placement == 'attr' else 'object'}\n"
-                + ("" if self.placement == "attr" else second + "\n")
+                f"# run 1: {self.run1_object}\n"
+                + ("" if self.placement == "attr" and not self.swap else second + "\n")
                 + f"# run 1 inputs: {inputs[1] or '(none)'}\n")
 
 

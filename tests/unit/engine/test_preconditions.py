@@ -274,7 +274,9 @@ def test_uninitialised_outputs_are_compared_by_metadata_and_the_cell_says_so(ado
     c = cache()
     assert c.scratch(2).shape == (2, 3)  # torch::empty: its values are whatever memory held
     cell = run_cell(adopter.context(CACHE), "scratch", "eager")
-    assert cell.status == "passed"
+    # Compared by metadata, scratch(2) is the same on every example cache (block size 3): the cell cannot tell a
+    # stale program, so it is not a pass.
+    assert cell.status == "untold", cell.reason
     assert any("its values differ between two identical eager runs" in d and
                "compared by shape, dtype and device only" in d for d in cell.details), cell.details
 

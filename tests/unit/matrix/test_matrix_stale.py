@@ -16,8 +16,10 @@ from torch._library.fake_class_registry import maybe_to_fake_obj
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import conformance
-from conformance.matrix.backends import Backend
+from conformance.matrix.backends import Backend, get_backend
+from conformance.matrix.cell import cell_skip_reason
 from conformance.matrix.torchbind.run import run_cell
+from conformance.matrix.torchbind.repro import cell_repro
 from conformance.matrix.torchbind.rows import scenario
 from conformance.runner import plan, run_target
 from conftest import engine_of
@@ -108,10 +110,74 @@ def test_no_object_that_changes_the_output_means_the_cell_cannot_tell(stale):
     # Plain torch: the exported program bakes 5 in, which no object the adopter gave can tell from following it.
     ep = torch.export.export(scn.module_class(), (vocab(5),), strict=False)
     assert ep.module()(vocab(5, tokens=("x",))) == (5,) and ep.module()(vocab(7)) == (5,)
+    # Not a pass: a program that baked the traced object in would have passed too. The cell says what to give.
     cell = run_cell(ctx, "get_default_index", "export")
-    assert cell.status == "passed"
-    assert any("so this cell cannot tell a program that follows the object from one that holds the first object "
-               "baked in" in d for d in cell.details), cell.details
+    assert cell.status == "untold"
+    assert "so this cell cannot tell a program that follows the object from one that holds the first object " \
+           "baked in" in cell.reason and "@conformance.examples" in cell.reason, cell.reason
+    assert cell_skip_reason(cell).startswith("could not tell: no example object gives this program another eager")
+
+
+class HoldsVocab(torch.nn.Module):
+    def __init__(self, obj):
+        super().__init__()
+        self.obj = obj
+
+    def forward(self, ids):
+        return (self.obj.get_default_index(), self.obj.lookup(ids))
+
+
+def _read_only():  # set_default_index left out: the attribute rows only read the object
+    conformance.strategy(VOCAB, "set_default_index")(lambda: None)
+
+
+def test_an_attribute_program_read_twice_is_run_again_with_the_attribute_swapped(stale):
+    # Plain torch: a program holding the vocabulary as an attribute, set to another one after compiling. torch.compile
+    # follows the new object; the exported program keeps the traced default index (an int burned in) while its
+    # tensor result follows. Running the same object twice could show neither.
+    ids = torch.tensor([0, 7])
+    compiled_module = HoldsVocab(vocab(2))
+    compiled = torch.compile(compiled_module, backend="eager", fullgraph=True)
+    assert compiled(ids)[0] == 2
+    compiled_module.obj = vocab(1, tokens=())
+    assert compiled(ids)[0] == 1
+    exported = torch.export.export(HoldsVocab(vocab(2)), (ids,), strict=False).module()
+    exported.obj = vocab(1, tokens=())
+    default, looked_up = exported(ids)
+    assert default == 2 and looked_up.tolist() == [1, 1]  # eager: (1, [1, 1])
+
+    ctx = engine_of(_read_only).context(VOCAB)
+    scn = scenario(ctx, "sequence.attr")
+    assert "set_default_index" not in scn.code() and scn.placement == "attr"
+    assert scn.swap and scn.telling and scn.second is not scn.first
+    assert "# run 1: the program's attribute set to the object\n" in scn.code()
+    assert run_cell(ctx, "sequence.attr", "eager").status == "passed"
+    cell = run_cell(ctx, "sequence.attr", "export")
+    assert (cell.status, cell.limitation) == ("unsupported", "burned-in-constants"), cell.reason
+    # A failed cell's reproducer swaps the attribute of the program it built, as the cell did.
+    script = cell_repro(ctx, scn, get_backend("export"))
+    assert "            obj = make_second()\n            program.obj = obj\n" in script
+    compile(script, "<reproducer>", "exec")
+
+
+def test_a_program_that_ignores_the_swapped_attribute_fails_and_a_backend_that_cannot_swap_cannot_tell(stale):
+    def keeps_traced(scn, module, args):  # a new program holding the traced object: the swap never reaches it
+        program = scn.module(module.obj)
+        return lambda *inputs: program(*inputs)
+
+    ctx = engine_of(_read_only).context(VOCAB)
+    cell = run_cell(ctx, "sequence.attr", Backend("keeps", "test", "keeps", keeps_traced))
+    assert (cell.status, cell.rule) == ("failed", "matrix.stale-result"), cell.reason
+    assert "it stayed at the traced object's value" in cell.reason
+    # A backend that runs its own copy of the attribute (AOTInductor) runs the object again: not a pass.
+    copies = Backend("copies", "test", "copies", keeps_traced, ahead_of_time=True, state_visible=False,
+                     swaps_attribute=False)
+    cell = run_cell(ctx, "sequence.attr", copies)
+    assert cell.status == "untold", (cell.status, cell.reason)
+    assert cell.reason.startswith("copies runs its own copy of the program's attribute object (no other object can be "
+                                  "given to the program, and the same object run again gives eager the traced "
+                                  "object's output)"), cell.reason
+    assert "# run 1: the same object again" in cell.program
 
 
 # ----- 2. the dynamic row starts from sizes torch does not specialise ---------------------------------------------

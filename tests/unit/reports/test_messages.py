@@ -197,7 +197,7 @@ if same:
         self.assertExpectedInline(render_markdown(self._report()), """\
 ## TorchBind coverage matrix (torch X.Y)
 
-✓ matches plain eager · ✗ fails or differs from eager · – unsupported: a known torch limitation (the cell ran and failed the documented way) · n/a did not run (no fake class, or no eager reference: the footnote says why)
+✓ matches plain eager · ✗ fails or differs from eager · – unsupported: a known torch limitation (the cell ran and failed the documented way) · ? could not tell: the program gave eager's results, but every object it ran on gives one output, so a stale program would too (the footnote says what to give) · n/a did not run (no fake class, or no eager reference: the footnote says why)
 
 ### ns::Q
 

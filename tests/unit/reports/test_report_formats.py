@@ -74,3 +74,27 @@ def test_merge_output_refuses_another_format(tmp_path, capsys):
     # The command line checks it before reading any report (this one does not exist), exit status 2.
     assert main(["merge", str(tmp_path / "missing.json"), "-o", str(out)]) == 2
     assert capsys.readouterr().err == f"torchbind-conformance merge: --output={out}: unsupported format .txt; {USE}\n"
+
+
+def test_a_cell_that_could_not_tell_is_its_own_status_in_every_format():
+    """An ``UNTOLD`` cell (the program gave eager's results on objects that all give one output) is neither a pass
+    nor a failure: every format shows it with its own symbol and counts it apart, and its footnote says what to give."""
+    from conformance.core.results import Cell, Status
+    from conformance.reports.html import render as render_html
+    from conformance.reports.markdown import render as render_markdown
+    from conformance.reports.terminal import render_lines
+
+    reason = "no example object gives this program another eager output ...: give example objects"
+    cells = [Cell("ns::Q", "size", "eager", 0, 0, Status.PASSED, ""),
+             Cell("ns::Q", "size", "export", 0, 1, Status.UNTOLD, reason)]
+    assert Cell.from_json(cells[1].to_json()) == cells[1]
+    report = build_report(cells)
+    assert report.classes[0].counts()[Status.UNTOLD] == 1
+    md = render_markdown(report)
+    assert "| `size` | ✓ | ? [1] |" in md, md
+    assert "1 ✓, 0 ✗, 0 – (known torch limitation), 1 ? (could not tell a stale program)" in md
+    assert f"1. ? {reason}" in md
+    assert "ns::Q: 1 ✓, 1 ?" in render_lines(report)
+    html = render_html(report)
+    assert "<td class='untold'" in html and ".untold{" in html
+    assert json.loads(render_json(report))["classes"][0]["cells"][1]["status"] == "untold"
