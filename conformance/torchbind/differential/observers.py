@@ -6,7 +6,7 @@ them (a ``reset()`` called after every step makes the fresh fake's ``count()`` 0
 "``__obj_flatten__`` did not change" is not enough: state that flatten omits (a process-local handle, a cache) is
 exactly what such methods change. So a candidate (a method the fake defines, callable without arguments) is an
 observer only when :func:`prove` shows, on every proof state (the examples, and each example after one call of
-each driven method or op), that calling it changes
+each driven method or op with each of its first argument draws), that calling it changes
 
 * neither the flattened state (``read_state``: ``__obj_flatten__``, else ``__getstate__``),
 * nor what any other candidate returns: for each other candidate ``o``, on a fresh object, ``o()``, the candidate,
@@ -35,10 +35,12 @@ from ..context import ClassContext
 from ..examples import Example, read_state, state_key
 from ...engine.render import render
 
-__all__ = ["Proof", "prove", "MAX_STATES"]
+__all__ = ["Proof", "prove", "MAX_STATES", "DRAWS"]
 
 #: At most this many proof states (examples and the states one call reaches from them).
 MAX_STATES = 48
+#: Argument sets per callee that the proof states are reached with (its first draws).
+DRAWS = 3
 
 
 @dataclasses.dataclass
@@ -108,18 +110,22 @@ def _flat_change(before: Any, after: Any) -> str:
 
 
 def _states(ctx: ClassContext, examples: list[Example], reaching: list[Callee]) -> list[Example]:
-    """The proof states: each example, then each example after one call of each callee in ``reaching`` (its first
-    argument set from the class's argument source), those that build; at most :data:`MAX_STATES`."""
+    """The proof states: each example, then each example after one call of each callee in ``reaching``, with each
+    of its first :data:`DRAWS` argument sets from the class's argument source (the first is often the trivial one:
+    ``bind(0)`` leaves a handle as it was, and only a later draw shows ``clear()`` unbinding it), those that build;
+    at most :data:`MAX_STATES`."""
     states = list(examples)
     for example in examples:
         for callee in reaching:
             if len(states) >= MAX_STATES:
                 return states
             try:
-                calls = ctx.calls_of(callee, limit=1, example=example)
+                calls = ctx.calls_of(callee, limit=DRAWS, example=example)
             except Exception:  # noqa: BLE001 - no arguments for it (the plan notes why): reaches no state
                 continue
-            for call in calls[:1]:
+            for call in calls[:DRAWS]:
+                if len(states) >= MAX_STATES:
+                    return states
                 state = dataclasses.replace(example, steps=example.steps + (call,))
                 try:
                     state.build()

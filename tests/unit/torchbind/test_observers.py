@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import strategies as st
 
 import conformance
 from conformance.torchbind import differential as engine
@@ -110,6 +111,39 @@ def test_reset_is_judged_on_the_states_a_call_reaches_too(observe):
     assert p.observers == ["count", "mean"]
     assert p.not_observers == {"reset": "changes the flattened state on `from test_observers import fresh_stats; "
                                "obj = list(fresh_stats())[0]; obj.push(1.5)` (count: 1 before, 0 after)"}
+
+
+def unbound_guards():
+    return [torch.classes.samples_observe.StreamGuard(1)]
+
+
+def guards_with_drawn_handles():
+    """An adopter's examples (one unbound guard, no derived states) and a strategy for bind's handle whose first
+    draw, hypothesis's simplest value, is 0."""
+    conformance.examples(GUARD, derive=False)(unbound_guards)
+    conformance.strategy(GUARD, "bind", arg=0)(lambda: st.integers(0, 6))
+
+
+def test_observers_are_proven_on_several_draws_of_each_method_not_the_first(observe):
+    # Plain torch: bind(0), the strategy's first draw, is rejected and reaches no state; a later draw binds the
+    # guard, and clear() then unbinds it while __obj_flatten__ stays as it was.
+    g = torch.classes.samples_observe.StreamGuard(1)
+    with pytest.raises(RuntimeError, match="a stream handle is positive, got 0"):
+        g.bind(0)
+    g.bind(4)
+    flat = g.__obj_flatten__()
+    g.clear()
+    assert g.__obj_flatten__() == flat and g.is_bound() is False
+    p = engine.plan_for(engine_of(guards_with_drawn_handles, SETTINGS).context(GUARD))
+    assert "clear" not in p.observers and "is_bound" in p.observers
+    assert p.not_observers["clear"].startswith("changes what is_bound() returns on `from test_observers import "
+                                               "unbound_guards; obj = list(unbound_guards())[0]; obj.bind("), p
+    # so the fake bind that forgets its handle is found: clear() called after every step would have hidden it
+    with observe.BROKEN["guard_bind_forgets"].installed():
+        outcome = differential(GUARD, guards_with_drawn_handles)
+    assert outcome.status == "failed", outcome.render()
+    assert outcome.failures[0].target == "bind"
+    assert outcome.failures[0].summary.endswith("is_bound() afterwards disagrees")
 
 
 # ----- verdicts, with plain torch beside them -----------------------------------------------------------------
