@@ -295,6 +295,7 @@ TORCH_SIDE_CHECKS = frozenset({"matrix"})
 #: failure of that rule is a bug in. A Python custom class has no fake class and no C++ class.
 _CLASS_PARTS = {
     "guards.eq-ignores-state": "its __eq__", "guards.unguarded-change": "its guard_fn",
+    "guards.mutated-constant": "a method that changes a constant object in place",
     "guards.stale-gradient": "its guard_fn", "guards.compiled-differs": "its guard_fn or an op's fake kernel",
     "guards.compiled-raises": "a hoisted object under compile", "guards.hoisted-differs":
     "a hoisted object under compile", "guards.hoisted-baked-in": "a hoisted object under compile",

@@ -5,7 +5,9 @@
 Rule source: torch.compile guards a constant object with ``__eq__`` (``torch/_dynamo``'s handling of opaque constant
 objects; ``register_custom_class`` in ``torch/_library/opaque_object.py``): a program compiled for one object is
 reused for any object equal to it. If two equal objects give different results from an op, the reused program
-returns the first object's result for the second: silently stale numbers.
+returns the first object's result for the second: silently stale numbers. And an object changed in place (a public
+method that changes its state) stays equal to itself, so the program keeps the old result
+(:mod:`conformance.checks.custom.guards.mutated`, rule ``guards.mutated-constant``).
 
 The search (hypothesis): an object ``a``, the op's other arguments, and ``b`` = a copy of ``a`` with one field
 (``__dict__`` entry) taken from a second drawn object, for each field in turn. ``a == b`` with different eager
@@ -62,6 +64,7 @@ from ....custom.context import CustomClassContext
 from ....custom.discovery import CustomOpInfo
 from ... import with_targets
 from .gradients import stale_gradient
+from .mutated import mutated_constant
 from ....custom.guard_inputs import ProgramCall, Seen, crossed, equal_pair_violation, program_call, untold_notes
 from ....engine import torch_api
 
@@ -244,6 +247,13 @@ def _takes_arguments(member) -> bool:
 def _mutator_args(ctx) -> tuple[SearchStrategy, list[str]]:
     """A strategy of ``{method: argument source}`` for every public method whose arguments can be generated and
     that the adopter did not exclude, and the reasons of those that cannot be called."""
+    out, uncalled = _mutator_sources(ctx)
+    return st.fixed_dictionaries(out), uncalled
+
+
+def _mutator_sources(ctx) -> tuple[dict[str, SearchStrategy], list[str]]:
+    """``{method: strategy of its arguments as source}`` for :func:`_mutator_args`, and the reasons of the methods
+    that cannot be called (none on objects every factory call shares: a change would reach later items)."""
     out, uncalled = {}, []
     for name in ctx.mutators():
         try:
@@ -258,7 +268,7 @@ def _mutator_args(ctx) -> tuple[SearchStrategy, list[str]]:
                         "the factory returns the same object and it cannot be copied, so a change would reach the "
                         "items after this one; return new objects from the factory")
         out = {}
-    return st.fixed_dictionaries(out), uncalled
+    return out, uncalled
 
 
 def _use_real_cause(ctx, target, reader, recipe) -> str | None:
@@ -444,8 +454,12 @@ def guards(ctx: CustomClassContext, target: CustomOpInfo | str) -> list[Failure]
         seen = Seen()  # the inputs and equal pairs drawn: tried against each other after the search
         finding = ctx.search(draws, lambda draw: equal_pair_violation(ctx, target, draw, seen),
                              ctx.settings.examples) or crossed(ctx, target, seen)
-        if finding is None:  # a field no input told apart is said, not passed as compared
-            return untold_notes(ctx, target, seen)
+        if finding is None:
+            # equal objects are interchangeable; an object changed in place must not keep the old program either
+            mutated = mutated_constant(ctx, target, _mutator_sources(ctx)[0])
+            if mutated is not None:
+                return [mutated]
+            return untold_notes(ctx, target, seen)  # a field no input told apart is said, not passed as compared
         failure = _stale_failure(ctx, target, finding)
     else:
         calls, uncalled = _mutator_args(ctx)
