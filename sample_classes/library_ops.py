@@ -15,6 +15,9 @@ return ``()`` (the shape of every attention and KV-cache op of an inference engi
   reads. Plain torch: one program compiled for ``KVScale(2, 1)`` is reused for ``KVScale(2, 5)`` (dynamo's guard is
   ``__eq__``), so the second call writes the first object's values into the cache (3 where eager writes 7).
 
+* :class:`CacheLayer` (constant): a layer index, taken by ``store_declared`` (writes ``cache``, declared
+  ``Tensor(a!)``: correct) and ``store_undeclared`` (writes ``cache`` without declaring it: broken).
+
 The adopter's strategies (:mod:`conformance`) give each op a cache of the key's shape, as a library's tests do.
 """
 
@@ -26,7 +29,7 @@ import conformance
 
 from .custom_classes import register_constant
 
-__all__ = ["KVScale", "KVScaleEqIgnoresV", "direct_register_custom_op", "LIB"]
+__all__ = ["KVScale", "KVScaleEqIgnoresV", "CacheLayer", "direct_register_custom_op", "LIB"]
 
 NAMESPACE = "samples_libops"
 LIB = torch.library.Library(NAMESPACE, "FRAGMENT")
@@ -105,6 +108,44 @@ def _scale_query_fake(q, s):
     return torch.empty_like(q)
 
 
+# ----- an op that writes an argument its schema does not declare written ----------------------------------------
+
+
+@register_constant
+class CacheLayer:
+    """A constant custom class: the layer a KV-cache op writes for (``index``, an int), as an engine's layer-name
+    class is. Its ops: ``store_declared(Tensor key, CacheLayer layer, Tensor(a!) cache) -> ()`` (CORRECT) and
+    ``store_undeclared(Tensor key, CacheLayer layer, Tensor cache) -> ()`` (BROKEN: it writes ``cache`` too, but its
+    schema does not say so, so torch.compile takes ``cache`` as unchanged and inductor reads its old value after
+    the op)."""
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def __eq__(self, other):
+        return type(other) is type(self) and self.index == other.index
+
+    def __hash__(self):
+        return hash((type(self).__name__, self.index))
+
+    def __fx_repr__(self):
+        return f"CacheLayer({self.index!r})", {"CacheLayer": CacheLayer}
+
+    def __repr__(self):
+        return f"CacheLayer({self.index!r})"
+
+
+def _store(key, layer, cache):
+    cache.copy_(key + layer.index)
+
+
+LIB.define("store_declared(Tensor key, sample_classes.library_ops.CacheLayer layer, Tensor(a!) cache) -> ()")
+LIB.define("store_undeclared(Tensor key, sample_classes.library_ops.CacheLayer layer, Tensor cache) -> ()")
+for _name in ("store_declared", "store_undeclared"):
+    LIB.impl(_name, _store, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"{NAMESPACE}::{_name}", lib=LIB)(lambda key, layer, cache: None)
+
+
 # ----- the adopter's inputs: a cache of the key's shape, and scales that tell objects apart ---------------------
 
 for _cls in ("KVScale", "KVScaleEqIgnoresV"):
@@ -113,3 +154,6 @@ for _cls in ("KVScale", "KVScaleEqIgnoresV"):
             ["torch.arange(4.0), torch.zeros(4)", "torch.ones(2, 3), torch.zeros(2, 3)"]))
     conformance.strategy(f"{__name__}.{_cls}", "__init__")(
         lambda: __import__("hypothesis").strategies.sampled_from(["2.0, 1.0", "2.0, 5.0", "0.5, 1.0", "3.0, 0.0"]))
+for _name in ("store_declared", "store_undeclared"):
+    conformance.strategy(f"{__name__}.CacheLayer", f"{NAMESPACE}::{_name}")(
+        lambda: __import__("hypothesis").strategies.sampled_from(["torch.arange(4.0), torch.zeros(4)"]))

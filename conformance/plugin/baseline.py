@@ -300,6 +300,7 @@ _CLASS_PARTS = {
     "guards.compiled-raises": "a hoisted object under compile", "guards.hoisted-differs":
     "a hoisted object under compile", "guards.hoisted-baked-in": "a hoisted object under compile",
     "recompiles": "its __eq__ or guard_fn", "eq_hash": "its __eq__ and __hash__", "fx_repr": "its __fx_repr__",
+    "fake_kernel.undeclared-mutation": "an op's schema (an argument it writes undeclared)",
     "fake_kernel": "an op's fake kernel", "inlined": "an INLINED member", "baked": "an op that changes an object made "
     "in forward", "tracing": "a member that runs on the real object while tracing", "examples": "its example objects",
     "deepcopy": "its deepcopy",

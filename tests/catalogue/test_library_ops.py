@@ -104,3 +104,43 @@ def test_the_gate_has_an_item_for_every_op_and_catches_the_stale_out_variant(pyt
     # the verdict names the field and shows what the op wrote, eager against the compiled program
     assert "KVScaleEqIgnoresV.__eq__ ignores 'v_scale'" in out
     assert "'cache (written)': tensor([1., 3., 5., 7.])}  (stale)" in out
+
+
+def test_plain_torch_inductor_reads_an_argument_the_op_writes_without_declaring_it():
+    def program(key, layer, cache, op):
+        op(key, layer, cache)
+        return cache * 1
+
+    key, layer = torch.arange(4.0), libops.CacheLayer(2)
+    for name, stale in (("store_undeclared", True), ("store_declared", False)):
+        op = getattr(torch.ops.samples_libops, name)
+        eager = program(key, layer, torch.zeros(4), op)
+        assert eager.tolist() == [2.0, 3.0, 4.0, 5.0]
+        torch._dynamo.reset()
+        try:
+            compiled = torch.compile(program, backend="inductor", fullgraph=True)(key, layer, torch.zeros(4), op)
+        finally:
+            torch._dynamo.reset()
+        # undeclared: inductor takes cache as unchanged and computes cache * 1 from the zeros it was given
+        assert compiled.tolist() == ([0.0] * 4 if stale else eager.tolist()), (name, compiled)
+
+
+def test_an_op_writing_an_undeclared_argument_fails_fake_kernel_naming_it():
+    from conformance.core.results import Status
+    from conformance.core.settings import Settings
+    from conformance.runner import run_class
+    from conftest import engine_of
+
+    outcomes = {o.target: o for o in run_class(f"{MOD}.CacheLayer", only={"fake_kernel"},
+                                               engine=engine_of(None, Settings(examples=5)))}
+    assert outcomes["store_declared"].status is Status.PASSED, outcomes["store_declared"].render()
+    bad = outcomes["store_undeclared"]
+    assert bad.status is Status.FAILED
+    [failure] = bad.failures
+    assert failure.rule == "fake_kernel.undeclared-mutation"
+    assert failure.summary.startswith("samples_libops::store_undeclared changes its argument 'cache' in place, but "
+                                      "its schema does not declare it written")
+    assert "'Tensor(a!) cache' in a Library.define schema or mutates_args=('cache',)" in failure.summary
+    [detail] = failure.details  # what the argument held before the call and after (drawn arguments here)
+    assert detail.startswith("cache: tensor(") and " before the call, tensor(" in detail and detail.endswith(" after")
+    assert "print('arguments changed by the call:', changed)" in failure.repro

@@ -12,6 +12,10 @@ a symbolic or hoisted (``hoist=True``) one as a ``FakeScriptObject`` (``torch._l
 .maybe_to_fake_obj``), whose ``__getattr__`` allows only the members registered with ``members=`` and raises
 ``AttributeError("Tried to call __getattr__ with attr ...")`` for anything else, so such an op cannot be compiled.
 
+The real op must also leave every tensor argument its schema does not declare written (``Tensor(a!)``) as it was
+(torch.library.opcheck's schema test, :mod:`conformance.engine.mutations`): torch.compile takes such an argument as
+unchanged, and inductor then reads its old value after the op (rule ``fake_kernel.undeclared-mutation``).
+
 A fake that returns another shape than the real op passes eager and the torch.compile backends that run the real
 kernel (``eager``, ``aot_eager``) and breaks inductor, which plans its buffers from the fake (``expected size
 2==6``). Inputs the real op rejects are not compared; when it rejects all, the item skips saying what to give.
@@ -26,7 +30,8 @@ from typing import Any
 
 import torch
 
-from ...custom.context import show
+from ...custom.context import positional_argument_names, show
+from ...engine.mutations import Snapshot, declared_writes
 from ...core.evidence import record
 from ...core.results import Failure, NotApplicable
 from ...engine.reproducers import judging_lines
@@ -134,6 +139,8 @@ def fake_kernel(ctx: CustomClassContext, op: CustomOpInfo) -> list[Failure]:
     for recipe in _objects(ctx):  # at least one object: the op, not the constructor, rejects what follows
         for args in args_sets:
             pos, kw = args.make()
+            before = Snapshot([*zip(positional_argument_names(op, args), pos), *kw.items()],
+                              skip=declared_writes(op.schema))
             pos.insert(op.positions[0], recipe.build())
             try:
                 with ctx.calling(lambda: f"{op.qualname} in eager with {recipe.code}"):
@@ -141,6 +148,9 @@ def fake_kernel(ctx: CustomClassContext, op: CustomOpInfo) -> list[Failure]:
             except Exception:  # noqa: BLE001 - inputs the real op rejects: nothing to compare
                 continue
             call = ctx.call_code(op, args, "obj")
+            written = before.changed()
+            if written:
+                return [_undeclared(ctx, op, args, recipe, call, written, before)]
             try:
                 with ctx.calling(lambda: f"the fake kernel of {op.qualname} with {recipe.code}"):
                     fake, fake_in = run_fake(ctx, op, args, recipe.build())
@@ -155,6 +165,31 @@ def fake_kernel(ctx: CustomClassContext, op: CustomOpInfo) -> list[Failure]:
         raise NotApplicable(f"{op.qualname} rejected every argument set with the objects tried, so no fake output "
                             "was compared; " + ctx.arguments.hint(op.qualname))
     return []
+
+
+def _undeclared(ctx, op, args, recipe, call, written: list[str], before: Snapshot) -> Failure:
+    names = ", ".join(repr(n) for n in written)
+    ns, name = op.qualname.split("::")
+    shown, labels = [a.code for a in args.args], positional_argument_names(op, args)
+    shown.insert(op.positions[0], "obj")
+    labels.insert(op.positions[0], op.schema.arguments[op.positions[0]].name)
+    kws = "".join(f", {k}={v.code}" for k, v in args.kwargs)
+    return Failure(
+        f"{op.qualname} changes its argument {names} in place, but its schema does not declare it written "
+        f"({op.schema}): torch.compile and export take the argument as unchanged, so a compiled program may read "
+        f"it before the op wrote it; declare it, 'Tensor(a!) {written[0]}' in a Library.define schema or "
+        f"mutates_args=({written[0]!r},) for torch.library.custom_op (torch.library.opcheck's schema test fails the "
+        "same way)", example=f"obj = {recipe.code}", call=call,
+        details=tuple(f"{n}: {show(before.values(n)[0])} before the call, {show(before.values(n)[1])} after"
+                      for n in written),
+        repro=ctx.repro([f"obj = {recipe.code}", f"args = [{', '.join(shown)}]",
+                         "before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]",
+                         f"torch.ops.{ns}.{name}(*args{kws})",
+                         f"names = {labels!r}",
+                         "changed = [n for n, a, b in zip(names, args, before) if isinstance(a, torch.Tensor) "
+                         "and not torch.equal(a, b)]", "print('arguments changed by the call:', changed)",
+                         *judging_lines("changed")]),
+        rule="fake_kernel.undeclared-mutation")
 
 
 def _disagrees(ctx, op, args, recipe, call, real, differences) -> Failure:

@@ -1,0 +1,65 @@
+"""Which tensor arguments a call changed that its schema does not declare written.
+
+Rule source: ``torch.library.opcheck``'s schema test (``test_schema``, ``torch/_subclasses/schema_check_mode.py``
+``SchemaCheckMode``: "Argument ... is not defined as mutable but was mutated"). A schema declares an argument
+written with a write alias, ``Tensor(a!) out`` (``torch._C.Argument.alias_info.is_write``; ``mutates_args=`` of
+``torch.library.custom_op``). torch.compile and export functionalize an op by its schema: an argument it does not
+declare written is taken as unchanged, so a compiled program may read it before the op wrote it (inductor computes
+``x * 1`` from the old ``x`` where eager reads the written one). Each tensor is compared with its copy from before
+the call by shape, dtype and value (NaN equal to NaN: ``torch.testing.assert_close`` with no tolerance).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+__all__ = ["declared_writes", "Snapshot"]
+
+
+def declared_writes(schema: torch.FunctionSchema) -> frozenset[str]:
+    """The names of the arguments ``schema`` declares written (``Tensor(a!)``)."""
+    return frozenset(a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write)
+
+
+def _same(before: torch.Tensor, after: torch.Tensor) -> bool:
+    if before.shape != after.shape or before.dtype != after.dtype or before.device != after.device:
+        return False
+    try:
+        torch.testing.assert_close(after, before, rtol=0, atol=0, equal_nan=True)
+    except AssertionError:
+        return False
+    except Exception:  # noqa: BLE001 - a tensor that cannot be compared by value (sparse, meta): shape and dtype said
+        return True
+    return True
+
+
+class Snapshot:
+    """Copies of the tensors of some named arguments, taken before a call: :meth:`changed` names those the call
+    changed. ``named``: ``(argument name, value)`` pairs (a value may be a list or tuple of tensors; other values
+    are ignored); names in ``skip`` (the declared writes) are not copied."""
+
+    def __init__(self, named: Iterable[tuple[str, Any]], skip: Iterable[str] = ()):
+        skipped = set(skip)
+        self._kept: list[tuple[str, list[torch.Tensor], list[torch.Tensor]]] = []
+        for name, value in named:
+            if name in skipped:
+                continue
+            leaves = [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+            if leaves:
+                self._kept.append((name, leaves, [t.detach().clone() for t in leaves]))
+
+    def values(self, name: str) -> tuple[Any, Any]:
+        """The first tensor of argument ``name`` as it was before the call (its copy) and as it is now."""
+        for kept, now, before in self._kept:
+            if kept == name:
+                return before[0], now[0]
+        raise KeyError(name)
+
+    def changed(self) -> list[str]:
+        """The names whose tensors now differ from their copies, in argument order."""
+        return [name for name, now, before in self._kept
+                if any(not _same(b, n.detach()) for b, n in zip(before, now))]
