@@ -305,6 +305,8 @@ _CLASS_PARTS = {
     "in forward", "tracing": "a member that runs on the real object while tracing", "examples": "its example objects",
     "deepcopy": "its deepcopy",
 }
+#: The part of a TorchBind class's library a rule holds where it is not the fake (by rule id).
+_TORCHBIND_PARTS = {"custom_op.undeclared-mutation": "the op's schema (an argument it writes undeclared)"}
 #: Matrix rules whose failure is the library's own code, whatever the kind: the cell fails because a fake returns
 #: a wrong result (``matrix.follows-from-fake``), or because eager's own gradient, the op's autograd formula,
 #: disagrees with finite differences (``matrix.gradient-wrong``).
@@ -320,7 +322,8 @@ _REUSE_RULES = {"matrix.stale-result": ("", {"guards.eq-ignores-state", "guards.
 def own_part(test_id: str, rules: dict[str, list[str]] | None = None) -> str | None:
     """What of the library's own code the failure of ``test_id`` is a bug in, from the stable rule ids of this run's
     failures (``rules``: ``{test id: Verdict.rules}`` of every failed item; ``None``: not known, only the check
-    decides): ``"the fake"`` for a TorchBind class's check, the class's part for a Python custom class's (its
+    decides): ``"the fake"`` for a TorchBind class's check (the op's schema for ``custom_op.undeclared-mutation``),
+    the class's part for a Python custom class's (its
     ``guard_fn`` for ``guards.stale-gradient``, its ``__eq__`` for ``guards.eq-ignores-state``, ...); for a
     ``matrix`` cell, what it follows from when its rule is one of the library's (``matrix.follows-from-fake``,
     ``matrix.gradient-wrong``) or, for a Python custom class, when it is the stale result (or gradient) that the
@@ -335,7 +338,7 @@ def own_part(test_id: str, rules: dict[str, list[str]] | None = None) -> str | N
         return None
     if check not in TORCH_SIDE_CHECKS:
         if not custom:
-            return "the fake"
+            return _TORCHBIND_PARTS.get(rule, "the fake")
         part = _CLASS_PARTS.get(rule) or _CLASS_PARTS.get(check)
         return f"{rule}: {part}" if rule and part else rule  # "": the class's own, its rule not known
     if rule in _OWN_MATRIX_RULES:

@@ -15,13 +15,17 @@ every object it received is observed: the real object's ``__obj_flatten__()`` ag
 each key (the attribute torch.compile reads, ``getattr(fake, key)``). A traced program runs the rest of its code
 on the fakes, so a fake op that forgets to change an object (the second guard it should clear) makes every later
 read of that object in the program differ from eager — for a non-tensor field, a stale constant burned into the
-graph. Tensors are compared by shape, dtype and device (a fake tensor has no values). A key is judged only where
+graph. Tensors are compared by shape, dtype and device (a fake tensor has no values). First of all, the real op must
+leave every tensor argument its schema does not declare written (``Tensor(a!)``) as it was (torch.library.opcheck's
+schema test, :mod:`conformance.engine.mutations`): torch.compile takes such an argument as unchanged. A key is judged only where
 the fake agreed with C++ before the call (else the ``roundtrip`` item reports it); keys left out are noted, and an
 op that returns nothing, none of whose objects' states could be compared, skips: nothing it does was compared.
 """
 
 from __future__ import annotations
 
+from ...engine.mutations import Snapshot, declared_writes
+from ...engine.reproducers import judging_lines
 from ...torchbind.calls import Callee
 from ...engine.compare import Tally, describe, flattened_pairs, kept_differences, side_text
 from ...torchbind.context import UNREADABLE
@@ -47,6 +51,9 @@ def custom_op(ctx: ClassContext, op: OpInfo) -> list[Failure]:
             cpp=str(op.schema), fake="(no Python fake or Python Meta kernel registered)",
             details=(f"register one: @torch.library.register_fake({op.qualname.split('.')[0]!r}) in a module passed to "
                      "--torchbind-load (a C++ Meta kernel cannot take a FakeScriptObject)",), rule="custom_op.no-fake")]
+    undeclared = _undeclared_write(ctx, op)
+    if undeclared is not None:  # the op's schema is wrong: every compiled program over it may read stale values
+        return [undeclared]
     tally, states = Tally(), _States()
     first = None
     for callee in Callee.layouts(op):
@@ -72,6 +79,47 @@ def custom_op(ctx: ClassContext, op: OpInfo) -> list[Failure]:
     if states.first is not None:
         failures.append(states.failure(ctx))
     return failures + tally.notes() + states.notes(ctx)
+
+
+def _undeclared_write(ctx, op: OpInfo) -> Failure | None:
+    """The first call (the object at the op's first class-typed argument, on each example, real objects only) that
+    changes a tensor argument the op's schema does not declare written (:mod:`conformance.engine.mutations`), as
+    a failure naming it; ``None`` when none does. Calls C++ rejects are not comparisons."""
+    callee, skip = Callee.of_op(op), declared_writes(op.schema)
+    names = [a.name for a in op.schema.arguments]
+    for example in ctx.require_examples():
+        for call in ctx.calls_of(callee, example=example):
+            try:
+                obj = example.build()
+                args, kwargs = call.args.make()
+                full, named = callee.arrange((obj,), args, kwargs)
+                before = Snapshot([*zip(names, full), *named.items()], skip=skip)
+                with ctx.calling(lambda: f"{call.code()} on the example object {example.label}, watching the "
+                                         "tensor arguments it changes"):
+                    op.resolve()(*full, **named)
+            except Exception:  # noqa: BLE001 - what C++ rejects is not a comparison
+                continue
+            written = before.changed()
+            if written:
+                shown = ", ".join(repr(n) for n in written)
+                body = [f"obj = make_obj()", f"args = [{', '.join(v.code for v in call.args.args)}]",
+                        f"kwargs = {{{', '.join(f'{k!r}: {v.code}' for k, v in call.args.kwargs)}}}",
+                        "before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]",
+                        call.spread_source("obj"),
+                        "changed = [i for i, (a, b) in enumerate(zip(args, before)) if isinstance(a, torch.Tensor) "
+                        "and not torch.equal(a, b)]",
+                        "print('positional arguments (the object left out) changed by the call:', changed)",
+                        *judging_lines("[str(i) for i in changed]")]
+                return Failure(
+                    f"{op.qualname} changes its argument {shown} in place, but its schema does not declare it "
+                    f"written ({op.schema}): torch.compile and export take the argument as unchanged, so a compiled "
+                    f"program may read it before the op wrote it; declare it 'Tensor(a!) {written[0]}' in the "
+                    "op's schema (torch.library.opcheck's schema test fails the same way)",
+                    example="\n".join(example.code()), call=call.code(),
+                    details=tuple(f"{n}: {describe(before.values(n)[0])} before the call, "
+                                  f"{describe(before.values(n)[1])} after" for n in written),
+                    repro=ctx.repro(example, body), rule="custom_op.undeclared-mutation")
+    return None
 
 
 def _examples(paired):
