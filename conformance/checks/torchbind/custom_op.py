@@ -17,8 +17,8 @@ on the fakes, so a fake op that forgets to change an object (the second guard it
 read of that object in the program differ from eager — for a non-tensor field, a stale constant burned into the
 graph. Tensors are compared by shape, dtype and device (a fake tensor has no values). First of all, the real op must
 leave every tensor argument its schema does not declare written (``Tensor(a!)``) as it was (torch.library.opcheck's
-schema test, :mod:`conformance.engine.mutations`): torch.compile takes such an argument as unchanged. A key is judged only where
-the fake agreed with C++ before the call (else the ``roundtrip`` item reports it); keys left out are noted, and an
+schema test, :mod:`conformance.engine.mutations`): torch.compile takes such an argument as unchanged. A key is
+judged only where the fake agreed with C++ before the call (else the ``roundtrip`` item reports it); keys left out are noted, and an
 op that returns nothing, none of whose objects' states could be compared, skips: nothing it does was compared.
 """
 
