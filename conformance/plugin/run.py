@@ -41,6 +41,7 @@ from ..core.faults import watch_interrupts
 from .items import Collection
 from ..engine.loading import existing_path, parse_spec, renamed_files, repro_lines, selecting
 from ..process.loading import LoadError, apply_load_spec
+from ..process.lost import forked_world
 from ..matrix.backends import all_backends
 from .options import RunOptions, read_options, replaced_ini_lists
 from ..process import Supervisor, WorkerLost
@@ -85,21 +86,6 @@ def run_labels(settings) -> dict[str, str]:
     return {"torch": torch.__version__, "device": getattr(settings, "device", "cpu"),
             "platform": f"{sys.platform}-{platform.machine()}",
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-
-
-def _initialized_world() -> str | None:
-    """The backend of torch.distributed's default process group when one is initialized with a backend that
-    communicates (not torch's ``fake`` backend), else ``None``. Imports nothing that is not imported yet."""
-    import sys
-
-    dist = sys.modules.get("torch.distributed")
-    try:
-        if dist is None or not dist.is_available() or not dist.is_initialized():
-            return None
-        backend = str(dist.get_backend())
-    except Exception:  # noqa: BLE001 - a half-built world: nothing to warn about here
-        return None
-    return None if backend == "fake" else backend
 
 
 def _sigterm_as_interrupt(signum, frame) -> None:
@@ -282,7 +268,7 @@ class PluginRun:
     def _configure_isolation(self) -> None:
         if self.options.isolation != "process" or not self.classes:
             return
-        backend = _initialized_world()
+        backend = forked_world()
         if backend is not None:  # collectives in the forked worker would hang, each item until its timeout
             self.config.issue_config_time_warning(pytest.PytestConfigWarning(
                 f"torch.distributed's default process group (backend {backend}) was initialized before the "

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import re
 import signal
+import sys
 
 from ..core.results import Failure
 from .memory import format_size
@@ -43,6 +44,25 @@ def describe_exit(status: int) -> tuple[str, int | None, int | None]:
         return f"killed by {name} ({signal.strsignal(sig)})", sig, None
     code = os.waitstatus_to_exitcode(status)
     return f"the worker process exited with status {code}", None, code
+
+
+#: The torch.distributed backends whose communicators a forked worker cannot use (the ``fake`` and ``threaded``
+#: test backends it can).
+FORK_UNSAFE_BACKENDS = frozenset({"gloo", "nccl", "mpi", "ucc", "xccl"})
+
+
+def forked_world() -> str | None:
+    """The backend of this process's default ``torch.distributed`` process group when it is one a forked worker
+    cannot use (:data:`FORK_UNSAFE_BACKENDS`), else ``None`` (none initialized, or a test backend). Imports
+    nothing that is not imported yet."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is None or not (dist.is_available() and dist.is_initialized()):
+            return None
+        backend = str(dist.get_backend()).lower()
+    except Exception:  # noqa: BLE001 - a world that cannot be read is not one to name
+        return None
+    return backend if any(b in backend for b in FORK_UNSAFE_BACKENDS) else None
 
 
 @dataclasses.dataclass
@@ -141,6 +161,13 @@ class WorkerLost:
         if len(self.doing) > 1:
             details.append("in progress, outermost first: " + " > ".join(self.doing))
         if self.kind == "hang":
+            world = forked_world()
+            if world is not None:  # the likeliest cause, said first
+                details.append(
+                    f"this process has a {world} process group (torch.distributed), and the worker was forked from "
+                    f"it: a {world} communicator does not survive fork, so a collective the class runs in the "
+                    "worker waits for peers that never answer; run this class's items with "
+                    "--torchbind-isolation=none (they then run in the pytest process, which holds the world)")
             details.append(self._limits(timeout))
             if self.site is not None:
                 site = self.site
