@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["state_of", "same_value", "learn_memos", "twin_differences", "fresh_copy"]
+__all__ = ["state_of", "same_value", "learn_memos", "changed_fields", "twin_differences", "fresh_copy"]
 
 _BASE_MODULES = ("builtins", "pybind11_builtins")
 #: class -> the names of its memo fields (learned from a new object; see :func:`learn_memos`).
@@ -182,12 +182,17 @@ def _assigned_in_dunders(cls: type) -> frozenset[str]:
     return frozenset(names)
 
 
+def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The fields in which two states (:func:`state_of`) differ, sorted: those only one has, and those whose values
+    are not the same (:func:`same_value`)."""
+    return sorted((k for k in set(before) | set(after)
+                   if k not in before or k not in after or not same_value(before[k], after[k])), key=str)
+
+
 def twin_differences(a: Any, b: Any) -> list[str]:
     """The fields in which two objects built the same way differ (``[]``: they are twins, and a call on one can
     stand for the same call on the other)."""
-    sa, sb = state_of(a), state_of(b)
-    return sorted((k for k in set(sa) | set(sb) if k not in sa or k not in sb or not same_value(sa[k], sb[k])),
-                  key=str)
+    return changed_fields(state_of(a), state_of(b))
 
 
 def fresh_copy(obj: Any) -> Any | None:

@@ -18,7 +18,8 @@ from ...engine.torch_api import get_opaque_obj_repr
 
 from ...core.evidence import record
 from ...engine.compare import value_differences
-from ...custom.context import same_value, show, state_of
+from ...custom.context import show, state_of
+from ...custom.state import changed_fields
 from ...core.results import Failure
 from ...custom.context import CustomClassContext
 from .. import with_targets
@@ -85,8 +86,7 @@ def _rebuild(obj) -> tuple[str, dict, list[str]]:
     before, after = state_of(obj), state_of(rebuilt)
     record("rebuilt object")
     return text, names, [f"{k}: {before.get(k, '(missing)')!r} rebuilt as {after.get(k, '(missing)')!r}"
-                         for k in sorted(set(before) | set(after), key=str)
-                         if k not in before or k not in after or not same_value(before[k], after[k])]
+                         for k in changed_fields(before, after)]
 
 
 def _rebuilt_differently(recipe) -> bool:

@@ -55,7 +55,7 @@ from hypothesis.strategies import SearchStrategy
 from ....engine.arguments import draw_fixed
 from ....engine.compare import value_differences
 from ....custom.context import same_value, show, state_of
-from ....custom.state import twin_differences
+from ....custom.state import changed_fields, twin_differences
 from ....engine.dynamo_state import require_dynamo
 from ....core.evidence import evidence_so_far, uncounted
 from ....core.results import NotApplicable
@@ -288,8 +288,7 @@ def _use_real_cause(ctx, target, reader, recipe) -> str | None:
         second = run(eager_fn, probe)
     except Exception:  # noqa: BLE001 - a member that raises here is judged by the comparison alone
         return None
-    changed = [k for k in sorted(set(before) | set(after), key=str)
-               if k not in before or k not in after or not same_value(before[k], after[k])]
+    changed = changed_fields(before, after)
     if changed:
         what = "calling it changes the object (" + ", ".join(
             f"{k}: {show(before.get(k))} -> {show(after.get(k))}" for k in changed) + ")"
@@ -418,8 +417,7 @@ def _symbolic_violation(ctx, target, draw, untwinned, reader) -> Failure | None:
                 continue
             obj, twin, base, history = fresh, fresh_twin, new, []
             after = state_of(obj)
-            changed = [k for k in sorted(set(before) | set(after), key=str)
-                       if k not in before or k not in after or not same_value(before[k], after[k])]
+            changed = changed_fields(before, after)
             steps.append(f"obj = {new.code}")
             if changed:
                 failure = compare(f"with a new object ({label})" if label != "another object" else

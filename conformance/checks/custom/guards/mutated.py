@@ -26,10 +26,10 @@ from typing import Any
 import torch
 
 from ....core.results import Failure
-from ....custom.context import CustomClassContext, same_value, show, state_of
+from ....custom.context import CustomClassContext, show, state_of
 from ....custom.discovery import CustomOpInfo
 from ....custom.guard_inputs import program_call
-from ....custom.state import twin_differences
+from ....custom.state import changed_fields, twin_differences
 from ....engine import torch_api
 from ....engine.arguments import draw_fixed
 from ....engine.compare import value_differences
@@ -38,11 +38,6 @@ __all__ = ["mutated_constant", "OBJECTS", "CALLS"]
 
 #: Objects and argument draws per method tried (each compiles one program).
 OBJECTS, CALLS = 3, 2
-
-
-def _changed(before: dict, after: dict) -> list[str]:
-    return [k for k in sorted(set(before) | set(after), key=str)
-            if k not in before or k not in after or not same_value(before[k], after[k])]
 
 
 def mutated_constant(ctx: CustomClassContext, op: CustomOpInfo, methods: dict[str, Any]) -> Failure | None:
@@ -85,7 +80,7 @@ def _try(ctx: CustomClassContext, op: CustomOpInfo, recipe, args, method: str, m
             expected = ctx.call_op(op, args, twin)
     except Exception:  # noqa: BLE001 - a call the class or the op rejects: not a comparison
         return None
-    changed = _changed(before, state_of(twin))
+    changed = changed_fields(before, state_of(twin))
     if not changed or not value_differences(first, expected, "result"):
         return None  # nothing changed in place, or nothing the op's result shows
     torch_api.dynamo_reset()
