@@ -32,7 +32,7 @@ from ..core.results import Note, NotApplicable
 from ..core.settings import Settings
 from ..engine.render import render
 from ..engine.search import Found, hypothesis_settings
-from ..engine.values import ArgumentSet, UnsupportedType, Value, evaluate
+from ..engine.values import ArgumentSet, UnsupportedType, Value, evaluate, positional_names
 
 __all__ = ["Recipe", "CustomClassContext", "state_of", "same_value", "show", "observed_outputs", "observed_source",
            "written_key", "positional_argument_names", "RETURNED"]  # state: conformance.custom.state
@@ -400,9 +400,7 @@ def observed_source(call: str, written: list[tuple[str, str]]) -> str:
 
 def positional_argument_names(op: CustomOpInfo, args: ArgumentSet) -> list[str]:
     """The schema names of ``args``' positional values, in order (the object's position left out)."""
-    given = {k for k, _ in args.kwargs}
-    return [a.name for i, a in enumerate(op.schema.arguments)
-            if i != op.positions[0] and not a.kwarg_only and a.name not in given][:len(args.args)]
+    return positional_names(op.schema, op.positions[0], args)
 
 
 def observed_outputs(op: CustomOpInfo, result: Any, pos: list[Any], kw: dict[str, Any]) -> Any:

@@ -30,6 +30,7 @@ import torch
 from ..engine.torch_api import opaque_object as _opaque
 
 from ..core.results import SelectorError, UnknownClassError
+from ..engine.mutations import declared_writes
 from ..engine.op_definitions import declared_types, kernel_annotations
 from ..engine import torch_api
 
@@ -141,8 +142,8 @@ class CustomOpInfo:
         """The names of the arguments the op writes, as its schema's alias annotations say (``Tensor(a!) out``:
         ``alias_info.is_write``; ``torch/csrc/jit/frontend/function_schema_parser.cpp``). An out-variant op returns
         ``()`` and gives its result only through these."""
-        return tuple(a.name for a in self.schema.arguments
-                     if a.alias_info is not None and a.alias_info.is_write)
+        writes = declared_writes(self.schema)
+        return tuple(a.name for a in self.schema.arguments if a.name in writes)
 
 
 @dataclasses.dataclass(frozen=True)

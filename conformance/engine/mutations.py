@@ -11,13 +11,15 @@ the call by shape, dtype and value (NaN equal to NaN: ``torch.testing.assert_clo
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
 
-__all__ = ["declared_writes", "Snapshot"]
+from .reproducers import judging_lines
+
+__all__ = ["declared_writes", "Snapshot", "reproducer_lines"]
 
 
 def declared_writes(schema: torch.FunctionSchema) -> frozenset[str]:
@@ -35,6 +37,18 @@ def _same(before: torch.Tensor, after: torch.Tensor) -> bool:
     except Exception:  # noqa: BLE001 - a tensor that cannot be compared by value (sparse, meta): shape and dtype said
         return True
     return True
+
+
+def reproducer_lines(call: str, names: Sequence[str]) -> list[str]:
+    """The lines of a reproducer script that show what :class:`Snapshot` found, once the script has bound ``args``
+    (a list of the call's positional values, ``names`` their schema names): copy the tensors, run ``call`` (source
+    over ``args``), name the arguments it changed, and give the script's verdict
+    (:func:`~conformance.engine.reproducers.judging_lines`)."""
+    return ["before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]", call,
+            f"names = {list(names)!r}",
+            "changed = [n for n, a, b in zip(names, args, before) if isinstance(a, torch.Tensor) "
+            "and not torch.equal(a, b)]", "print('arguments changed by the call:', changed)",
+            *judging_lines("changed")]
 
 
 class Snapshot:

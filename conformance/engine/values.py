@@ -32,6 +32,7 @@ __all__ = [
     "ArgumentSet",
     "tensor_code",
     "evaluate",
+    "positional_names",
     "draws_randomly",
     "VALUE_SEED",
 ]
@@ -240,6 +241,14 @@ class ArgumentSet:
     @property
     def extra(self) -> tuple[tuple[str, Any], ...]:
         return tuple(itertools.chain.from_iterable(v.extra for v in (*self.args, *(v for _, v in self.kwargs))))
+
+
+def positional_names(schema: torch.FunctionSchema, skip: int, args: ArgumentSet) -> list[str]:
+    """The schema names of ``args``' positional values, in order, the argument at position ``skip`` (where the
+    caller puts the object) left out."""
+    given = {k for k, _ in args.kwargs}
+    return [a.name for i, a in enumerate(schema.arguments)
+            if i != skip and not a.kwarg_only and a.name not in given][:len(args.args)]
 
 
 def argument_sets(

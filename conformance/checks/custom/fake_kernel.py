@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from ...custom.context import positional_argument_names, show
-from ...engine.mutations import Snapshot, declared_writes
+from ...engine.mutations import Snapshot, reproducer_lines
 from ...core.evidence import record
 from ...core.results import Failure, NotApplicable
 from ...engine.reproducers import judging_lines
@@ -139,8 +139,7 @@ def fake_kernel(ctx: CustomClassContext, op: CustomOpInfo) -> list[Failure]:
     for recipe in _objects(ctx):  # at least one object: the op, not the constructor, rejects what follows
         for args in args_sets:
             pos, kw = args.make()
-            before = Snapshot([*zip(positional_argument_names(op, args), pos), *kw.items()],
-                              skip=declared_writes(op.schema))
+            before = Snapshot([*zip(positional_argument_names(op, args), pos), *kw.items()], skip=op.written)
             pos.insert(op.positions[0], recipe.build())
             try:
                 with ctx.calling(lambda: f"{op.qualname} in eager with {recipe.code}"):
@@ -183,12 +182,7 @@ def _undeclared(ctx, op, args, recipe, call, written: list[str], before: Snapsho
         details=tuple(f"{n}: {show(before.values(n)[0])} before the call, {show(before.values(n)[1])} after"
                       for n in written),
         repro=ctx.repro([f"obj = {recipe.code}", f"args = [{', '.join(shown)}]",
-                         "before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]",
-                         f"torch.ops.{ns}.{name}(*args{kws})",
-                         f"names = {labels!r}",
-                         "changed = [n for n, a, b in zip(names, args, before) if isinstance(a, torch.Tensor) "
-                         "and not torch.equal(a, b)]", "print('arguments changed by the call:', changed)",
-                         *judging_lines("changed")]),
+                         *reproducer_lines(f"torch.ops.{ns}.{name}(*args{kws})", labels)]),
         rule="fake_kernel.undeclared-mutation")
 
 

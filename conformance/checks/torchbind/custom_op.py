@@ -24,8 +24,8 @@ op that returns nothing, none of whose objects' states could be compared, skips:
 
 from __future__ import annotations
 
-from ...engine.mutations import Snapshot, declared_writes
-from ...engine.reproducers import judging_lines
+from ...engine.mutations import Snapshot, declared_writes, reproducer_lines
+from ...engine.values import positional_names
 from ...torchbind.calls import Callee
 from ...engine.compare import Tally, describe, flattened_pairs, kept_differences, side_text
 from ...torchbind.context import UNREADABLE
@@ -102,14 +102,10 @@ def _undeclared_write(ctx, op: OpInfo) -> Failure | None:
             written = before.changed()
             if written:
                 shown = ", ".join(repr(n) for n in written)
-                body = [f"obj = make_obj()", f"args = [{', '.join(v.code for v in call.args.args)}]",
+                body = ["obj = make_obj()", f"args = [{', '.join(v.code for v in call.args.args)}]",
                         f"kwargs = {{{', '.join(f'{k!r}: {v.code}' for k, v in call.args.kwargs)}}}",
-                        "before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]",
-                        call.spread_source("obj"),
-                        "changed = [i for i, (a, b) in enumerate(zip(args, before)) if isinstance(a, torch.Tensor) "
-                        "and not torch.equal(a, b)]",
-                        "print('positional arguments (the object left out) changed by the call:', changed)",
-                        *judging_lines("[str(i) for i in changed]")]
+                        *reproducer_lines(call.spread_source("obj"),
+                                          positional_names(op.schema, callee.position, call.args))]
                 return Failure(
                     f"{op.qualname} changes its argument {shown} in place, but its schema does not declare it "
                     f"written ({op.schema}): torch.compile and export take the argument as unchanged, so a compiled "
