@@ -240,12 +240,15 @@ class Scenario:
             return True
         if not states:
             return False
-        ref = self.reference
-        if self.placement == "input" or self.swap:  # run 1's object is new: its state before is its example's
-            before = state_key(read_state(self.second.build(), self.first.tracer))
-        else:  # the same object again: its state before run 1 is the one run 0 left
-            before = state_key(ref.states[0])
-        return before != state_key(ref.states[1])
+        return self._run1_state_before != state_key(self.reference.states[1])
+
+    @functools.cached_property
+    def _run1_state_before(self) -> Any:
+        """The state key of run 1's object before run 1: its example's for a new object (an input, a swapped
+        attribute), else the one run 0 left on the same object."""
+        if self.placement == "input" or self.swap:
+            return state_key(read_state(self.second.build(), self.first.tracer))
+        return state_key(self.reference.states[0])
 
     @property
     def output_changes(self) -> bool:
