@@ -32,6 +32,7 @@ from ..core.results import Note, NotApplicable
 from ..core.settings import Settings
 from ..engine.render import render
 from ..engine.search import Found, hypothesis_settings
+from ..engine.mutations import RETURNED, observed, observed_source, written_key
 from ..engine.values import ArgumentSet, UnsupportedType, Value, evaluate, positional_names
 
 __all__ = ["Recipe", "CustomClassContext", "state_of", "same_value", "show", "observed_outputs", "observed_source",
@@ -380,45 +381,16 @@ class CustomClassContext:
         return "\n".join(head + body) + "\n"
 
 
-#: The key of an op's own result among the outputs of an op that writes arguments (:func:`observed_outputs`).
-RETURNED = "returned"
-
-
-def written_key(name: str) -> str:
-    """The key of the written argument ``name`` among an op's observed outputs: ``"out (written)"``."""
-    return f"{name} (written)"
-
-
-def observed_source(call: str, written: list[tuple[str, str]]) -> str:
-    """The source of what :func:`observed_outputs` gives for ``call`` (the op's call, or a name holding its
-    result): ``call`` itself, or with ``written`` (``(argument name, source holding it after the call)``) the dict
-    ``{'returned': <call>, 'out (written)': <source>, ...}``, its values evaluated in order, after the call."""
-    if not written:
-        return call
-    return "{" + ", ".join([f"{RETURNED!r}: {call}", *(f"{written_key(n)!r}: {v}" for n, v in written)]) + "}"
-
-
 def positional_argument_names(op: CustomOpInfo, args: ArgumentSet) -> list[str]:
     """The schema names of ``args``' positional values, in order (the object's position left out)."""
     return positional_names(op.schema, op.positions[0], args)
 
 
 def observed_outputs(op: CustomOpInfo, result: Any, pos: list[Any], kw: dict[str, Any]) -> Any:
-    """What one call of ``op`` gave: its ``result`` as it is, or, for an op whose schema says it writes arguments
-    (:attr:`~conformance.custom.discovery.CustomOpInfo.written`: an out-variant op returning ``()``), ``{"returned":
-    result, "out (written)": <the argument after the call>, ...}``, so that every comparison of two calls
-    compares what they wrote. ``pos`` holds the object at its position, as the op was called."""
-    if not op.written:
-        return result
-    bound, i = {}, 0
-    for a in op.schema.arguments:
-        if a.name in kw:
-            bound[a.name] = kw[a.name]
-        elif not a.kwarg_only:
-            if i < len(pos):
-                bound[a.name] = pos[i]
-            i += 1
-    return {RETURNED: result, **{written_key(n): bound[n] for n in op.written if n in bound}}
+    """What one call of ``op`` gave (:func:`conformance.engine.mutations.observed`: its result, and for an
+    out-variant op each argument it writes after the call). ``pos`` holds the object at its position, as the op
+    was called."""
+    return observed(op.schema, result, pos, kw)
 
 
 def _positional_names(init: Callable) -> list[str]:

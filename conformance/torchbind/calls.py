@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from .discovery import OpInfo
+from ..engine.mutations import declared_writes, observed, observed_source, written_key
 from ..engine.values import ArgumentSet
 from ..engine import torch_api
 
@@ -233,13 +234,36 @@ class Callee:
     def invoke(self, obj: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         """Call it on ``obj`` (a ``ScriptObject``, a ``FakeScriptObject`` or a fake class instance; a sequence
         of them, one per object, for a callee of several objects) with the other arguments ``args`` / ``kwargs``
-        (the objects excluded). Raises whatever the call raises."""
+        (the objects excluded). Returns what the call returns, or for an op whose schema declares arguments
+        written (an out-variant op) its result beside each written argument after the call
+        (:func:`conformance.engine.mutations.observed`). Raises whatever the call raises."""
         if self.operator:
             return OPERATORS[self.name][1](obj, *args, *kwargs.values())
         if self.op is None:
             return getattr(obj, self.name)(*args, **kwargs)
         full, named = self.arrange(self._objects(obj), args, kwargs)
-        return self.op.resolve()(*full, **named)
+        return observed(self.op.schema, self.op.resolve()(*full, **named), full, named)
+
+    def written_sources(self, given: int, keywords: Sequence[str] = (), args: str = "args", kwargs: str = "kwargs",
+                        sources: Sequence[str] | None = None, keyword_sources: dict[str, str] | None = None
+                        ) -> list[tuple[str, str]]:
+        """``(argument name, source)`` of each argument the op's schema declares written (``Tensor(a!) out``),
+        in schema order, for a call given ``given`` positional values, in the variable ``args``, and the keyword
+        values named ``keywords``, in the dict ``kwargs`` (or, with ``sources`` / ``keyword_sources``, whose
+        values are those expressions): ``[("out", "args[1]")]``. Empty for a method and for an op that writes
+        nothing."""
+        if self.op is None or self.operator or not declared_writes(self.op.schema):
+            return []
+        full, named = self.arrange([None] * self.objects, [_Arg(i) for i in range(given)], {k: k for k in keywords})
+        bound = observed(self.op.schema, None, full, named)
+        out = []
+        for a in self.op.schema.arguments:
+            value = bound.get(written_key(a.name))
+            if isinstance(value, _Arg):
+                out.append((a.name, sources[value.index] if sources is not None else f"{args}[{value.index}]"))
+            elif isinstance(value, str):
+                out.append((a.name, keyword_sources[value] if keyword_sources is not None else f"{kwargs}[{value!r}]"))
+        return out
 
     def source(self, obj: str | Sequence[str], args: Sequence[str], kwargs: Sequence[tuple[str, str]] = ()) -> str:
         """The call as Python source, with ``obj`` the object's expression (one per object for a callee of
@@ -336,6 +360,14 @@ class Call:
     def spread_source(self, obj: str | Sequence[str], args: str = "args", kwargs: str = "kwargs") -> str:
         """:meth:`Callee.spread_source` for these arguments."""
         return self.callee.spread_source(obj, args, kwargs, given=len(self.args.args))
+
+    def observed_source(self, result: str, args: str = "args", kwargs: str = "kwargs") -> str:
+        """Source of what :meth:`invoke` gives, once ``result`` (a name) holds what the call returned and the
+        variables ``args`` / ``kwargs`` hold its arguments: ``result`` itself, or for an op that writes
+        arguments ``{'returned': result, 'out (written)': args[1]}``
+        (:func:`conformance.engine.mutations.observed_source`)."""
+        written = self.callee.written_sources(len(self.args.args), [k for k, _ in self.args.kwargs], args, kwargs)
+        return observed_source(result, written)
 
     def _default_names(self) -> str | tuple[str, ...]:
         names = self.callee.object_names()

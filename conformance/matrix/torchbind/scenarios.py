@@ -135,6 +135,13 @@ class Scenario:
                 lines.append(f"        r{i} = {target}")
                 results.append(f"r{i}")
                 labels.append(f"r{i} = {target}")
+            # An out-variant op gives its result through the inputs it writes (Tensor(a!) out): the program
+            # returns each of them, so every backend is held to what eager wrote.
+            for name, source in call.call.callee.written_sources(len(pos), [k for k, _ in kws], sources=pos,
+                                                                 keyword_sources=dict(kws)):
+                if source in names and source not in results:
+                    results.append(source)
+                    labels.append(f"{source} after {target} (the argument {name!r} the op writes)")
         if not results:
             # Every call returns None: return a constant so each backend's program has an output (torch.export
             # save/load rejects a program without outputs, a limit unrelated to TorchBind).
