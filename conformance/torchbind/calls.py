@@ -81,12 +81,14 @@ class Callee:
     the dunder method ``name`` through its Python operator or builtin (:data:`OPERATORS`), e.g. ``len(obj)``
     for ``__len__``. ``layout`` (ops only): for each of the op's class-typed arguments (``op.class_args``), the
     index of the caller's object that goes there, e.g. ``(0, 1)`` (two distinct objects) or ``(0, 0)`` (one
-    object twice); empty: the caller's one object at the first of them, the others from the argument source."""
+    object twice); empty: the caller's one object at the class-typed argument ``op.class_args[at]`` (the first,
+    by default), the others from the argument source."""
 
     name: str
     op: OpInfo | None = None
     operator: bool = False
     layout: tuple[int, ...] = ()
+    at: int = 0
 
     @classmethod
     def method(cls, name: str) -> Callee:
@@ -100,10 +102,15 @@ class Callee:
         return cls(name, operator=True)
 
     @classmethod
-    def of_op(cls, op: OpInfo, layout: Sequence[int] = ()) -> Callee:
-        """The op with the caller's object at its first class-typed argument, or with ``layout`` (see the class
-        docstring). Raises ``ValueError`` for a layout that does not name one object index per class-typed
-        argument, numbered from 0 in order of first use."""
+    def of_op(cls, op: OpInfo, layout: Sequence[int] = (), at: int = 0) -> Callee:
+        """The op with the caller's object at its class-typed argument ``op.class_args[at]`` (the first by
+        default), or with ``layout`` (see the class docstring). Raises ``ValueError`` for a layout that does not
+        name one object index per class-typed argument, numbered from 0 in order of first use, or an ``at``
+        that is not the index of one of them."""
+        if not 0 <= at < max(len(op.class_args), 1):
+            raise ValueError(f"at={at} for {op.qualname}: it has {len(op.class_args)} class-typed arguments")
+        if at:
+            return cls(op.qualname, op, at=at)
         layout = tuple(layout)
         if layout:
             first_use = list(dict.fromkeys(layout))
@@ -137,7 +144,7 @@ class Callee:
         if self.op is None:
             return ((0, 0),)
         if not self.layout:
-            return ((self.op.class_args[0], 0),)
+            return ((self.op.class_args[self.at], 0),)
         return tuple(zip(self.op.class_args, self.layout))
 
     @property

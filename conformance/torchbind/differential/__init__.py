@@ -11,7 +11,8 @@ example object and whose rules are the class's methods, written as a drawn list 
   tracing); from then on the real ``ScriptObject`` and the ``FakeScriptObject`` evolve side by side, each by its
   own methods (the fake's run under the mode, the ``call_torchbind`` path);
 * the rules are the class's methods that the fake class defines and the custom ops that take the class and can
-  run on a fakified object, with arguments drawn from strategies derived from the schema types
+  run on a fakified object (an op once per class-typed argument, the tracked object there, the others drawn), with
+  arguments drawn from strategies derived from the schema types
   (:func:`value_strategy`), or from the user's overrides (:func:`conformance.strategy`), both from the class's
   argument source (:mod:`conformance.engine.arguments`);
 * every step runs on the C++ object first: a step C++ rejects (raises) is not applied to the fake and is not a

@@ -127,7 +127,8 @@ class Run:
 
     def summary(self) -> str:
         """One line: what was driven and how much."""
-        rules = ", ".join(r.label if r.op is None else r.name for r in self.plan.rules)
+        rules = ", ".join(r.label if r.op is None else r.name if not r.callee.at
+                          else f"{r.name} (the object as {r.callee.argument_names(0)[0][0]})" for r in self.plan.rules)
         obs = ", ".join(f"{o}()" for o in self.plan.observers) or "none"
         steps = "; ".join(f"{m}() {why}" for m, why in self.plan.not_observers.items())
         if steps:

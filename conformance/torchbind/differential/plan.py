@@ -237,10 +237,13 @@ def plan_for(ctx: ClassContext) -> Plan:
             notes.append(f"{op.qualname}: not driven, the op has no Python fake "
                          f"(see {info.test_name}::custom_op[{op.short_name}])")
             continue
-        callee = Callee.of_op(op)
-        driven = _driven_args(ctx, op.qualname, op.schema, callee.position, notes)
-        if driven is not None:
-            ops.append((callee, driven))
+        # The tracked object at every class-typed argument in turn (dst, then src of a merge_into(dst, src)),
+        # the others from the argument source: what the op does to each of its objects is observed.
+        for at in range(max(len(op.class_args), 1)):
+            callee = Callee.of_op(op, at=at)
+            driven = _driven_args(ctx, op.qualname, op.schema, callee.position, notes if at == 0 else [])
+            if driven is not None:
+                ops.append((callee, driven))
     candidates = [m for m, _c, _d in methods if _callable_without_args(info.methods[m])]
     reaching = [c for m, c, _d in methods if m not in candidates] + [c for c, _d in ops]
     proof = prove(ctx, candidates, reaching, examples, declared)

@@ -342,3 +342,26 @@ def test_an_ops_argument_position_counts_only_arguments_that_are_not_objects(mul
     [outcome] = [run_target(u, engine) for u in plan(GUARD, engine, only={"custom_op"})
                  if u.target_name == "enter_compute_stream"]
     assert outcome.status == "passed", outcome.render()
+
+
+def test_the_differential_drives_the_op_with_the_tracked_object_at_every_class_typed_argument(multi):
+    """The differential's tracked object goes to ``caller_guard`` too, so the fake that forgets to clear it fails
+    there, on the states the sequences reach (not only the examples), naming the op; before, the tracked object
+    went to ``primary`` only and a drawn guard took ``caller_guard``, whose state nothing read afterwards."""
+    ctx = engine_of().context(GUARD)
+    [op] = [o for o in ctx.info.ops if o.short_name == "enter_compute_stream"]
+    assert Callee.of_op(op, at=1).placed == ((1, 0),) and Callee.of_op(op, at=1).position == 1
+    with pytest.raises(ValueError, match="at=2 for samples_multi::enter_compute_stream"):
+        Callee.of_op(op, at=2)
+    engine = engine_of()
+    [unit] = plan(GUARD, engine, only={"differential"})
+    assert run_target(unit, engine).status == "passed"  # the correct fakes
+    with multi.BROKEN["enter_forgets_caller_guard"].installed():
+        engine = engine_of()
+        [unit] = plan(GUARD, engine, only={"differential"})
+        outcome = run_target(unit, engine)
+    assert outcome.status == "failed", outcome.render()
+    [failure] = outcome.failures
+    assert failure.target == "enter_compute_stream", failure.render(GUARD, outcome.target)
+    assert "torch.ops.samples_multi.enter_compute_stream.default(" in failure.call
+    assert ", obj, " in failure.call  # the tracked object as caller_guard, the op's second argument
