@@ -16,7 +16,9 @@ Check names: ``fake_class``, ``coverage``, ``extra_methods``, ``signature``,
 
 The ``differential`` entries are sequence-dependent: every single call from
 an example state agrees with C++ (so every other check passes), and the
-defect only shows after two or more calls on the same object.
+defect only shows after two or more calls on the same object; or, for
+``counter_increment_one_node``, only on an argument past the small ones the
+other checks draw (-2..8).
 """
 
 import atexit
@@ -309,6 +311,13 @@ def _queue_renamed_raw(self) -> list[torch.Tensor]:
 def _queue_renamed_for_each_add_(self, inc: torch.Tensor) -> None:
     for t in self._items:
         t.add_(inc)
+
+
+# -- differential, values past the small ones: right for every argument the fixed draws give (-2..8) --
+def _counter_increment_one_node(self, step: int) -> int:
+    # A formula from a one-node setup: a step past one node's 8 ranks counts as 8.
+    self.count = self.count + min(step, 8)
+    return self.count
 
 
 # -- differential (each defect needs two or more calls on the same object) --
@@ -609,6 +618,15 @@ BROKEN_FAKES: tuple[BrokenFake, ...] = (
         rule="fake pop() on a queue emptied by pops returns the last popped tensor (so does top()), C++ returns"
         " init_tensor_ (right on a queue created empty)",
         fake_class=_variant(FakeTensorQueue, "FakeTensorQueuePopEmptyLast", pop=_queue_pop_empty_last),
+    ),
+    BrokenFake(
+        name="counter_increment_one_node",
+        qualname="samples::Counter",
+        check="differential",
+        method="increment",
+        rule="fake increment() counts a step past 8 (one node's ranks) as 8: every call with the small arguments"
+        " the other checks draw agrees; the differential's wider int draws (up to 1024) show it",
+        fake_class=_variant(FakeCounter, "FakeCounterIncrementOneNode", increment=_counter_increment_one_node),
     ),
 )
 

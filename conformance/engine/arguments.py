@@ -223,10 +223,11 @@ class ArgumentSource:
         return Excluded(f"{key} is excluded by conformance.strategy({self.qualname!r}, {key!r}) returning None: "
                         "nothing calls it")
 
-    def strategy(self, key: str, schema: torch.FunctionSchema, skip: int, obj: Any = None
+    def strategy(self, key: str, schema: torch.FunctionSchema, skip: int, obj: Any = None, wide: bool = False
                  ) -> SearchStrategy | None:
         """The :class:`ArgumentSet` strategy for ``key``'s ``schema`` (``skip``: the position of the object, 0
-        for a method's ``self``), honouring overrides; ``obj`` is handed to factories that take the object.
+        for a method's ``self``), honouring overrides; ``obj`` is handed to factories that take the object;
+        ``wide``: ints from the search's wider range too (:func:`conformance.engine.type_strategies.value_strategy`).
         ``None`` when the adopter excluded it. Raises :class:`~conformance.engine.values.UnsupportedType` for an
         argument type without a generator, ``ValueError`` for an override naming an argument the schema lacks."""
         overrides = self.overrides
@@ -257,7 +258,7 @@ class ArgumentSource:
                         "None; exclude a whole method with arg=None")
                 parts.append(custom.map(_as_value))
             else:
-                parts.append(value_strategy(a.type, self.resolver))
+                parts.append(value_strategy(a.type, self.resolver, wide))
             names.append((a.name, a.kwarg_only))
 
         return _argument_sets(parts, names)

@@ -44,20 +44,29 @@ def _join(template: str, parts) -> Value:
     return Value(template.format(", ".join(p.code for p in parts)), extra)
 
 
-def value_strategy(jit_type: torch_api.JitType, resolver=None) -> SearchStrategy[Value]:
+#: The widest integer the search draws (``wide`` strategies): past one node's 8 ranks and any small count, to
+#: multi-node world sizes and block counts (1024 ranks), yet small enough that a size drawn from it allocates at most
+#: a few MiB (a 1024 x 1024 float32 tensor is 4 MiB).
+INT_BOUND = 1024
+
+
+def value_strategy(jit_type: torch_api.JitType, resolver=None, wide: bool = False) -> SearchStrategy[Value]:
     """A hypothesis strategy of :class:`Value` (Python source) for a TorchScript type from a schema.
 
     ``jit_type`` is a ``torch._C.Type`` (``schema.arguments[i].type``): Tensor (:func:`tensor_strategy`), int
-    (-2..8), float (finite, -4..4), bool, str (short, including ``''``), lists (0–3 elements), Optional (``None``
+    (-2..8; with ``wide``, also -:data:`INT_BOUND`..:data:`INT_BOUND`, the small range first, so hypothesis
+    shrinks towards it: what the differential search draws, where the fixed argument sets stay small), float (finite, -4..4), bool, str (short, including ``''``), lists (0–3 elements), Optional (``None``
     or a value), tuples, dicts, a TorchBind class (the values ``resolver(qualified_name)`` gives, as in
     :func:`conformance.engine.values.candidates`), and the enum-like scalar types ``candidates`` knows (ScalarType,
     Device, ...). Raises :class:`conformance.engine.values.UnsupportedType` for anything else.
     """
-    return walk(jit_type, _Strategies(resolver))
+    return walk(jit_type, _Strategies(resolver, wide))
 
 
-def _int_values() -> SearchStrategy[Value]:
-    return st.integers(-2, 8).map(lambda i: Value(repr(i)))
+def _int_values(wide: bool = False) -> SearchStrategy[Value]:
+    small = st.integers(-2, 8)
+    ints = st.one_of(small, st.integers(-INT_BOUND, INT_BOUND)) if wide else small
+    return ints.map(lambda i: Value(repr(i)))
 
 
 def _float_values() -> SearchStrategy[Value]:
@@ -76,8 +85,9 @@ class _Strategies(TypeHandler[SearchStrategy[Value]]):
     """:func:`value_strategy` through :func:`conformance.engine.jit_types.walk`; what it does not model is sampled from
     :func:`conformance.engine.values.candidates`."""
 
-    def __init__(self, resolver):
+    def __init__(self, resolver, wide: bool = False):
         self.resolver = resolver
+        self.wide = wide
 
     def on_tensor(self, typ):
         return tensor_strategy()
@@ -103,7 +113,7 @@ class _Strategies(TypeHandler[SearchStrategy[Value]]):
                               tuple(e for k, v in kvs for e in (*k.extra, *v.extra))))
 
     def on_int(self, typ):
-        return _int_values()
+        return _int_values(self.wide)
 
     def on_float(self, typ):
         return _float_values()
@@ -117,7 +127,7 @@ class _Strategies(TypeHandler[SearchStrategy[Value]]):
     def other(self, typ):
         text = str(typ)  # other kinds spelled like a scalar (SymIntType prints as ``int``)
         if text in ("int", "SymInt"):
-            return _int_values()
+            return _int_values(self.wide)
         if text == "float":
             return _float_values()
         if text == "bool":

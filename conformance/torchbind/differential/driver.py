@@ -21,6 +21,7 @@ if sys.version_info < (3, 11):  # pragma: no cover - the builtin is 3.11+; hypot
 from hypothesis.reporting import with_reporter
 from hypothesis.strategies import SearchStrategy
 
+from ...engine.type_strategies import INT_BOUND
 from ..context import ClassContext, quiet_torch_logs
 from ...engine.search import CI_PROFILE, DEFAULT_EXAMPLES, DEV_PROFILE, STEP_COUNT, Found, hypothesis_settings
 from ...engine.values import ArgumentSet
@@ -137,7 +138,7 @@ class Run:
                 f"compared, {self.rejected} rejected by C++ and not applied to the fake) in "
                 f"{self.seconds:.1f} s (max_examples={self.settings.max_examples}, "
                 f"up to stateful_step_count={self.settings.stateful_step_count} calls each); rules: {rules}; "
-                f"observers: {obs}")
+                f"observers: {obs}; int arguments without a strategy drawn from -2..8 and -{INT_BOUND}..{INT_BOUND}")
 
 
 def run_differential(ctx: ClassContext, *, examples: int | None = None, seed: int | None = None,

@@ -112,9 +112,9 @@ def _driven_args(ctx: ClassContext, key: str, schema: torch.FunctionSchema, posi
         notes.append(f"{key}: not driven, excluded by conformance.strategy")
         return None
     if source.depends_on_object(key):
-        return None, lambda obj: source.strategy(key, schema, position, obj)
+        return None, lambda obj: source.strategy(key, schema, position, obj, wide=True)
     try:
-        args = source.strategy(key, schema, position)
+        args = source.strategy(key, schema, position, wide=True)  # ints past small values (INT_BOUND)
     except UnsupportedType as exc:
         notes.append(f"{key}: not driven, {exc} (register a strategy with conformance.strategy)")
         return None

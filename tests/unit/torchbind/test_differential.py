@@ -151,6 +151,47 @@ def test_the_check_reports_the_method_the_sequence_and_the_reproducer(samples, l
     assert "| observe(1, ['total', 'tags', 'stats'], state_changed=True)" in text
 
 
+# ----- values past the small ones -------------------------------------------------------------------------
+
+
+def test_a_fake_wrong_only_past_small_values_passes_single_calls_and_fails_the_differential(samples):
+    """A formula copied from a one-node setup (a step past 8 counted as 8): the fixed argument sets of the
+    single-call checks stay in -2..8 and agree; the differential draws ints up to INT_BOUND and names the method.
+    Plain torch: a compiled program reads the fake's result for a step of 16 and burns it in."""
+    from conformance.engine.type_strategies import INT_BOUND
+
+    bug = _bug("counter_increment_one_node")
+    with bug.installed():
+        torch._dynamo.reset()
+        try:
+            program = torch.compile(lambda c, x: x + c.increment(16), backend="eager", fullgraph=True)
+            assert program(torch.classes.samples.Counter(2), torch.zeros(1)).tolist() == [10.0]  # the fake's 2 + 8
+        finally:
+            torch._dynamo.reset()
+        assert torch.classes.samples.Counter(2).increment(16) == 18  # eager
+        outcomes = run_class(bug.qualname, only={"agreement", "custom_op", "differential"},
+                             engine=Engine(Settings(examples=DEFAULT_EXAMPLES)))
+    by_check = {(o.check, o.target): o for o in outcomes}
+    assert by_check[("agreement", "increment")].status == "passed"  # its fixed draws are small
+    differential = by_check[("differential", None)]
+    assert differential.status == "failed", differential.render()
+    [failure] = differential.failures
+    assert failure.target == "increment" and failure.rule in _DRIFT_RULES, failure.rule
+    step = int(failure.call.split("obj.increment(", 1)[1].split(")", 1)[0])
+    assert 8 < step <= INT_BOUND  # shrunk to a value past the small range, not below it
+    assert f"int arguments without a strategy drawn from -2..8 and -{INT_BOUND}..{INT_BOUND}" in \
+        _passing_summary(samples)
+
+
+_DRIFT_RULES = ("differential.call-differs", "differential.observer-drifts", "differential.state-drifts")
+
+
+def _passing_summary(samples) -> str:
+    run = engine.run_differential(context_for("samples::Counter"), settings=CI, examples=20)
+    assert run.drift is None
+    return run.summary()
+
+
 # ----- correct fakes --------------------------------------------------------------------------------------
 
 
