@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .aoti_evidence import fake_kernel_got_none, registered_fake_got_none
+from .dynamic_evidence import automatic_dynamic_confirmed
 from .autograd_evidence import autograd_falls_through, method_autograd_not_implemented
 from ..engine import torch_api
 
@@ -284,9 +285,10 @@ LIMITATIONS: tuple[Limitation, ...] = (
         key="burned-in-constants",
         backends=frozenset({"export", "export_strict", "export_saveload", "aoti"}),
         returns=_NON_TENSOR,
-        # The evidence: run 1's output equals eager's on an object in the traced state (matrix.torchbind.explain).
-        difference=r"^run 1 output\S* \(.*\): eager .*: it stayed at the traced object's value",
-        observed="run 1 (an object in another state) returned the traced object's value",
+        # The evidence: run 1's output (or a further object's, matrix.torchbind.sweep) equals eager's on an object
+        # in the traced state (matrix.torchbind.explain).
+        difference=r"^(run 1 output\S* \(.*\)|the example object .*): .*eager .*: it stayed at the traced object's value",
+        observed="an object in another state returned the traced object's value",
         # AOTInductor's runtime checks the burned-in int against what the method returns now (a C++ error).
         raises=("RuntimeError",),
         sites=_AOTI_RUNNER,
@@ -296,6 +298,24 @@ LIMITATIONS: tuple[Limitation, ...] = (
         source="PT2 custom-class notes, 'Constant burning-in graph': methods that return non-tensors 'will be "
                "treated as constants and burned in the graph (consistent with how export deals with constant "
                "inputs)'",
+    ),
+    Limitation(
+        key="automatic-dynamic-stale-result",
+        backends=frozenset({"eager", "aot_eager", "inductor", "autocast"}),
+        returns=_NON_TENSOR,
+        # The evidence: on a third object (the sweep), the program gave what eager gave on run 0's or run 1's
+        # object, though the objects' flattened states all differ (conformance.matrix.torchbind.sweep).
+        difference=r"^the example object .*: it stayed at (an earlier object's result|the traced object's value)",
+        observed="on a further object, the program returned an earlier object's result",
+        confirm=automatic_dynamic_confirmed,
+        reason="after recompiling for a second object, torch.compile marks the object's flattened ints dynamic "
+               "(automatic dynamic shapes: the guard keeps their type only) but a method's non-tensor result "
+               "computed from them stays the value traced for that second object, so every later object gets it; "
+               "torch._dynamo.config.automatic_dynamic_shapes = False (or a guard the class can keep static) "
+               "avoids it",
+        source="torch/_dynamo/guards.py: the second frame of a program over a TorchBind object guards "
+               "__obj_flatten__()[i][1] by TYPE_MATCH only (automatic_dynamic_shapes, torch/_dynamo/config.py); "
+               "observed on torch 2.13, 2.14.1 and 2.15.0 (tests/unit/matrix/test_matrix_sweep.py)",
     ),
     Limitation(
         key="non-tensor-op-result",

@@ -234,7 +234,7 @@ def test_a_report_directory_removed_mid_run_is_a_warning(pytester, samples, monk
         def pytest_collection_finish(session):
             shutil.rmtree("out")
     """)
-    result = run_inprocess(pytester, *COUNTER, "-k", "increment", "--torchbind-report=out/m.md",
+    result = run_inprocess(pytester, *COUNTER, "-k", "reset", "--torchbind-report=out/m.md",
                            "--torchbind-baseline=b.json", "--torchbind-accept")
     assert result.ret == pytest.ExitCode.OK  # a passing run still passes
     report = pytester.path / "out" / "m.md"
@@ -250,7 +250,7 @@ def test_a_report_directory_removed_mid_run_is_a_warning(pytester, samples, monk
 def test_step_summary_and_baseline_failures_are_warnings(pytester, samples, monkeypatch):
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path))  # a directory: cannot be appended to
     pytester.makepyfile(test_plain="def test_fails():\n    assert 1 == 2\n")
-    result = run_inprocess(pytester, *COUNTER, "-k", "increment or fails", "--torchbind-report=m.md",
+    result = run_inprocess(pytester, *COUNTER, "-k", "matrix and reset or fails", "--torchbind-report=m.md",
                            "--torchbind-baseline=gone/b.json", "--torchbind-accept")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([

@@ -61,8 +61,15 @@ def cell_repro(ctx, scn: Scenario | BackwardScenario, backend: Backend) -> str |
                  *(["            program.obj = obj"] if base.swap else []),
                  "        outputs.append(program(*args(obj, run)))",
                  "        states.append(obj.__obj_flatten__())",
+                 # the other example objects, each with run 1's inputs (conformance.matrix.torchbind.sweep)
+                 *([f"    for make in ({''.join(f'make_sweep{k}, ' for k in range(len(base.sweep)))}):",
+                    "        obj = make()",
+                    *(["        program.obj = obj"] if base.swap else []),
+                    "        outputs.append(program(*args(obj, 1)))",
+                    "        states.append(obj.__obj_flatten__())"] if base.sweep else []),
                  "    return outputs, states", "", "",
                  *judged_run(backend, dims, start,
                              ("held = getattr(program, 'obj', None)  # an attribute object the program keeps a copy "
                               "of (export)", "held if isinstance(held, torch.ScriptObject) else start"))]
-    return ctx.repro([("first", base.first), ("second", base.second)], body)
+    sweep = [] if backward else [(f"sweep{k}", e) for k, e in enumerate(base.sweep)]
+    return ctx.repro([("first", base.first), ("second", base.second), *sweep], body)

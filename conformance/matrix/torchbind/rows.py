@@ -35,6 +35,7 @@ from ...torchbind.examples import Example, read_state, state_key
 from ..gradients import backward_row, has_backward
 from .scenarios import NoEagerReference, ProgramCall, Scenario, tensor_values
 from .sizes import dynamic_inputs
+from .sweep import sweep_objects
 
 __all__ = ["row_names", "scenario", "method_backward_rows", "OP_PREFIX", "SEQUENCE", "SEQUENCE_ATTR", "TENSORS_ATTR",
            "DYNAMIC"]
@@ -203,8 +204,10 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
         for first in valid[:_FIRSTS]:
             for second, swap in _seconds(first, valid, placement):
                 for run0, run1, notes in inputs:
+                    # Every other example the row's calls run on, where each run can take a new object.
+                    sweep = sweep_objects((first, second), valid) if placement == "input" or swap else ()
                     scn = Scenario(qualname, row, placement, calls, first, second, (run0, run1),
-                                   dynamic=row == DYNAMIC, notes=notes, swap=swap)
+                                   dynamic=row == DYNAMIC, notes=notes, swap=swap, sweep=sweep)
                     try:
                         scn.reference  # noqa: B018 - eager must run the program itself (module-level code paths)
                     except Exception as exc:  # noqa: BLE001

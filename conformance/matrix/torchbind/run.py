@@ -26,6 +26,7 @@ from .explain import fake_cause, output_differences, state_differences
 from .repro import cell_repro
 from .rows import row_names, scenario
 from .scenarios import Scenario, argument_objects
+from .sweep import sweep_differences
 
 __all__ = ["TorchBindRows", "ROWS", "run_cell"]
 
@@ -143,7 +144,14 @@ class TorchBindRows(Rows):
             "(conformance.strategy)")]
 
     def notes(self, scn: Scenario) -> list[str]:
-        return list(scn.notes)
+        """How the scenario was chosen, and which objects it ran on beyond runs 0 and 1
+        (:mod:`~conformance.matrix.torchbind.sweep`)."""
+        notes = list(getattr(scn, "notes", ()))
+        sweep = scn.sweep if isinstance(scn, Scenario) else ()  # a backward row runs its two objects only
+        if sweep:
+            notes.append(f"also ran on {len(sweep)} further example object{'s' if len(sweep) > 1 else ''} with run 1's "
+                         f"inputs: {', '.join(e.label for e in sweep)}")
+        return notes
 
 
 def _run(scn: Scenario, backend: Backend) -> list[Difference]:
@@ -190,6 +198,15 @@ def _run(scn: Scenario, backend: Backend) -> list[Difference]:
                     expected, read_state(other, scn.first.tracer),
                     f"run {run} state of the argument object {k + 1} (not the row's own object)",
                     ("eager", backend.side)))
+    if scn.sweep:
+        def run_on(obj):
+            if scn.placement == "attr":
+                held = getattr(runner, "obj", None)
+                setattr(runner if isinstance(held, torch.ScriptObject) else module, "obj", obj)
+            return runner(*scn.args(obj, 1))
+
+        diffs += sweep_differences(scn, run_on, backend.side, states=backend.state_visible,
+                                   scalars_as_tensors=backend.scalars_as_tensors)
     return diffs
 
 

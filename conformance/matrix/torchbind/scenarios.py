@@ -22,6 +22,7 @@ from ...engine.compare import unstable_paths, value_differences
 from ...engine.values import ArgumentSet, Value
 from ...torchbind.calls import Call
 from ...torchbind.examples import Example, read_state, state_key
+from .sweep import SweepRun, eager_sweep
 
 __all__ = ["ProgramCall", "Scenario", "Reference", "NoEagerReference", "argument_objects", "tensor_values"]
 
@@ -107,6 +108,8 @@ class Scenario:
     notes: tuple[str, ...] = ()
     swap: bool = False
     kept: bool = False  # the row's scenario swaps, but this backend runs the same object again (unswapped)
+    #: The other example objects the program runs on after runs 0 and 1 (:mod:`conformance.matrix.torchbind.sweep`).
+    sweep: tuple[Example, ...] = ()
 
     # ----- the program --------------------------------------------------------------------------------------
     @functools.cached_property
@@ -291,7 +294,12 @@ class Scenario:
     def unswapped(self) -> Scenario:
         """This scenario with run 1 on the same object again (no :attr:`swap`): what a backend that runs its own
         copy of an attribute object (AOTInductor) runs."""
-        return dataclasses.replace(self, second=self.first, swap=False, kept=True) if self.swap else self
+        return dataclasses.replace(self, second=self.first, swap=False, kept=True, sweep=()) if self.swap else self
+
+    @functools.cached_property
+    def sweep_reference(self) -> list[SweepRun]:
+        """Plain eager on each of :attr:`sweep` (:func:`~conformance.matrix.torchbind.sweep.eager_sweep`)."""
+        return eager_sweep(self)
 
     def code(self) -> str:
         """A readable description: the program and the objects of both runs."""
@@ -301,7 +309,9 @@ class Scenario:
         return (f"{self.source}\n# run 0: object\n{first}\n# run 0 inputs: {inputs[0] or '(none)'}\n"
                 f"# run 1: {self.run1_object}\n"
                 + ("" if self.placement == "attr" and not self.swap else second + "\n")
-                + f"# run 1 inputs: {inputs[1] or '(none)'}\n")
+                + f"# run 1 inputs: {inputs[1] or '(none)'}\n"
+                + "".join(f"# then, with run 1's inputs, on the example object:\n" + "\n".join(e.code("obj")) + "\n"
+                          for e in self.sweep))
 
 
 @contextlib.contextmanager

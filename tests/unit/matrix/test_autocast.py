@@ -203,7 +203,7 @@ def test_the_reproducer_runs_both_sides_under_the_autocast(samples):
     root = str(Path(__file__).resolve().parents[3])
     engine = Engine(Settings(load_code=("import sys", f"sys.path.insert(0, {root!r})", "import sample_classes")))
     ctx = engine.context(COUNTER)
-    script = rows.repro(ctx, scenario(ctx, "sequence"), get_backend("autocast"))
+    script = rows.repro(ctx, scenario(ctx, "scale"), get_backend("autocast"))
     assert "with torch.autocast('cpu', dtype=torch.bfloat16):\n    expected = run_twice(module(first), first)" in script
     ran = run_fresh(script)
     assert ran.returncode == 0, ran

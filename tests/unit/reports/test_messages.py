@@ -124,6 +124,14 @@ obj = torch.classes.samples.TensorQueue(torch.arange(6, dtype=torch.float32).res
 obj.push(torch.arange(6, dtype=torch.float32).reshape(2, 3))
 obj.push(torch.tensor(2.5))
 # run 1 inputs: torch.arange(6, dtype=torch.float32).reshape(2, 3)
+# then, with run 1's inputs, on the example object:
+obj = torch.classes.samples.TensorQueue(torch.ones(3, dtype=torch.float64))
+# then, with run 1's inputs, on the example object:
+obj = torch.classes.samples.TensorQueue(torch.tensor(2.5))
+# then, with run 1's inputs, on the example object:
+obj = torch.classes.samples.TensorQueue(torch.arange(4, dtype=torch.int64))
+# then, with run 1's inputs, on the example object:
+obj = torch.classes.samples.TensorQueue(torch.zeros(0, 3))
 """)
 
     def test_calls_put_the_object_where_the_schema_does(self):
