@@ -54,6 +54,7 @@ import torch.utils._pytree as pytree
 from ..core.evidence import record
 from ..core.results import Failure, NotApplicable, Note, exception_line
 from ..custom.context import CustomClassContext, same_value, show, state_of
+from ..custom.state import snapshot
 from ..engine.arguments import draw_fixed
 from ..engine.compare import flat_state_differences
 from ..engine.dynamo_state import skip_reason
@@ -157,7 +158,10 @@ STRICT_EXPORT_REAL_OBJECT = (
 
 
 def _snapshot(state: Any) -> Any:
-    """A copy of ``state`` that later changes to the object cannot reach (tensors cloned)."""
+    """A copy of ``state`` that later changes to the object cannot reach (tensors cloned); a custom class's state
+    (a dict) keeps its fields held by identity as they are (:func:`conformance.custom.state.snapshot`)."""
+    if isinstance(state, dict):
+        return snapshot(state)
     try:
         return copy.deepcopy(state)
     except Exception:  # noqa: BLE001 - an uncopyable value: clone the tensors, keep the rest

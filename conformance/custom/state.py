@@ -27,7 +27,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["state_of", "same_value", "learn_memos", "changed_fields", "twin_differences", "fresh_copy"]
+__all__ = ["state_of", "same_value", "learn_memos", "changed_fields", "twin_differences", "fresh_copy",
+           "held_by_identity", "snapshot"]
 
 _BASE_MODULES = ("builtins", "pybind11_builtins")
 #: class -> the names of its memo fields (learned from a new object; see :func:`learn_memos`).
@@ -48,6 +49,34 @@ def same_value(a: Any, b: Any) -> bool:
         return type(a) is type(b) and bool(a == b)
     except Exception:  # noqa: BLE001 - incomparable values are not the same
         return False
+
+
+#: Values with equality of their own: compared by value (a copy of one is equal to it).
+_VALUE_TYPES = (torch.Tensor, str, bytes, int, float, complex, bool, type(None), tuple, list, dict, set, frozenset,
+                torch.dtype, torch.device, torch.Size)
+
+
+def held_by_identity(value: Any) -> bool:
+    """Whether a field's ``value`` has no value equality of its own: an instance of a class whose ``__eq__`` is
+    ``object.__eq__`` (a communicator, a stream, a process group held by a window), equal only to itself, so a
+    copy of it is never equal to it and the field is compared by identity."""
+    return not isinstance(value, _VALUE_TYPES) and type(value).__eq__ is object.__eq__
+
+
+def snapshot(state: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a state (:func:`state_of`) that later changes to the object cannot reach: each value deep-copied
+    (tensors cloned where a value cannot be copied), except one :func:`held_by_identity`, kept as it is, so that the
+    field still holding the same object compares the same (:func:`same_value`: ``==`` is identity for it)."""
+    out = {}
+    for key, value in state.items():
+        if held_by_identity(value):
+            out[key] = value
+            continue
+        try:
+            out[key] = copy.deepcopy(value)
+        except Exception:  # noqa: BLE001 - an uncopyable value: clone its tensors, keep the rest
+            out[key] = value.clone() if isinstance(value, torch.Tensor) else value
+    return out
 
 
 def state_of(obj: Any) -> dict[str, Any]:
@@ -182,17 +211,35 @@ def _assigned_in_dunders(cls: type) -> frozenset[str]:
     return frozenset(names)
 
 
-def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+def changed_fields(before: dict[str, Any], after: dict[str, Any], held_by_state: bool = False) -> list[str]:
     """The fields in which two states (:func:`state_of`) differ, sorted: those only one has, and those whose values
-    are not the same (:func:`same_value`)."""
+    are not the same (:func:`same_value`). A field :func:`held_by_identity` is the same when it holds the same
+    object, or, with ``held_by_state`` (two objects, not one object at two times), objects of one type in the same
+    state (:func:`_same_held`)."""
+    def same(a: Any, b: Any) -> bool:
+        return same_value(a, b) or (held_by_state and _same_held(a, b))
+
     return sorted((k for k in set(before) | set(after)
-                   if k not in before or k not in after or not same_value(before[k], after[k])), key=str)
+                   if k not in before or k not in after or not same(before[k], after[k])), key=str)
+
+
+def _same_held(a: Any, b: Any, depth: int = 3) -> bool:
+    """Whether two values held by identity (:func:`held_by_identity`) are objects of one type whose own states
+    (:func:`state_of`) are the same, fields held by identity compared so in turn (``depth`` levels at most): two
+    windows each holding a communicator of the same size and rank can stand for each other."""
+    if not (held_by_identity(a) and type(a) is type(b)) or depth <= 0:
+        return False
+    try:
+        sa, sb = state_of(a), state_of(b)
+    except Exception:  # noqa: BLE001 - a state that cannot be read: not the same
+        return False
+    return set(sa) == set(sb) and all(same_value(sa[k], sb[k]) or _same_held(sa[k], sb[k], depth - 1) for k in sa)
 
 
 def twin_differences(a: Any, b: Any) -> list[str]:
     """The fields in which two objects built the same way differ (``[]``: they are twins, and a call on one can
-    stand for the same call on the other)."""
-    return changed_fields(state_of(a), state_of(b))
+    stand for the same call on the other); a field held by identity compares the state of what it holds."""
+    return changed_fields(state_of(a), state_of(b), held_by_state=True)
 
 
 def fresh_copy(obj: Any) -> Any | None:

@@ -126,6 +126,27 @@ class Mesh(Base):
 
 register(Mesh, "symbolic", guard_fn=lambda m: [m.size])
 
+class Comm:
+    """A communicator: no value equality of its own (equal only to itself), as a process group or NCCL comm."""
+    def __init__(self, size: int):
+        self.size = size
+
+class Window(Base):
+    """A window over a communicator it holds by identity (a communications library's window and its comm)."""
+    def __init__(self, n: int):
+        self.n = n
+        self._comm = Comm(4)
+    def width(self) -> int:
+        return self.n * self._comm.size
+
+register(Window, "symbolic", guard_fn=lambda w: [w.n, w._comm.size], members={"width": oo.MemberType.USE_REAL})
+
+@torch.library.custom_op("{NS}::windowed", mutates_args=())
+def windowed(x: torch.Tensor, w: Window) -> torch.Tensor:
+    return x * w.width()
+
+windowed.register_fake(lambda x, w: torch.empty_like(x))
+
 @torch.library.custom_op("{NS}::per_rank", mutates_args=())
 def per_rank(x: torch.Tensor, m: Mesh) -> torch.Tensor:
     return x / m.size
@@ -256,3 +277,30 @@ def test_a_method_that_tears_down_the_world_is_never_called(pytester):
                for n in guards.notes), guards.render()
     assert guards.evidence.total, guards.render()  # grow() was called and compared
     assert all(o.status != "failed" for o in outcomes), [o.render() for o in outcomes if o.status == "failed"]
+
+
+# ----- a field held by identity ------------------------------------------------------------------------------------
+
+
+def test_a_field_without_value_equality_is_compared_by_identity(pytester):
+    """A window holding its communicator: a copy of the communicator is never equal to it (plain Python), so the
+    state before a call is kept with the communicator itself, and tracing that leaves the field holding the same
+    communicator changed nothing; two windows (twins, eager's object and the compiled program's) compare the
+    states of the communicators they hold. Before, tracing failed with '_comm changed', and guards and the matrix
+    skipped the class: 'built twice by Window(0), they differ in _comm'."""
+    import copy
+
+    mod = _module(pytester, "state_window")
+    lib = __import__(mod)
+    w = lib.Window(2)
+    assert copy.deepcopy(w._comm) != w._comm and w._comm == w._comm  # plain Python: equality is identity
+    # two windows built the same way hold two communicators in one state: twins; another size is another state
+    assert twin_differences(lib.Window(2), lib.Window(2)) == []
+    other = lib.Window(2)
+    other._comm.size = 8
+    assert twin_differences(lib.Window(2), other) == ["_comm"]
+    outcomes = run_class(f"{mod}.Window", only={"tracing", "guards", "matrix"}, backends={"eager"},
+                         engine=Engine(Settings(examples=10)))
+    assert {o.check for o in outcomes} == {"tracing", "guards", "matrix"}
+    assert all(o.status == "passed" for o in outcomes), [o.render() for o in outcomes]
+    assert all("_comm" not in o.render() for o in outcomes)
