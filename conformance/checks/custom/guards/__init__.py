@@ -64,6 +64,7 @@ from ....custom.context import CustomClassContext
 from ....custom.discovery import CustomOpInfo
 from ... import with_targets
 from .gradients import stale_gradient
+from .inductor import stale_on_inductor
 from .mutated import mutated_constant
 from ....custom.guard_inputs import ProgramCall, Seen, crossed, equal_pair_violation, program_call, untold_notes
 from ....engine import torch_api
@@ -467,6 +468,8 @@ def guards(ctx: CustomClassContext, target: CustomOpInfo | str) -> list[Failure]
         failure = ctx.search(st.tuples(objects, objects, calls),
                              lambda draw: _symbolic_violation(ctx, target, draw, untwinned, reader),
                              max(1, ctx.settings.examples // 10), shrink=False)
+        if failure is None and not isinstance(target, str):  # a reused program, through inductor too
+            failure = stale_on_inductor(ctx, target, reader)
         backward = stale_gradient(ctx, target) if failure is None and not isinstance(target, str) else None
         if isinstance(backward, Failure):  # forward results right, gradients stale: guard_fn misses a backward read
             return [backward]
