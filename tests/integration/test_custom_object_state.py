@@ -126,6 +126,27 @@ class Mesh(Base):
 
 register(Mesh, "symbolic", guard_fn=lambda m: [m.size])
 
+GRID = {"up": True}
+
+class Grid(Base):
+    """A mesh of a process-wide world whose finish() tears it down: the name says nothing of it."""
+    def __init__(self, size: int):
+        if not GRID["up"]:
+            raise ValueError("the world is not initialized")
+        self.size = size
+    def grow(self, k: int) -> None:
+        self.size += k
+    def finish(self) -> None:
+        GRID["up"] = False
+
+register(Grid, "symbolic", guard_fn=lambda m: [m.size])
+
+@torch.library.custom_op("{NS}::per_cell", mutates_args=())
+def per_cell(x: torch.Tensor, m: Grid) -> torch.Tensor:
+    return x / m.size
+
+per_cell.register_fake(lambda x, m: torch.empty_like(x))
+
 class Comm:
     """A communicator: no value equality of its own (equal only to itself), as a process group or NCCL comm."""
     def __init__(self, size: int):
@@ -277,6 +298,35 @@ def test_a_method_that_tears_down_the_world_is_never_called(pytester):
                for n in guards.notes), guards.render()
     assert guards.evidence.total, guards.render()  # grow() was called and compared
     assert all(o.status != "failed" for o in outcomes), [o.render() for o in outcomes if o.status == "failed"]
+
+
+def test_a_method_found_to_tear_down_the_world_is_named_and_no_longer_called(pytester):
+    """A teardown whose name says nothing (``finish()``): the first item that calls it breaks the construction of
+    every later object. The evidence (an object that built before no longer builds, after the call) names the method;
+    the checks stop calling it, and the items that need objects skip saying why, instead of each failing or saying
+    the constructor rejects its arguments."""
+    mod = __import__(_module(pytester, "state_grid"))
+    mod.Grid(2).finish()  # plain Python: after it, no object can be made
+    try:
+        mod.Grid(2)
+        raise AssertionError("Grid(2) after finish() did not raise")
+    except ValueError:
+        mod.GRID["up"] = True
+    engine = Engine(Settings(examples=20))
+    outcomes = run_class("state_grid.Grid", skip={"matrix"}, engine=engine)
+    assert not mod.GRID["up"]  # a check called finish(): nothing in its name said not to
+    ctx = engine.context("state_grid.Grid")
+    assert list(ctx.torn_down) == ["finish"], ctx.torn_down
+    assert "finish" not in ctx.mutators()
+    assert ctx.torn_down["finish"].startswith("after Grid.") and "raises ValueError: the world is not initialized" \
+        in ctx.torn_down["finish"]
+    skipped = [o for o in outcomes if o.status == "skipped" and "finish() tears down state beyond the object" in
+               (o.reason or "")]
+    assert skipped and skipped[0].item == "guards[per_cell]", [(o.item, o.reason) for o in outcomes]
+    assert all(o.status != "failed" for o in outcomes), [o.render() for o in outcomes if o.status == "failed"]
+    assert all(o.status == "skipped" for o in outcomes[outcomes.index(skipped[0]):])  # one cause, said each time
+    assert "conformance.strategy('state_grid.Grid', 'finish')(lambda: None)" in skipped[0].reason
+    mod.GRID["up"] = True
 
 
 # ----- a field held by identity ------------------------------------------------------------------------------------
