@@ -38,22 +38,37 @@ def _eager(run, eager_fn, recipe) -> Any:
         return None
 
 
+class _Built:
+    """A recipe of an object already built: its ``build()`` gives that object."""
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def build(self) -> Any:
+        return self.obj
+
+
 def _pair(ctx: CustomClassContext, run, eager_fn) -> tuple[Any, Any, Any, Any] | None:
-    """``(first, second, eager on first, eager on second)``: two objects whose ``guard_fn`` values are equal, whose
-    states differ, and on which eager's results differ; ``None`` when there is none among the objects tried."""
+    """``(first, second, eager on first, eager on second)``: two recipes, each building objects equal to each other
+    (twins), whose ``guard_fn`` values are equal, whose states differ, and on which eager's results differ; ``None``
+    when there is none among the objects tried."""
     guard_fn = ctx.info.guard_fn
     recipes = [*ctx.example_recipes(), *ctx.drawn(PAIR_OBJECTS, f"{ctx.info.name}:guards:inductor")][:PAIR_OBJECTS]
     seen: list[tuple[Any, Any, Any]] = []  # (recipe, guard values, eager result)
     for recipe in recipes:
         try:
-            guards = guard_fn(recipe.build()) if guard_fn is not None else None
-        except Exception:  # noqa: BLE001 - the guards check reports a guard_fn that raises
+            obj = recipe.build()
+            if twin_differences(obj, recipe.build()):  # not built twice equal: eager on a twin stands for nothing
+                continue
+            guards = guard_fn(obj) if guard_fn is not None else None
+        except Exception:  # noqa: BLE001 - the guards check reports a guard_fn or a constructor that raises
             continue
         result = _eager(run, eager_fn, recipe)
         if result is None:
             continue
         for other, other_guards, other_result in seen:
-            if not same_value(guards, other_guards) or not twin_differences(other.build(), recipe.build()):
+            if other.code == recipe.code or not same_value(guards, other_guards) or \
+                    not twin_differences(other.build(), recipe.build()):
                 continue
             if value_differences(other_result, result, "result"):
                 return other, recipe, other_result, result
@@ -68,7 +83,9 @@ def stale_on_inductor(ctx: CustomClassContext, op: CustomOpInfo, reader) -> Fail
     found = _pair(ctx, run, eager_fn)
     if found is None:
         return None
-    first, second, _, expected = found
+    first, second, _, _ = found
+    target, twin = second.build(), second.build()  # the compiled call on one, eager on its twin
+    expected = _eager(run, eager_fn, _Built(twin))
     torch_api.dynamo_reset()
     try:
         import torch
@@ -81,7 +98,7 @@ def stale_on_inductor(ctx: CustomClassContext, op: CustomOpInfo, reader) -> Fail
                 return None
         with ctx.calling(lambda: f"the inductor program compiled for {first.code}, called with {second.code}"):
             try:
-                got, raised = run(program, second.build()), None
+                got, raised = run(program, target), None
             except Exception as exc:  # noqa: BLE001 - eager returned: the compiled program must too
                 got, raised = None, exc
     finally:
