@@ -1,7 +1,7 @@
 """Fakes for the ``samples_observe`` C++ classes (csrc/samples_observe.cpp): argument-less methods that are not all
 observers.
 
-``FakeStreamGuard`` and ``FakeRunningStats`` are CORRECT: each mirrors its C++ method one for one.
+``FakeStreamGuard``, ``FakeRunningStats`` and ``FakeLatch`` are CORRECT: each mirrors its C++ method one for one.
 ``FakeStreamGuard`` starts unbound whatever the C++ object's handle was, because ``__obj_flatten__`` omits the
 handle (a C++ omission no fake can make up for: a program traced from a bound guard sees it unbound).
 :data:`BROKEN` holds broken variants, each breaking one rule, for the tests
@@ -10,7 +10,9 @@ handle (a C++ omission no fake can make up for: a program traced from a bound gu
 
 * ``guard_bind_forgets``: ``bind()`` does not keep the handle, so ``is_bound()`` stays False. Found only if
   ``clear()`` is not taken for an observer: called after every step, it unbinds both sides and hides it;
-* ``stats_reset_keeps_count``: ``reset()`` zeroes the total but forgets the count.
+* ``stats_reset_keeps_count``: ``reset()`` zeroes the total but forgets the count;
+* ``latch_arm_forgets``: ``arm()`` never arms. Found only if ``settle()`` is not taken for an observer, which
+  only the state two calls reach (``prime(); arm()``) shows.
 
 Not imported by ``sample_classes``; load it explicitly::
 
@@ -27,7 +29,7 @@ import torch
 from .broken import BrokenFake, _variant
 from .fakes import register_fake_classes
 
-__all__ = ["FakeStreamGuard", "FakeRunningStats", "FAKE_CLASSES", "BROKEN", "register"]
+__all__ = ["FakeStreamGuard", "FakeRunningStats", "FakeLatch", "FAKE_CLASSES", "BROKEN", "register"]
 
 
 class FakeStreamGuard:
@@ -88,8 +90,34 @@ class FakeRunningStats:
         self.total = 0.0
 
 
+class FakeLatch:
+    def __init__(self, primed: bool, armed: bool) -> None:
+        self.primed, self.armed = primed, armed
+
+    @classmethod
+    def __obj_unflatten__(cls, flattened):
+        return cls(**dict(flattened))
+
+    def prime(self) -> None:
+        self.primed = True
+
+    def arm(self) -> None:
+        if self.primed:
+            self.armed = True
+
+    def settle(self) -> None:
+        self.armed = False
+
+    def is_armed(self) -> bool:
+        return self.armed
+
+    def is_primed(self) -> bool:
+        return self.primed
+
+
 FAKE_CLASSES = {"samples_observe::StreamGuard": FakeStreamGuard,
-                "samples_observe::RunningStats": FakeRunningStats}
+                "samples_observe::RunningStats": FakeRunningStats,
+                "samples_observe::Latch": FakeLatch}
 
 
 def register() -> None:
@@ -112,6 +140,10 @@ def _reset_keeps_count(self) -> None:  # zeroes the total only
     self.total = 0.0
 
 
+def _arm_forgets(self) -> None:  # a primed latch stays unarmed
+    pass
+
+
 BROKEN = {bf.name: bf for bf in (
     BrokenFake(name="guard_bind_forgets", qualname="samples_observe::StreamGuard", check="differential",
                method="bind", rule="the fake bind() does not keep the handle: is_bound() stays False after it",
@@ -119,6 +151,11 @@ BROKEN = {bf.name: bf for bf in (
     BrokenFake(name="stats_reset_keeps_count", qualname="samples_observe::RunningStats", check="differential",
                method="reset", rule="the fake reset() zeroes the total but not the count",
                fake_class=_variant(FakeRunningStats, "FakeRunningStatsKeepsCount", reset=_reset_keeps_count)),
+    BrokenFake(name="latch_arm_forgets", qualname="samples_observe::Latch", check="differential",
+               method="arm", rule="the fake arm() never arms a primed latch: is_armed() stays False after "
+               "prime(), arm(). Found only if settle() is not taken for an observer: called after every step "
+               "(before is_armed()), it disarms both sides and hides it",
+               fake_class=_variant(FakeLatch, "FakeLatchArmForgets", arm=_arm_forgets)),
 )}
 
 

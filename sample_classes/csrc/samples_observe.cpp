@@ -19,6 +19,12 @@
 //   on a fresh object (count 0) it changes nothing, so examples holding only
 //   fresh objects make it look like an observer.
 //
+// * Latch: prime() then arm() arms it (arm() on a latch not primed does nothing);
+//   settle() disarms it. On the example (a new latch) and on every state one
+//   call reaches (primed, or an unprimed arm()), settle() changes nothing, so
+//   it looks like an observer; only on the state two calls reach (prime(),
+//   arm()) does it change is_armed() and the flattened state.
+//
 // Correct fakes and broken fakes live in sample_classes/fakes_observe.py.
 
 #include <torch/custom_class.h>
@@ -102,8 +108,44 @@ struct RunningStats : torch::CustomClassHolder {
   double total_ = 0.0;
 };
 
+struct Latch : torch::CustomClassHolder {
+  Latch() = default;
+  Latch(bool primed, bool armed) : primed_(primed), armed_(armed) {}
+
+  void prime() {
+    primed_ = true;
+  }
+
+  void arm() {
+    if (primed_) {
+      armed_ = true;
+    }
+  }
+
+  void settle() {
+    armed_ = false;
+  }
+
+  bool is_armed() {
+    return armed_;
+  }
+
+  bool is_primed() {
+    return primed_;
+  }
+
+  std::tuple<std::tuple<std::string, bool>, std::tuple<std::string, bool>> __obj_flatten__() {
+    return std::make_tuple(
+        std::make_tuple(std::string("primed"), primed_), std::make_tuple(std::string("armed"), armed_));
+  }
+
+  bool primed_ = false;
+  bool armed_ = false;
+};
+
 }  // namespace torchbind_samples_observe
 
+using torchbind_samples_observe::Latch;
 using torchbind_samples_observe::RunningStats;
 using torchbind_samples_observe::StreamGuard;
 
@@ -138,5 +180,20 @@ TORCH_LIBRARY(samples_observe, m) {
           },
           [](std::tuple<int64_t, double> state) -> c10::intrusive_ptr<RunningStats> {
             return c10::make_intrusive<RunningStats>(std::get<0>(state), std::get<1>(state));
+          });
+  m.class_<Latch>("Latch")
+      .def(torch::init<>())
+      .def("prime", &Latch::prime)
+      .def("arm", &Latch::arm)
+      .def("settle", &Latch::settle)
+      .def("is_armed", &Latch::is_armed)
+      .def("is_primed", &Latch::is_primed)
+      .def("__obj_flatten__", &Latch::__obj_flatten__)
+      .def_pickle(
+          [](const c10::intrusive_ptr<Latch>& self) -> std::tuple<bool, bool> {
+            return std::make_tuple(self->primed_, self->armed_);
+          },
+          [](std::tuple<bool, bool> state) -> c10::intrusive_ptr<Latch> {
+            return c10::make_intrusive<Latch>(std::get<0>(state), std::get<1>(state));
           });
 }

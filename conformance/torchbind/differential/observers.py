@@ -5,8 +5,9 @@ called after every step unbinds both sides, and a fake ``bind()`` that forgets i
 them (a ``reset()`` called after every step makes the fresh fake's ``count()`` 0 where the evolved fake's read 2).
 "``__obj_flatten__`` did not change" is not enough: state that flatten omits (a process-local handle, a cache) is
 exactly what such methods change. So a candidate (a method the fake defines, callable without arguments) is an
-observer only when :func:`prove` shows, on every proof state (the examples, and each example after one call of
-each driven method or op with each of its first argument draws), that calling it changes
+observer only when :func:`prove` shows, on every proof state (the examples, each example after one call of
+each driven method or op with each of its first argument draws, and each of those after one more call), that
+calling it changes
 
 * neither the flattened state (``read_state``: ``__obj_flatten__``, else ``__getstate__``),
 * nor what any other candidate returns: for each other candidate ``o``, on a fresh object, ``o()``, the candidate,
@@ -35,10 +36,13 @@ from ..context import ClassContext
 from ..examples import Example, read_state, state_key
 from ...engine.render import render
 
-__all__ = ["Proof", "prove", "MAX_STATES", "DRAWS"]
+__all__ = ["Proof", "prove", "MAX_STATES", "MAX_ONE_CALL", "DRAWS"]
 
-#: At most this many proof states (examples and the states one call reaches from them).
-MAX_STATES = 48
+#: At most this many proof states from the examples and one call (:data:`MAX_STATES` in all, two calls included).
+MAX_ONE_CALL = 48
+#: At most this many proof states in all: the examples, the states one call reaches from them, then those two
+#: calls reach (each one-call state after one more call, with its first argument set).
+MAX_STATES = 64
 #: Argument sets per callee that the proof states are reached with (its first draws).
 DRAWS = 3
 
@@ -112,27 +116,40 @@ def _flat_change(before: Any, after: Any) -> str:
 def _states(ctx: ClassContext, examples: list[Example], reaching: list[Callee]) -> list[Example]:
     """The proof states: each example, then each example after one call of each callee in ``reaching``, with each
     of its first :data:`DRAWS` argument sets from the class's argument source (the first is often the trivial one:
-    ``bind(0)`` leaves a handle as it was, and only a later draw shows ``clear()`` unbinding it), those that build;
-    at most :data:`MAX_STATES`."""
+    ``bind(0)`` leaves a handle as it was, and only a later draw shows ``clear()`` unbinding it), at most
+    :data:`MAX_ONE_CALL`; then each of those after one more call of each callee with its first argument set (the
+    states the differential's explicit two-call sequences reach: ``settle()`` of a latch changes nothing until
+    ``prime(); arm()`` armed it), those that build; at most :data:`MAX_STATES`."""
     states = list(examples)
-    for example in examples:
+    one_call = _after_one_call(ctx, examples, reaching, DRAWS, MAX_ONE_CALL - len(states))
+    states += one_call
+    states += _after_one_call(ctx, one_call, reaching, 1, MAX_STATES - len(states))
+    return states
+
+
+def _after_one_call(ctx: ClassContext, starts: list[Example], reaching: list[Callee], draws: int,
+                    room: int) -> list[Example]:
+    """Each of ``starts`` after one call of each callee in ``reaching`` with each of its first ``draws`` argument
+    sets, those that build (C++ accepts the call in that state), at most ``room``."""
+    out: list[Example] = []
+    for example in starts:
         for callee in reaching:
-            if len(states) >= MAX_STATES:
-                return states
+            if len(out) >= room:
+                return out
             try:
-                calls = ctx.calls_of(callee, limit=DRAWS, example=example)
+                calls = ctx.calls_of(callee, limit=draws, example=example)
             except Exception:  # noqa: BLE001 - no arguments for it (the plan notes why): reaches no state
                 continue
-            for call in calls[:DRAWS]:
-                if len(states) >= MAX_STATES:
-                    return states
+            for call in calls[:draws]:
+                if len(out) >= room:
+                    return out
                 state = dataclasses.replace(example, steps=example.steps + (call,))
                 try:
                     state.build()
                 except Exception:  # noqa: BLE001 - C++ rejects this call in this state: not a state to prove on
                     continue
-                states.append(state)
-    return states
+                out.append(state)
+    return out
 
 
 def _built(state: Example) -> Any:

@@ -6,7 +6,8 @@ omits: ``clear()`` leaves the flattened state as it was and still unbinds the gu
 took it for an observer, and calling it after every step hid a fake ``bind()`` that forgets the handle.
 ``samples_observe::RunningStats`` is a newcomer's correct class; with a fresh object as its only example,
 ``reset()`` changed nothing there, was taken for an observer, and its calls after every step made a correct fake
-fail. Each verdict is pinned beside the plain torch that shows the same thing: a program compiled with
+fail. ``samples_observe::Latch``'s ``settle()`` changes nothing on any state one call reaches, only after
+``prime(); arm()``: the proof runs on the states two calls reach too. Each verdict is pinned beside the plain torch that shows the same thing: a program compiled with
 ``torch.compile(backend="aot_eager")`` against eager.
 """
 
@@ -144,6 +145,45 @@ def test_observers_are_proven_on_several_draws_of_each_method_not_the_first(obse
     assert outcome.status == "failed", outcome.render()
     assert outcome.failures[0].target == "bind"
     assert outcome.failures[0].summary.endswith("is_bound() afterwards disagrees")
+
+
+LATCH = "samples_observe::Latch"
+
+
+def test_observers_are_proven_on_the_states_two_calls_reach(observe):
+    # Plain torch: settle() changes nothing on a new latch, on a primed one, or after an unprimed arm(); only after
+    # prime(), arm() does it disarm the latch.
+    for steps in ((), ("prime",), ("arm",), ("settle",)):
+        latch = torch.classes.samples_observe.Latch()
+        for step in steps:
+            getattr(latch, step)()
+        flat = latch.__obj_flatten__()
+        latch.settle()
+        assert latch.__obj_flatten__() == flat, steps
+    latch = torch.classes.samples_observe.Latch()
+    latch.prime()
+    latch.arm()
+    assert latch.is_armed()
+    latch.settle()
+    assert not latch.is_armed()
+    p = engine.plan_for(engine_of(None, SETTINGS).context(LATCH))
+    assert p.observers == ["is_armed", "is_primed"]
+    assert p.not_observers["settle"] == ("changes the flattened state on `obj = torch.classes.samples_observe.Latch(); "
+                                         "obj.prime(); obj.arm()` (armed: True before, False after)")
+    # Plain torch: settle() called after every step (before is_armed()) disarms both sides and hides a fake arm()
+    # that never arms; the compiled program reads the fake's is_armed() after prime(), arm().
+    with observe.BROKEN["latch_arm_forgets"].installed():
+        def armed(latch, x):
+            latch.prime()
+            latch.arm()
+            return x + latch.is_armed()
+
+        assert compiled(armed, torch.classes.samples_observe.Latch(), torch.zeros(1)).tolist() == [0.0]
+        assert armed(torch.classes.samples_observe.Latch(), torch.zeros(1)).tolist() == [1.0]
+        outcome = differential(LATCH)
+    assert outcome.status == "failed", outcome.render()
+    assert outcome.failures[0].target == "arm"
+    assert outcome.failures[0].summary.endswith("is_armed() afterwards disagrees")
 
 
 # ----- verdicts, with plain torch beside them -----------------------------------------------------------------
