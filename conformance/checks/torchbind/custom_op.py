@@ -7,7 +7,8 @@ kernel cannot accept a ``FakeScriptObject``, so an op without a Python fake fail
 its inputs, and is reported without calling it. Otherwise the op runs on real objects and, under
 ``FakeTensorMode``, on fakified ones, with arguments from the class's argument source; under the validity rule
 (:class:`conformance.engine.compare.Tally`) only calls the C++ op accepts are compared, like method results
-(:mod:`conformance.engine.compare`).
+(:mod:`conformance.engine.compare`). An out-variant op (``Tensor(a!) out``, returning ``()``) is compared by what it
+wrote too: each call gives ``{'returned': ..., 'out (written)': ...}`` (:func:`conformance.engine.mutations.observed`).
 
 An op with several arguments of the class gets objects at every one of them (:meth:`conformance.torchbind.calls.Callee.layouts`:
 distinct objects, and one object at two arguments where the schema lets them alias). After each compared call,
