@@ -16,9 +16,12 @@ from conftest import TORCH_SPEC, needs_torch_testlib, run_inprocess
 FOO = "torchbind[_TorchScriptTesting._Foo]"
 
 
-def _project(pytester):
+def _project(pytester, monkeypatch):
     """A project whose pytest.ini (at its root) names a load file, a baseline and a report by relative paths, with
-    a tests/ directory that holds a decoy of the load file, which must not be what runs."""
+    a tests/ directory that holds a decoy of the load file, which must not be what runs. The load file sets
+    TORCHBIND_TEST_LOADED in this process: ``monkeypatch`` takes it away again after the test (left set, it made a
+    later forked run in the same xdist worker refuse to start: its environment differed from its fork server's)."""
+    monkeypatch.setenv("TORCHBIND_TEST_LOADED", "not loaded yet")
     (pytester.path / "tests").mkdir()
     (pytester.path / "out").mkdir()
     (pytester.path / "loadme.py").write_text("import os\nos.environ['TORCHBIND_TEST_LOADED'] = 'root'\n")
@@ -36,8 +39,7 @@ def _project(pytester):
 
 @needs_torch_testlib
 def test_ini_paths_are_relative_to_the_ini_file_from_any_directory(pytester, monkeypatch):
-    _project(pytester)
-    monkeypatch.delenv("TORCHBIND_TEST_LOADED", raising=False)
+    _project(pytester, monkeypatch)
     monkeypatch.chdir(pytester.path / "tests")  # `pytest` run from tests/, as a new user does
     result = run_inprocess(pytester, "--torchbind-accept", "-k", "coverage")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
@@ -55,7 +57,7 @@ def test_ini_paths_are_relative_to_the_ini_file_from_any_directory(pytester, mon
 
 @needs_torch_testlib
 def test_command_line_paths_are_relative_to_the_invocation_directory(pytester, monkeypatch):
-    _project(pytester)
+    _project(pytester, monkeypatch)
     monkeypatch.chdir(pytester.path / "tests")
     result = run_inprocess(pytester, "--torchbind-baseline=here.json", "--torchbind-report=here.md",
                            "--torchbind-accept", "-k", "coverage")
