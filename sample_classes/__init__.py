@@ -92,6 +92,7 @@ OBSERVE_CLASS_QUALNAMES = (  # argument-less methods that are not all observers 
     "samples_observe::StreamGuard",  # clear() resets a handle __obj_flatten__ omits: flatten unchanged, is_bound() not
     "samples_observe::RunningStats",  # reset() changes nothing on a fresh object
     "samples_observe::Latch",  # settle() changes nothing on any state one call reaches, only after prime(), arm()
+    "samples_observe::Debounce",  # settle() changes nothing on any state two calls reach, only after hit(), hit(), arm()
 )
 STALE_CLASS_QUALNAMES = (  # results a traced program can bake in (fakes in fakes_stale.py)
     "samples_stale::Vocab",  # __getitem__ / get_default_index read a default index: export burns the int in

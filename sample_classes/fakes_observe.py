@@ -1,7 +1,7 @@
 """Fakes for the ``samples_observe`` C++ classes (csrc/samples_observe.cpp): argument-less methods that are not all
 observers.
 
-``FakeStreamGuard``, ``FakeRunningStats`` and ``FakeLatch`` are CORRECT: each mirrors its C++ method one for one.
+``FakeStreamGuard``, ``FakeRunningStats``, ``FakeLatch`` and ``FakeDebounce`` are CORRECT: each mirrors its C++ method one for one.
 ``FakeStreamGuard`` starts unbound whatever the C++ object's handle was, because ``__obj_flatten__`` omits the
 handle (a C++ omission no fake can make up for: a program traced from a bound guard sees it unbound).
 :data:`BROKEN` holds broken variants, each breaking one rule, for the tests
@@ -12,7 +12,10 @@ handle (a C++ omission no fake can make up for: a program traced from a bound gu
   ``clear()`` is not taken for an observer: called after every step, it unbinds both sides and hides it;
 * ``stats_reset_keeps_count``: ``reset()`` zeroes the total but forgets the count;
 * ``latch_arm_forgets``: ``arm()`` never arms. Found only if ``settle()`` is not taken for an observer, which
-  only the state two calls reach (``prime(); arm()``) shows.
+  only the state two calls reach (``prime(); arm()``) shows;
+* ``debounce_arm_forgets``: ``arm()`` never arms. Found only if ``settle()`` is not taken for an observer, which
+  only a state three calls reach (``hit(); hit(); arm()``) shows: the differential's own sequences, not the
+  observers' proof states.
 
 Not imported by ``sample_classes``; load it explicitly::
 
@@ -29,7 +32,8 @@ import torch
 from .broken import BrokenFake, _variant
 from .fakes import register_fake_classes
 
-__all__ = ["FakeStreamGuard", "FakeRunningStats", "FakeLatch", "FAKE_CLASSES", "BROKEN", "register"]
+__all__ = ["FakeStreamGuard", "FakeRunningStats", "FakeLatch", "FakeDebounce", "FAKE_CLASSES", "BROKEN",
+           "register"]
 
 
 class FakeStreamGuard:
@@ -115,9 +119,35 @@ class FakeLatch:
         return self.primed
 
 
+class FakeDebounce:
+    def __init__(self, hits: int, armed: bool) -> None:
+        self.hits_, self.armed = hits, armed
+
+    @classmethod
+    def __obj_unflatten__(cls, flattened):
+        return cls(**dict(flattened))
+
+    def hit(self) -> None:
+        self.hits_ += 1
+
+    def arm(self) -> None:
+        if self.hits_ >= 2:
+            self.armed = True
+
+    def settle(self) -> None:
+        self.armed = False
+
+    def is_armed(self) -> bool:
+        return self.armed
+
+    def hits(self) -> int:
+        return self.hits_
+
+
 FAKE_CLASSES = {"samples_observe::StreamGuard": FakeStreamGuard,
                 "samples_observe::RunningStats": FakeRunningStats,
-                "samples_observe::Latch": FakeLatch}
+                "samples_observe::Latch": FakeLatch,
+                "samples_observe::Debounce": FakeDebounce}
 
 
 def register() -> None:
@@ -140,7 +170,7 @@ def _reset_keeps_count(self) -> None:  # zeroes the total only
     self.total = 0.0
 
 
-def _arm_forgets(self) -> None:  # a primed latch stays unarmed
+def _arm_forgets(self) -> None:  # a primed latch, a debounce hit twice, stays unarmed
     pass
 
 
@@ -156,6 +186,10 @@ BROKEN = {bf.name: bf for bf in (
                "prime(), arm(). Found only if settle() is not taken for an observer: called after every step "
                "(before is_armed()), it disarms both sides and hides it",
                fake_class=_variant(FakeLatch, "FakeLatchArmForgets", arm=_arm_forgets)),
+    BrokenFake(name="debounce_arm_forgets", qualname="samples_observe::Debounce", check="differential",
+               method="arm", rule="the fake arm() never arms: is_armed() stays False after hit(), hit(), arm(). "
+               "Found only if settle() is not taken for an observer, which only a state three calls reach shows",
+               fake_class=_variant(FakeDebounce, "FakeDebounceArmForgets", arm=_arm_forgets)),
 )}
 
 

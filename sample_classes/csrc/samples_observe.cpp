@@ -24,6 +24,12 @@
 //   call reaches (primed, or an unprimed arm()), settle() changes nothing, so
 //   it looks like an observer; only on the state two calls reach (prime(),
 //   arm()) does it change is_armed() and the flattened state.
+// * Debounce: a debounced trigger, armed by arm() only once hit() counted two
+//   hits; settle() disarms it. settle() changes nothing on any state one or
+//   two calls reach (hit(); hit() is not armed yet), so the observers' proof
+//   takes it for an observer; only the state three calls reach (hit(); hit();
+//   arm()) shows otherwise, and only the differential's own sequences get
+//   there.
 //
 // Correct fakes and broken fakes live in sample_classes/fakes_observe.py.
 
@@ -143,8 +149,44 @@ struct Latch : torch::CustomClassHolder {
   bool armed_ = false;
 };
 
+struct Debounce : torch::CustomClassHolder {
+  Debounce() = default;
+  Debounce(int64_t hits, bool armed) : hits_(hits), armed_(armed) {}
+
+  void hit() {
+    hits_ += 1;
+  }
+
+  void arm() {
+    if (hits_ >= 2) {
+      armed_ = true;
+    }
+  }
+
+  void settle() {
+    armed_ = false;
+  }
+
+  bool is_armed() {
+    return armed_;
+  }
+
+  int64_t hits() {
+    return hits_;
+  }
+
+  std::tuple<std::tuple<std::string, int64_t>, std::tuple<std::string, bool>> __obj_flatten__() {
+    return std::make_tuple(
+        std::make_tuple(std::string("hits"), hits_), std::make_tuple(std::string("armed"), armed_));
+  }
+
+  int64_t hits_ = 0;
+  bool armed_ = false;
+};
+
 }  // namespace torchbind_samples_observe
 
+using torchbind_samples_observe::Debounce;
 using torchbind_samples_observe::Latch;
 using torchbind_samples_observe::RunningStats;
 using torchbind_samples_observe::StreamGuard;
@@ -195,5 +237,20 @@ TORCH_LIBRARY(samples_observe, m) {
           },
           [](std::tuple<bool, bool> state) -> c10::intrusive_ptr<Latch> {
             return c10::make_intrusive<Latch>(std::get<0>(state), std::get<1>(state));
+          });
+  m.class_<Debounce>("Debounce")
+      .def(torch::init<>())
+      .def("hit", &Debounce::hit)
+      .def("arm", &Debounce::arm)
+      .def("settle", &Debounce::settle)
+      .def("is_armed", &Debounce::is_armed)
+      .def("hits", &Debounce::hits)
+      .def("__obj_flatten__", &Debounce::__obj_flatten__)
+      .def_pickle(
+          [](const c10::intrusive_ptr<Debounce>& self) -> std::tuple<int64_t, bool> {
+            return std::make_tuple(self->hits_, self->armed_);
+          },
+          [](std::tuple<int64_t, bool> state) -> c10::intrusive_ptr<Debounce> {
+            return c10::make_intrusive<Debounce>(std::get<0>(state), std::get<1>(state));
           });
 }

@@ -112,7 +112,9 @@ class Run:
     accepted them) and ``rejected`` (C++ raised: not applied to the fake, not comparisons); ``plan_seconds``: the
     time :func:`plan_for` took (the observers' proof included), ``fresh_reused``: how many fresh fakes' observer
     results were taken from an earlier fakification of a state read the same way (see
-    :meth:`.machine._Machine._fresh_results`)."""
+    :meth:`.machine._Machine._fresh_results`); ``audited``: on how many states the sequences reached the observers
+    were proven again (:class:`.observers.Audit`). With an observer refuted there, every count is over all the
+    rounds (see :func:`_run`), and the plan is the last round's."""
 
     plan: Plan
     drift: Drift | None
@@ -125,12 +127,16 @@ class Run:
     rejected: int = 0
     plan_seconds: float = 0.0
     fresh_reused: int = 0
+    audited: int = 0
 
     def summary(self) -> str:
         """One line: what was driven and how much."""
         rules = ", ".join(r.label if r.op is None else r.name if not r.callee.at
                           else f"{r.name} (the object as {r.callee.argument_names(0)[0][0]})" for r in self.plan.rules)
         obs = ", ".join(f"{o}()" for o in self.plan.observers) or "none"
+        if self.plan.audit is not None and self.plan.observers:
+            obs += (f" (proven on {self.plan.audit.proof.states} states, and on {self.audited} states the sequences "
+                    "reached)")
         steps = "; ".join(f"{m}() {why}" for m, why in self.plan.not_observers.items())
         if steps:
             obs += f"; not observers (driven as steps): {steps}"
@@ -156,11 +162,47 @@ def run_differential(ctx: ClassContext, *, examples: int | None = None, seed: in
 
 
 def _run(ctx: ClassContext, examples: int | None, seed: int | None, settings: Settings | None) -> Run:
-    planning = time.perf_counter()
-    plan = plan_for(ctx)
-    plan_seconds = time.perf_counter() - planning
+    """Plan, run the sequences, and when the plan's :class:`~.observers.Audit` refuted an observer on a state they
+    reached (or on the states of the drift found), plan again with it as a step and run again: a method taken for
+    an observer hides drifts or invents them, so that run's verdict is not kept. Each round refutes one observer
+    at least, so there are at most as many rounds as observers, plus one."""
     used = hypothesis_settings(ctx.settings.examples if examples is None else examples, settings)
     stats = {"sequences": 0, "steps": 0, "compared": 0, "rejected": 0, "fresh_reused": 0}
+    refuted: dict[str, str] = {}
+    plan_seconds = seconds = 0.0
+    audited = 0
+    while True:
+        planning = time.perf_counter()
+        plan = plan_for(ctx, refuted)
+        plan_seconds += time.perf_counter() - planning
+        start = time.perf_counter()
+        drift, flaky = _sequences(ctx, plan, used, seed, stats)
+        if drift is not None:
+            _audit_drift(plan, drift)
+        seconds += time.perf_counter() - start
+        audited += plan.audit.audited
+        if not plan.audit.refuted:
+            break
+        refuted |= plan.audit.refuted
+    return Run(plan, drift, stats["sequences"], stats["steps"], seconds, used, flaky,
+               stats["compared"], stats["rejected"], plan_seconds, stats["fresh_reused"], audited)
+
+
+def _audit_drift(plan: Plan, drift: Drift) -> None:
+    """Audit every state on the way to ``drift`` (whatever the budget): a drift shown with a method that is not an
+    observer is no verdict."""
+    calls = []
+    for (rule, args), rejected in zip(drift.steps, drift.rejected):
+        if rejected:
+            return
+        calls.append(rule.call(args))
+        state = dataclasses.replace(drift.example, steps=drift.example.steps + tuple(calls))
+        plan.audit.visit(state, ("drift", drift.example.label, tuple(c.code() for c in calls)), budget=False)
+
+
+def _sequences(ctx: ClassContext, plan: Plan, used: Settings, seed: int | None, stats: dict
+               ) -> tuple[Drift | None, bool]:
+    """Run the explicit sequences, then hypothesis's, on ``plan``: ``(drift or None, flaky)``."""
 
     def differential(program, data):
         _execute(plan, stats, program, data)
@@ -172,7 +214,6 @@ def _run(ctx: ClassContext, examples: int | None, seed: int | None, settings: Se
     if chosen is not None:
         test = hypothesis.seed(chosen)(test)
     drift, flaky = None, False
-    start = time.perf_counter()
     # The explicit two-call sequences first, in every profile (hypothesis's @example cannot take st.data()); all
     # of them, keeping the shortest drift (one that shows after the first call beats a two-call one).
     drifts = []
@@ -197,8 +238,7 @@ def _run(ctx: ClassContext, examples: int | None, seed: int | None, settings: Se
             raise
         drift = _first_found(match).finding
         flaky = "Flaky" in type(group).__name__
-    return Run(plan, drift, stats["sequences"], stats["steps"], time.perf_counter() - start, used, flaky,
-               stats["compared"], stats["rejected"], plan_seconds, stats["fresh_reused"])
+    return drift, flaky
 
 
 def _first_found(group: BaseExceptionGroup) -> Found:

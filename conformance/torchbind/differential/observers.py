@@ -20,6 +20,10 @@ that is not an observer (``clear()``) read among the "before" values would chang
 and blame the method under test. A candidate whose two calls in a row differ (a counter, ``torch.empty``) is no
 witness: its results would differ whatever ran between them.
 
+The proof states stop at two calls; the states the differential's sequences reach go deeper (``prime(); prime();
+arm()``) and use other draws. :class:`Audit` runs the same tests on them as the sequences reach them, on objects
+rebuilt by replaying the steps; a method it refutes is planned again as a step and the sequences run again.
+
 The adopter's word (:func:`conformance.strategy`'s ``observer=``) comes first: ``False`` keeps a method a step;
 ``True`` trusts a method whose own result varies, but not one the proof shows changing the state or another
 candidate's result: that one is driven as a step, and a note says so with the evidence.
@@ -36,7 +40,7 @@ from ..context import ClassContext
 from ..examples import Example, read_state, state_key
 from ...engine.render import render
 
-__all__ = ["Proof", "prove", "MAX_STATES", "MAX_ONE_CALL", "DRAWS"]
+__all__ = ["Proof", "Audit", "prove", "MAX_STATES", "MAX_ONE_CALL", "DRAWS", "MAX_AUDITED"]
 
 #: At most this many proof states from the examples and one call (:data:`MAX_STATES` in all, two calls included).
 MAX_ONE_CALL = 48
@@ -45,6 +49,8 @@ MAX_ONE_CALL = 48
 MAX_STATES = 64
 #: Argument sets per callee that the proof states are reached with (its first draws).
 DRAWS = 3
+#: At most this many states the differential's own sequences reach are audited per plan (:class:`Audit`).
+MAX_AUDITED = 64
 
 
 @dataclasses.dataclass
@@ -61,6 +67,8 @@ class Proof:
     notes: list[str]
     states: int
     reads_pure: bool = False
+    witnesses: list[str] = dataclasses.field(default_factory=list)
+    flat: bool = True
 
 
 #: A value in an observer note: its ``repr`` on one line, at most 60 characters (the one renderer,
@@ -225,11 +233,14 @@ def _unstable(reader: _Reader, method: str, states: list[Example]) -> str | None
 
 
 def prove(ctx: ClassContext, candidates: list[str], reaching: list[Callee], examples: list[Example],
-          declared: dict[str, bool]) -> Proof:
+          declared: dict[str, bool], refuted: dict[str, str] | None = None) -> Proof:
     """Decide which ``candidates`` (method names callable without arguments, in order) are observers, on the
     ``examples`` and the states one call of each callee in ``reaching`` (and of each candidate) reaches from
-    them (see the module docstring). ``declared``: the adopter's word (:meth:`Registry.observers`). Calls only
-    the real object; errors raised by the calls are results, never raised."""
+    them (see the module docstring). ``declared``: the adopter's word (:meth:`Registry.observers`);
+    ``refuted``: method -> evidence, from an :class:`Audit` of an earlier run on a state its sequences reached
+    (not observers whatever the proof and the adopter say). Calls only the real object; errors raised by the calls
+    are results, never raised."""
+    refuted = refuted or {}
     reader = _Reader(ctx)
     states = _states(ctx, examples, [*reaching, *(Callee.method(m) for m in candidates)])
     not_observers: dict[str, str] = {}
@@ -248,7 +259,7 @@ def prove(ctx: ClassContext, candidates: list[str], reaching: list[Callee], exam
             not_observers[method] = f"excluded by the adopter (conformance.strategy({qual!r}, {method!r}, " \
                                     "observer=False))"
             continue
-        against = _evidence_against(reader, method, states, witnesses, flat=changing is None)
+        against = refuted.get(method) or _evidence_against(reader, method, states, witnesses, flat=changing is None)
         if against is None and method in unstable and not said:
             against = unstable[method]
         if against is None:
@@ -261,5 +272,44 @@ def prove(ctx: ClassContext, candidates: list[str], reaching: list[Callee], exam
     reads = [m for m, bound in (("__obj_flatten__", ctx.info.has_flatten), ("__getstate__", ctx.info.pickles)) if bound]
     pure = ctx.info.has_flatten and changing is None and all(_unstable(reader, m, states) is None and
                                         _evidence_against(reader, m, states, witnesses) is None for m in reads)
-    return Proof(observers, not_observers, notes, len(states), pure)
+    return Proof(observers, not_observers, notes, len(states), pure, witnesses, changing is None)
+
+
+@dataclasses.dataclass
+class Audit:
+    """The observers proven again, during a differential run, on the states its own sequences reach: a state
+    deeper than the proof's (``prime(); prime(); arm()``), or reached with a draw the proof did not make.
+
+    :meth:`visit` takes each new state a sequence reaches (the example and the steps C++ accepted, so far; at most
+    :data:`MAX_AUDITED` per plan, repeats skipped) and runs the proof's tests on it, on fresh objects rebuilt by
+    replaying the steps (never on the machine's objects, whose calls it would change): each observer against the
+    flattened state and the other witnesses (read ``w()``, call the observer, read ``w()``), and two calls of it
+    in a row (unless the adopter named it an observer). ``refuted``: observer -> the evidence, in the proof's
+    words plus the state; the driver then plans again with it as a step (:func:`prove`'s ``refuted``) and runs
+    the sequences again, since a method taken for an observer hides or invents drifts."""
+
+    ctx: ClassContext
+    proof: Proof
+    declared: dict[str, bool]
+    refuted: dict[str, str] = dataclasses.field(default_factory=dict)
+    audited: int = 0
+    seen: set = dataclasses.field(default_factory=set, repr=False)
+
+    def visit(self, state: Example, key: Any, budget: bool = True) -> None:
+        """Audit ``state`` (``key``: what identifies it, e.g. the example's index and the steps' code) unless
+        seen before, or ``budget`` is set and :data:`MAX_AUDITED` states were audited. Calls only fresh real
+        objects; errors raised by the calls are results, never raised."""
+        observers = [m for m in self.proof.observers if m not in self.refuted]
+        if not observers or key in self.seen or (budget and self.audited >= MAX_AUDITED):
+            return
+        self.seen.add(key)
+        self.audited += 1
+        reader = _Reader(self.ctx)
+        where = f" (a state a differential sequence reached; the proof's {self.proof.states} states did not show it)"
+        for method in observers:
+            against = _evidence_against(reader, method, [state], self.proof.witnesses, flat=self.proof.flat)
+            if against is None and not self.declared.get(method):
+                against = _unstable(reader, method, [state])
+            if against is not None:
+                self.refuted[method] = against + where
 

@@ -18,7 +18,7 @@ from ..discovery import runs_on_fakes
 from ..examples import Example, read_state, state_key
 from ...core.results import NotApplicable
 from ...engine.values import ArgumentSet, UnsupportedType
-from .observers import prove
+from .observers import Audit, prove
 from ...core.results import RegistrationError
 
 __all__ = ["Rule", "Plan", "plan_for", "RESHAPING_WEIGHT"]
@@ -77,7 +77,8 @@ class Plan:
     exclusions); ``observer_notes``: what the proof found that the adopter should know (a named observer it
     refuted, a flatten that changes the object). ``reads_pure``: :attr:`.observers.Proof.reads_pure`;
     ``fresh``: the observers' results on the fresh fakes made during one run, by what each fakification read
-    (filled by the machine, see :meth:`.machine._Machine._fresh_results`).
+    (filled by the machine, see :meth:`.machine._Machine._fresh_results`); ``audit``: the observers' proof run
+    again on the states the sequences reach (:class:`.observers.Audit`, fed by the machine).
 
     A method without arguments that never changes the C++ object's state (``size()``) is only an observer, not
     also a step: it runs after every step anyway, and leaving it out of the rules makes the state-changing calls
@@ -93,6 +94,7 @@ class Plan:
     reads_pure: bool = False
     observer_notes: list[str] = dataclasses.field(default_factory=list)
     fresh: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    audit: Audit | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def observers(self) -> list[str]:
@@ -186,10 +188,11 @@ def _ordinary(ctx: ClassContext, callee: Callee) -> ArgumentSet | None:
     return sets[0].args if sets else None
 
 
-def plan_for(ctx: ClassContext) -> Plan:
-    """Build the :class:`Plan` of ``ctx``'s class. Raises :class:`~conformance.core.results.NotApplicable` without a
-    fake class, examples, or anything to drive; ``ValueError`` for an override naming an unknown method or
-    argument."""
+def plan_for(ctx: ClassContext, refuted: dict[str, str] | None = None) -> Plan:
+    """Build the :class:`Plan` of ``ctx``'s class; ``refuted``: methods an :class:`.observers.Audit` of an earlier
+    run showed not to be observers (method -> evidence), planned as steps. Raises
+    :class:`~conformance.core.results.NotApplicable` without a fake class, examples, or anything to drive;
+    ``ValueError`` for an override naming an unknown method or argument."""
     info = ctx.info
     fake = ctx.require_fake()
     examples = []
@@ -246,7 +249,7 @@ def plan_for(ctx: ClassContext) -> Plan:
                 ops.append((callee, driven))
     candidates = [m for m, _c, _d in methods if _callable_without_args(info.methods[m])]
     reaching = [c for m, c, _d in methods if m not in candidates] + [c for c, _d in ops]
-    proof = prove(ctx, candidates, reaching, examples, declared)
+    proof = prove(ctx, candidates, reaching, examples, declared, refuted)
     for m, said in declared.items():
         if said and m not in candidates:
             proof.notes.append(f"{m}: named an observer (conformance.strategy({info.qualname!r}, {m!r}, observer=True)) "
@@ -272,4 +275,5 @@ def plan_for(ctx: ClassContext) -> Plan:
         rules = list(observer_rules)  # nothing changes the state: still call the observers repeatedly
     if not rules:
         raise NotApplicable(f"nothing to drive on {info.qualname}: " + "; ".join(notes or ["no methods"]))
-    return Plan(ctx, examples, rules, observer_rules, notes, proof.not_observers, proof.reads_pure, proof.notes)
+    return Plan(ctx, examples, rules, observer_rules, notes, proof.not_observers, proof.reads_pure, proof.notes,
+                audit=Audit(ctx, proof, declared))

@@ -7,7 +7,9 @@ took it for an observer, and calling it after every step hid a fake ``bind()`` t
 ``samples_observe::RunningStats`` is a newcomer's correct class; with a fresh object as its only example,
 ``reset()`` changed nothing there, was taken for an observer, and its calls after every step made a correct fake
 fail. ``samples_observe::Latch``'s ``settle()`` changes nothing on any state one call reaches, only after
-``prime(); arm()``: the proof runs on the states two calls reach too. Each verdict is pinned beside the plain torch that shows the same thing: a program compiled with
+``prime(); arm()``: the proof runs on the states two calls reach too. ``samples_observe::Debounce``'s ``settle()``
+changes nothing on any state two calls reach, only after ``hit(); hit(); arm()``: the differential audits its
+observers on the states its own sequences reach. Each verdict is pinned beside the plain torch that shows the same thing: a program compiled with
 ``torch.compile(backend="aot_eager")`` against eager.
 """
 
@@ -184,6 +186,77 @@ def test_observers_are_proven_on_the_states_two_calls_reach(observe):
     assert outcome.status == "failed", outcome.render()
     assert outcome.failures[0].target == "arm"
     assert outcome.failures[0].summary.endswith("is_armed() afterwards disagrees")
+
+
+DEBOUNCE = "samples_observe::Debounce"
+
+
+def test_observers_are_audited_on_the_states_the_sequences_reach(observe):
+    # Plain torch: settle() changes nothing on a new debounce or any state one or two calls reach; only after
+    # hit(), hit(), arm() does it disarm it.
+    calls = ("hit", "arm", "settle")
+    for steps in [()] + [(a,) for a in calls] + [(a, b) for a in calls for b in calls]:
+        d = torch.classes.samples_observe.Debounce()
+        for step in steps:
+            getattr(d, step)()
+        flat = d.__obj_flatten__()
+        d.settle()
+        assert d.__obj_flatten__() == flat, steps
+    d = torch.classes.samples_observe.Debounce()
+    d.hit()
+    d.hit()
+    d.arm()
+    assert d.is_armed()
+    d.settle()
+    assert not d.is_armed()
+    # So the proof (states up to two calls) takes settle() for an observer; the run refutes it on a state its
+    # sequences reached, plans again with settle() as a step, and passes the correct fake.
+    ctx = engine_of(None, SETTINGS).context(DEBOUNCE)
+    assert engine.plan_for(ctx).observers == ["settle", "is_armed", "hits"]
+    run = engine.run_differential(ctx, seed=0)
+    assert run.drift is None
+    assert run.plan.observers == ["is_armed", "hits"] and run.audited > 0
+    why = run.plan.not_observers["settle"]
+    assert why.startswith("changes the flattened state on `obj = torch.classes.samples_observe.Debounce(); "), why
+    assert why.endswith("(armed: True before, False after) (a state a differential sequence reached; the proof's "
+                        f"{run.plan.audit.proof.states} states did not show it)"), why
+    assert "settle() changes the flattened state" in run.summary()
+    # Plain torch: settle() called after every step (before is_armed()) disarms both sides and hides a fake arm()
+    # that never arms; the compiled program reads the fake's is_armed() after hit(), hit(), arm().
+    with observe.BROKEN["debounce_arm_forgets"].installed():
+        def armed(d, x):
+            d.hit()
+            d.hit()
+            d.arm()
+            return x + d.is_armed()
+
+        assert compiled(armed, torch.classes.samples_observe.Debounce(), torch.zeros(1)).tolist() == [0.0]
+        assert armed(torch.classes.samples_observe.Debounce(), torch.zeros(1)).tolist() == [1.0]
+        outcome = differential(DEBOUNCE)
+    assert outcome.status == "failed", outcome.render()
+    assert outcome.failures[0].target == "arm"
+    assert outcome.failures[0].summary.endswith("is_armed() afterwards disagrees")
+
+
+def test_the_audit_is_what_finds_the_debounce_bug_and_a_drift_is_audited_whatever_the_budget(observe):
+    from conformance.torchbind.differential import driver, machine
+    from conformance.engine.arguments import EMPTY
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(engine.observers, "MAX_AUDITED", 0)
+        with observe.BROKEN["debounce_arm_forgets"].installed():
+            # no audited state: settle() stays an observer and hides the fake arm() that never arms
+            run = engine.run_differential(engine_of(None, SETTINGS).context(DEBOUNCE), seed=0)
+        assert run.drift is None and "settle" in run.plan.observers and run.audited == 0
+        # the states on the way to a drift are audited all the same: a drift shown with settle() as an observer
+        # would be no verdict
+        p = engine.plan_for(engine_of(None, SETTINGS).context(DEBOUNCE))
+        rule = {r.label: r for r in p.rules}
+        steps = [(rule["hit"], EMPTY), (rule["hit"], EMPTY), (rule["arm"], EMPTY)]
+        drift = machine.Drift(p.examples[0], steps, p.observers, [True] * 3, "observer", "s", "", "", [],
+                              rejected=[False] * 3)
+        driver._audit_drift(p, drift)
+    assert list(p.audit.refuted) == ["settle"] and p.audit.audited == 3
 
 
 # ----- verdicts, with plain torch beside them -----------------------------------------------------------------
