@@ -55,16 +55,27 @@ def cell_repro(ctx: CustomClassContext, scn: CustomScenario | BackwardScenario, 
         return ctx.repro(body + [f"RUNS = {len(steps)}", "", "", *GRADIENTS,
                                  *judged_gradients(backend, "None", start, reports_formula(scn, backend))])
     state = _state_keys(ctx, base, backend)
+    record = (f"states.append({{k: getattr(obj, k) for k in {state!r} if hasattr(obj, k)}})" if state else
+              "states.append({})  # the cell compares outputs only here")
+    in_place = []
+    for k, code, _mutate in base.in_place:  # the object the program ran on in step k, changed in place
+        if k in steps:
+            n = steps.index(k)
+            where = ("globals().get('traced', ran[0])  # exported with traced; compiled on its first run" if n == 0
+                     else f"ran[{n}]")
+            in_place += [f"    obj = {where}", f"    {code}  # changed in place",
+                         f"    outputs.append(program(*args(obj, {len(steps)})))", f"    {record}"]
     body += ["def run_twice(program, obj):",
              f"    \"\"\"The program on each object of the sequence ({len(steps)} runs, the first on ``obj``): its "
              "outputs,", "    and the objects' states after (the fields the cell compares).\"\"\"",
-             "    outputs, states = [], []",
+             "    outputs, states, ran = [], [], []",
              f"    for step in range({len(steps)}):",
              "        if step:",
              "            obj = make(step)",
+             "        ran.append(obj)",
              "        outputs.append(program(*args(obj, step)))",
-             f"        states.append({{k: getattr(obj, k) for k in {state!r} if hasattr(obj, k)}})" if state else
-             "        states.append({})  # the cell compares outputs only here",
+             f"        {record}",
+             *in_place,
              "    return outputs, states", "", "",
              *judged_run(backend, "None", start)]
     return ctx.repro(body)

@@ -47,7 +47,12 @@ class CustomScenario:
     ``calls`` (none of the TorchBind kind). ``telling``: an object of ``steps`` after the first two changes the
     op's output on ``args``; when none does, a program that holds the first object baked in passes too.
     ``codes``: per step, the statements that build its object as ``obj`` (for the cell's reproducer).
-    ``untwinned``: the steps left out because their object cannot be built twice equal (said in the cell's notes)."""
+    ``untwinned``: the steps left out because their object cannot be built twice equal (said in the cell's notes).
+    ``in_place``: for a constant class, ``(step, code, mutate)``: a public method call that changes the object of
+    step ``step`` in place and the op's output with it: after the sequence the program runs once more on the very
+    object it ran on in that step (the one it was compiled or exported with, for the first), changed so (torch
+    guards a constant object by ``==`` against the object it compiled with, which stays equal to itself:
+    ``guards.mutated-constant``), against eager on a twin changed the same way."""
 
     row: str
     op: Any
@@ -65,6 +70,7 @@ class CustomScenario:
     silent: tuple[str, ...] = ()  # the changed-field steps whose object gives the first object's output
     codes: tuple[tuple[str, ...], ...] = ()  # per step, the statements building its object as ``obj``
     untwinned: tuple[str, ...] = ()  # the steps left out: their object cannot be built twice equal
+    in_place: tuple[tuple[int, str, Callable[[Any], None]], ...] = ()  # a constant object changed in place
 
     def dynamic_shapes(self) -> None:
         return None
@@ -103,23 +109,8 @@ def _mutations(ctx: CustomClassContext, first: Recipe, others: list[Recipe],
     no real object reaches); an ``__eq__`` that ignores that argument then shows as a stale compiled result.
     Variants with which the op's output differs from the first object's (``changes``) come first."""
     if ctx.info.kind == "symbolic":
-        for method in ctx.mutators():
-            try:
-                strat = ctx.arguments_of(method)
-            except NotApplicable:
-                continue
-            if strat is None:
-                continue
-            for args in draw_fixed(strat, 3, f"{ctx.info.name}:matrix:{method}"):
-                obj = first.build()
-                before = state_of(obj)
-                try:
-                    ctx.call_method(obj, method, args)
-                except Exception:  # noqa: BLE001 - arguments the method rejects
-                    continue
-                if not _same_state(before, state_of(obj)):
-                    return [(f"obj.{method}({args})", lambda o, m=method, a=args: ctx.call_method(o, m, a))]
-        return []
+        found = _first_change(ctx, first.build)
+        return [found] if found is not None else []
     by_label: dict[str, list] = {}
     for other in others:
         for label, variant in ctx.variants(first, other):
@@ -139,6 +130,31 @@ def _mutations(ctx: CustomClassContext, first: Recipe, others: list[Recipe],
     # per constructor argument, the first variant with which the op's output differs from the first object's (only
     # such a variant shows a program that holds the first object baked in), else the first variant
     return [next((c for c in found if changes(_mutated(first, c[1]))), found[0]) for found in by_label.values()]
+
+
+def _first_change(ctx: CustomClassContext, make: Callable[[], Any],
+                  changes: Callable[[Any], bool] = lambda obj: True) -> tuple[str, Callable[[Any], None]] | None:
+    """The first public method call (:meth:`~conformance.custom.context.CustomClassContext.mutators`, arguments
+    drawn from their strategies) that changes the state of a new object from ``make``, and with it the op's output
+    where ``changes`` says so: ``(code, mutate)``, e.g. ``("obj.set_usage(False)", fn)``; ``None`` when no call
+    does."""
+    for method in ctx.mutators():
+        try:
+            strat = ctx.arguments_of(method)
+        except NotApplicable:
+            continue
+        if strat is None:
+            continue
+        for args in draw_fixed(strat, 3, f"{ctx.info.name}:matrix:{method}"):
+            obj = make()
+            before = state_of(obj)
+            try:
+                ctx.call_method(obj, method, args)
+            except Exception:  # noqa: BLE001 - arguments the method rejects
+                continue
+            if not _same_state(before, state_of(obj)) and changes(obj):
+                return f"obj.{method}({args})", lambda o, m=method, a=args: ctx.call_method(o, m, a)
+    return None
 
 
 def _mutated(first: Recipe, mutate: Callable[[Any], None]) -> Any:
@@ -236,4 +252,19 @@ def scenario(ctx: CustomClassContext, row: str) -> CustomScenario:
     # guard, __eq__, ignores that field): said per field, since another step telling does not cover it.
     silent = tuple(label for (label, _make), t in zip(steps[2:], told) if not t and label.startswith("changed: "))
     return CustomScenario(row, op, args, steps, program, tensor_positions, ctx.info.kind, telling=any(told),
-                          silent=silent, codes=tuple(codes), untwinned=tuple(untwinned))
+                          silent=silent, codes=tuple(codes), untwinned=tuple(untwinned),
+                          in_place=_in_place(ctx, steps, changes))
+
+
+def _in_place(ctx: CustomClassContext, steps: list[tuple[str, Callable[[], Any]]],
+              changes: Callable[[Any], bool]) -> tuple[tuple[int, str, Callable[[Any], None]], ...]:
+    """For a constant class, the first step (in order) whose object a public method call changes in place, and the
+    op's output with it (:attr:`CustomScenario.in_place`); none for a symbolic class, or for objects every factory
+    call shares (a change would reach later items)."""
+    if ctx.info.kind != "constant" or ctx.shared:
+        return ()
+    for k, (_label, make) in enumerate(steps):
+        found = _first_change(ctx, make, changes)
+        if found is not None:
+            return ((k, *found),)
+    return ()

@@ -8,6 +8,8 @@ a standalone script that does the same (:mod:`conformance.matrix.custom.repro`),
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ...custom.context import CustomClassContext, show, state_of
@@ -121,36 +123,62 @@ class CustomRows(Rows):
 
 
 def _run(ctx: CustomClassContext, scn: CustomScenario, backend: Backend) -> list[Difference]:
-    """Compile/export with the first object, then call the program with each object of the sequence; every
-    difference from eager on a twin object."""
+    """Compile/export with the first object, then call the program with each object of the sequence, and for a
+    constant class with a method that changes it in place, once more with the very object it was compiled with,
+    changed so; every difference from eager on a twin object."""
     reference = scn.module()
-    program = backend.prepare(scn, scn.module(), (*scn.inputs(), scn.steps[0][1]()))
+    prepared_with = scn.steps[0][1]()
+    program = backend.prepare(scn, scn.module(), (*scn.inputs(), prepared_with))
     traced = reference(*scn.inputs(), scn.steps[0][1]())  # eager on an object like the one traced
     diffs: list[Difference] = []
+    ran_on = []  # the object the program ran on in each step (exported with: prepared_with, for the first)
     for label, make in scn.steps:
         expected_obj, obj = make(), make()
+        ran_on.append(prepared_with if label.startswith("first") and backend.ahead_of_time else obj)
         try:
             expected = reference(*scn.inputs(), expected_obj)
         except Exception:  # noqa: BLE001 - an object the op rejects in eager: not a comparison
             if label.startswith("first"):
                 raise
             continue
-        got = program(*scn.inputs(), obj)
-        differences = value_differences(expected, got, "output")
-        if differences:
-            line, rule = f"{label}: eager {show(expected)}, {backend.side} {show(got)}", OUTPUT_DIFFERS
-            if not label.startswith("first") and value_differences(traced, expected):
-                # What a program holding the first object baked in returns: the traced object's eager output.
-                line += f"; eager on the first object gives {show(traced)}"
-                if not value_differences(traced, got):
-                    line, rule = f"{line}: {STAYED}", STALE_RESULT
-            diffs += Difference.each(rule, [line] + [f"{label}: {d}" for d in differences])
-        if ctx.info.kind == "symbolic" and backend.state_visible:
-            before, after = state_of(expected_obj), state_of(obj)
-            # Two objects: a field held by identity (a communicator) is compared by the state of what it holds.
-            diffs += Difference.each(STATE_DIFFERS, [
-                f"{label}: object state {k}: eager {before.get(k)!r}, {backend.side} {after.get(k)!r}"
-                for k in changed_fields(before, after, held_by_state=True)])
+        diffs += _compare(ctx, backend, label, expected, program(*scn.inputs(), obj), traced, expected_obj, obj)
+    for step, code, mutate in scn.in_place:
+        twin, obj = scn.steps[step][1](), ran_on[step]
+        mutate(twin)
+        mutate(obj)
+        try:
+            expected = reference(*scn.inputs(), twin)
+        except Exception:  # noqa: BLE001 - the op rejects the changed object in eager: not a comparison
+            continue
+        label = (f"changed in place: {code} on the object the program ran on in step {step + 1} (torch guards a "
+                 "constant object by == against the object it compiled with, which stays equal to itself)")
+        was = reference(*scn.inputs(), scn.steps[step][1]())
+        diffs += _compare(ctx, backend, label, expected, program(*scn.inputs(), obj), was, twin, obj,
+                          "the object before the change")
+    return diffs
+
+
+def _compare(ctx: CustomClassContext, backend: Backend, label: str, expected: Any, got: Any, traced: Any,
+             expected_obj: Any, obj: Any, was: str = "the first object") -> list[Difference]:
+    """The differences of one call of the program (``got``, on ``obj``) from eager's (``expected``, on
+    ``expected_obj``): the output (stale when it is eager's on ``was``, ``traced``, and eager's here differs), and
+    for a symbolic class on a backend whose runs change the object, its state afterwards."""
+    diffs: list[Difference] = []
+    differences = value_differences(expected, got, "output")
+    if differences:
+        line, rule = f"{label}: eager {show(expected)}, {backend.side} {show(got)}", OUTPUT_DIFFERS
+        if not label.startswith("first") and value_differences(traced, expected):
+            # What a program holding the first object baked in returns: the traced object's eager output.
+            line += f"; eager on {was} gives {show(traced)}"
+            if not value_differences(traced, got):
+                line, rule = f"{line}: {STAYED}", STALE_RESULT
+        diffs += Difference.each(rule, [line] + [f"{label}: {d}" for d in differences])
+    if ctx.info.kind == "symbolic" and backend.state_visible:
+        before, after = state_of(expected_obj), state_of(obj)
+        # Two objects: a field held by identity (a communicator) is compared by the state of what it holds.
+        diffs += Difference.each(STATE_DIFFERS, [
+            f"{label}: object state {k}: eager {before.get(k)!r}, {backend.side} {after.get(k)!r}"
+            for k in changed_fields(before, after, held_by_state=True)])
     return diffs
 
 
