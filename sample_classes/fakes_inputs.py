@@ -151,8 +151,9 @@ BROKEN = {bf.name: bf for bf in (
     _cache("gather_backward_per_index", "custom_op", "gather_backward",
            "the gather_backward fake returns one row per index where C++ returns one per block",
            gather_backward=_gather_backward_per_index),
-    _cache("cache_unflatten_swapped", "roundtrip", "__obj_unflatten__",
-           "__obj_unflatten__ reads block_size from the capacity slot and back",
+    _cache("cache_unflatten_swapped", "agreement", "block_numel",
+           "__obj_unflatten__ reads block_size from the capacity slot and back: block_numel() answers with the "
+           "capacity (roundtrip notes the swap: torch reads neither int of the fake itself)",
            fake_class=_variant(FakePagedCache, "FakePagedCacheSwapped",
                                __obj_unflatten__=classmethod(_unflatten_swapped))),
     _cache("cache_append_accepts_anything", "agreement", "append",

@@ -8,16 +8,24 @@ as an attribute of the same name: torch.compile reads ``getattr(fake, key)`` for
 names fails every torch.compile and strict-export program with ``AttributeError``. And it must keep each key's
 *value* there (tensors as fake tensors of the same shape and dtype): a fake whose ``__obj_unflatten__`` reads the
 fields by position and swaps two of them passes the key test but traces with the wrong state.
+
+What torch itself reads of those attributes is their tensors and SymInts (``remove_unused_graphargs`` maps over
+them only; guards are built on the C++ object's ``__obj_flatten__``, ``torch/_dynamo/guards.py``), so a key whose
+value holds no tensor may be kept in another form (an engine string kept base64-decoded, as Torch-TensorRT's
+published fake keeps it) with no effect on any program: such a difference fails the item only where the value is
+read through a getter method of the key's name that C++ also has (the program's result then differs), and is a
+note otherwise (the fake's methods that read it are held to C++ by ``agreement`` and ``differential``).
 """
 
 from __future__ import annotations
 
 import torch
+import torch.utils._pytree as pytree
 
 from ...engine.compare import describe, flattened_pairs, kept_differences
 from ...core.evidence import record
 from ...torchbind.context import new_fake_mode
-from ...core.results import Failure, NotApplicable, exception_line
+from ...core.results import Failure, NotApplicable, Note, exception_line
 from ...torchbind.context import ClassContext
 
 #: How roundtrip's lines name the real value: what C++ flattened.
@@ -32,6 +40,7 @@ def roundtrip(ctx: ClassContext, _target: None) -> list[Failure]:
         return []  # the flatten check reports the missing __obj_flatten__
     failures = []
     flatten_errors: list[str] = []
+    kept_otherwise: list[tuple[str, list[str]]] = []  # (example, differences) under keys no program reads
     for example in ctx.require_examples():
         code = "\n".join(example.code())
         repro = ctx.repro(example, ["fake_obj = maybe_to_fake_obj(FakeTensorMode(shape_env=ShapeEnv()), make_obj())",
@@ -76,8 +85,15 @@ def roundtrip(ctx: ClassContext, _target: None) -> list[Failure]:
             continue
         record("fakified object")  # an instance of the fake class keeping every flattened key
         pairs = flattened_pairs(flat)
-        held = _held_values(ctx, example, wrapped, pairs)
+        held, getters = _held_values(ctx, example, wrapped, pairs)
         record("flattened value", len(held))
+        read = {key for key, value in pairs if key in getters or _holds_tensor(value)}  # what a program reads
+        unread = [d for key, value in pairs if key in held and key not in read
+                  for d in kept_differences(value, held[key], key, FLATTENED)]
+        if unread:
+            swapped = _swaps([(k, v) for k, v in pairs if k not in read], held)
+            kept_otherwise.append((example.label, ([f"swapped: {swapped[0]}"] if swapped else []) + unread))
+        pairs = [(key, value) for key, value in pairs if key in read]
         wrong = [d for key, value in pairs if key in held for d in kept_differences(value, held[key], key, FLATTENED)]
         if wrong:
             swapped = _swaps(pairs, held)
@@ -93,6 +109,15 @@ def roundtrip(ctx: ClassContext, _target: None) -> list[Failure]:
                                         "tensors of the same shape and dtype): torch.compile guards and traces "
                                         "on them",),
                 example=code, repro=repro, rule="roundtrip.values-swapped" if swapped else "roundtrip.value-differs"))
+    if kept_otherwise:
+        label, unread = kept_otherwise[0]
+        failures.append(Note(
+            f"the fake keeps other values than C++ flattened under keys that hold no tensor and that no getter of "
+            f"the key's name reads (on {len(kept_otherwise)} example object(s); on {label}: {'; '.join(unread[:4])})"
+            ": torch reads only the tensors and SymInts of a fake's attributes (torch/_dynamo/output_graph.py, "
+            "remove_unused_graphargs) and guards on the C++ object's __obj_flatten__, so no program changes "
+            f"because of it; the fake's methods that read them are compared by {info.test_name}::agreement and "
+            "::differential"))
     if flatten_errors and len(flatten_errors) == len(ctx.require_examples()):
         raise NotApplicable(f"{info.qualname}.__obj_flatten__() raised {flatten_errors[0]} on every example object, "
                             "so torch cannot fakify one (maybe_to_fake_obj calls it first) and there is no fake "
@@ -100,13 +125,19 @@ def roundtrip(ctx: ClassContext, _target: None) -> list[Failure]:
     return failures
 
 
-def _held_values(ctx, example, wrapped, pairs) -> dict[str, object]:
+def _holds_tensor(value) -> bool:
+    """Whether a flattened value is or holds (in lists, tuples, dicts) a tensor."""
+    return any(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves(value))
+
+
+def _held_values(ctx, example, wrapped, pairs) -> tuple[dict[str, object], set[str]]:
     """What the fake object ``wrapped`` holds for each flattened ``(key, value)``: its attribute of that name, or,
     where the attribute is a method (a key that is also a method name, e.g. ``size``), what that method returns
     when called without arguments — only where the C++ method of the same name returns the flattened value
     itself on a fresh object of ``example`` (so the getter is held to what C++ shows it to be). Keys whose value
-    cannot be judged that way are left out."""
+    cannot be judged that way are left out. Also the keys read through such a getter."""
     held: dict[str, object] = {}
+    getters: set[str] = set()
     real = None
     for key, value in pairs:
         kept = getattr(wrapped, key, None)
@@ -124,9 +155,10 @@ def _held_values(ctx, example, wrapped, pairs) -> dict[str, object]:
             with ctx.calling(f"{type(wrapped).__qualname__}.{key}() on the fakified object {example.label}",
                              side="fake"):
                 held[key] = kept()
+            getters.add(key)
         except Exception:  # noqa: BLE001 - takes arguments, or raises: not a getter, not judged here
             continue
-    return held
+    return held, getters
 
 
 def _swaps(pairs, held) -> list[str]:
