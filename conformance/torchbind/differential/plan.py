@@ -17,6 +17,8 @@ from ..context import ClassContext, defined_on_fake, new_fake_mode
 from ..discovery import runs_on_fakes
 from ..examples import Example, read_state, state_key
 from ...core.results import NotApplicable
+from ...engine.arguments import EMPTY
+from ...engine.compare import disagreement
 from ...engine.values import ArgumentSet, UnsupportedType
 from .observers import Audit, prove
 from ...core.results import RegistrationError
@@ -78,7 +80,9 @@ class Plan:
     refuted, a flatten that changes the object). ``reads_pure``: :attr:`.observers.Proof.reads_pure`;
     ``fresh``: the observers' results on the fresh fakes made during one run, by what each fakification read
     (filled by the machine, see :meth:`.machine._Machine._fresh_results`); ``audit``: the observers' proof run
-    again on the states the sequences reach (:class:`.observers.Audit`, fed by the machine).
+    again on the states the sequences reach (:class:`.observers.Audit`, fed by the machine); ``unequal``: per
+    example index, the observers the fake made from that example already disagrees on (method -> how), which
+    sequences from it do not compare (said in ``notes``).
 
     A method without arguments that never changes the C++ object's state (``size()``) is only an observer, not
     also a step: it runs after every step anyway, and leaving it out of the rules makes the state-changing calls
@@ -95,6 +99,7 @@ class Plan:
     observer_notes: list[str] = dataclasses.field(default_factory=list)
     fresh: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
     audit: Audit | None = dataclasses.field(default=None, repr=False, compare=False)
+    unequal: dict[int, dict[str, str]] = dataclasses.field(default_factory=dict)
 
     @property
     def observers(self) -> list[str]:
@@ -255,6 +260,12 @@ def plan_for(ctx: ClassContext, refuted: dict[str, str] | None = None) -> Plan:
             proof.notes.append(f"{m}: named an observer (conformance.strategy({info.qualname!r}, {m!r}, observer=True)) "
                                "but not driven: " + next((n.split(": not driven, ", 1)[1] for n in notes
                                                           if n.startswith(f"{m}: not driven, ")), "see the notes"))
+    disagreeing = _disagreeing_observers(ctx, examples, proof.observers)
+    for k, found in disagreeing.items():
+        for method, why in found.items():
+            notes.append(f"{method}: not compared in sequences from the example {examples[k].label}: {why}, before "
+                         f"any call, so its disagreements after a step there would blame the step (see "
+                         f"{info.test_name}::agreement[{method}])")
     rules: list[Rule] = []
     observer_rules: list[Rule] = []
     for method, callee, driven in methods:
@@ -276,4 +287,29 @@ def plan_for(ctx: ClassContext, refuted: dict[str, str] | None = None) -> Plan:
     if not rules:
         raise NotApplicable(f"nothing to drive on {info.qualname}: " + "; ".join(notes or ["no methods"]))
     return Plan(ctx, examples, rules, observer_rules, notes, proof.not_observers, proof.reads_pure, proof.notes,
-                audit=Audit(ctx, proof, declared))
+                audit=Audit(ctx, proof, declared), unequal=disagreeing)
+
+
+def _disagreeing_observers(ctx: ClassContext, examples: list[Example],
+                           observers: list[str]) -> dict[int, dict[str, str]]:
+    """Per example (by index), the observers whose fake already disagrees with C++ on that example object,
+    fakified as tracing fakifies it (a stub getter returning ``None``; a handle ``__obj_flatten__`` omits), before
+    any call: method -> how. Compared after a step in a sequence from that example, such an observer's
+    disagreement would be blamed on the step; the ``agreement`` item reports it."""
+    out: dict[int, dict[str, str]] = {}
+    for k, example in enumerate(examples):
+        try:
+            real, mode = example.build(), new_fake_mode()
+            fake = ctx.fakify(example.build(), mode, state=example.label)
+        except Exception:  # noqa: BLE001 - an example that does not build or fakify now: no evidence either way
+            continue
+        for method in observers:
+            call = Call(Callee.method(method), EMPTY)
+            r, f = ctx.call_real(real, call), ctx.call_fake(fake, mode, call)
+            if r.raised:
+                continue  # C++ rejects it in this state: not a comparison
+            found = disagreement(r, f, f"{method}()", significant_strides_only=True)
+            if found is not None:
+                out.setdefault(k, {})[method] = ("the fake made from it already disagrees with C++ ("
+                                                 + "; ".join(found[1][:2] or [found[0]]) + ")")
+    return out
