@@ -22,7 +22,7 @@ import torch
 from ...engine.compare import disagreement, flat_state_differences, side_text, value_differences
 from ...engine.jit_types import return_type, value_mismatch
 from ...torchbind.calls import Call, Callee
-from ...torchbind.context import new_fake_mode
+from ...torchbind.context import defined_on_fake, new_fake_mode
 from ..cell import OUTPUT_DIFFERS, STALE_RESULT, STATE_DIFFERS, Difference
 from ..explain import STAYED, FakeCause, show
 
@@ -159,8 +159,9 @@ def _replay(ctx, scn, example, where: str) -> FakeCause | None:
             if found:
                 items.append(f"custom_op[{callee.op.short_name}]")
         else:
-            if found:
-                items.append(f"agreement[{callee.name}]")
+            if found:  # a method the fake lacks is the coverage item's (agreement skips it)
+                items.append(f"{'agreement' if defined_on_fake(ctx.info.fake_class, callee.name) else 'coverage'}"
+                             f"[{callee.name}]")
             schema = ctx.info.methods.get(callee.name)
             if schema is not None and not fake.raised and value_mismatch(fake.value, return_type(schema)):
                 items.append(f"return_type[{callee.name}]")

@@ -373,3 +373,15 @@ def test_a_fake_returning_the_wrong_type_names_return_type_too(stale):
                                       "(int), torch.compile eager 2.0 (float)"), cell.reason
         assert cell.reason.endswith(f"see {ITEM}::agreement[get_default_index] and "
                                     f"{ITEM}::return_type[get_default_index])"), cell.reason
+
+
+def test_a_cell_over_a_method_the_fake_lacks_points_at_coverage(stale):
+    """A fake without ``top``: the agreement item skips the method, the coverage item fails it, and the cell that
+    follows from it names coverage (it named the skipped agreement item)."""
+    import sample_classes  # noqa: F401 - the TensorQueue library
+    from sample_classes.broken import installed_broken
+
+    with installed_broken("queue_missing_top"):
+        cell = run_cell(engine_of().context("samples::TensorQueue"), "top", "eager")
+    assert (cell.status, cell.rule) == ("failed", "matrix.follows-from-fake"), cell.reason
+    assert cell.reason.endswith("see torchbind[samples.TensorQueue]::coverage[top])"), cell.reason
