@@ -18,7 +18,9 @@ Rows, after the seed document's Coverage Matrix ("Custom Op with torchbind input
 * ``tensors.attr``: the attribute sequence restricted to calls returning tensors or nothing, so that the
   attribute placement (the only one AOTInductor accepts) is seen apart from burned-in constants;
 * ``dynamic``: the sequence with every tensor input dynamic (``dynamic=True`` / ``torch.export.Dim.AUTO``;
-  its sizes: :mod:`conformance.matrix.torchbind.sizes`).
+  its sizes: :mod:`conformance.matrix.torchbind.sizes`);
+* ``dynamic.ops``: one call of each op taking the class and a tensor, with every tensor input dynamic (an op
+  fake's symbolic-shape path runs only here), for a class with such ops.
 
 Each row's :class:`~conformance.matrix.torchbind.scenarios.Scenario` is chosen so that run 1's eager output differs
 from the traced object's, where some example object allows it.
@@ -31,6 +33,7 @@ from ...core.results import NotApplicable, exception_line
 from ...engine.jit_types import return_type
 from ...torchbind.calls import OPERATORS, Callee
 from ...torchbind.context import ClassContext, defined_on_fake
+from ...torchbind.discovery import runs_on_fakes
 from ...torchbind.examples import Example, read_state, state_key
 from ..gradients import backward_row, has_backward
 from .scenarios import NoEagerReference, ProgramCall, Scenario, tensor_values
@@ -38,10 +41,12 @@ from .sizes import dynamic_inputs
 from .sweep import sweep_objects
 
 __all__ = ["row_names", "scenario", "method_backward_rows", "OP_PREFIX", "SEQUENCE", "SEQUENCE_ATTR", "TENSORS_ATTR",
-           "DYNAMIC"]
+           "DYNAMIC", "DYNAMIC_OPS"]
 
 SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC = "sequence", "sequence.attr", "tensors.attr", "dynamic"
-_SEQUENCES = (SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC)
+DYNAMIC_OPS = "dynamic.ops"
+_SEQUENCES = (SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC, DYNAMIC_OPS)
+_DYNAMIC = (DYNAMIC, DYNAMIC_OPS)
 # Results a program can return without anything being burned in as a constant (tensor lists are not: their
 # length is fixed when tracing).
 _TENSOR_RESULTS = ("Tensor", "Optional[Tensor]", "NoneType")
@@ -58,7 +63,8 @@ def row_names(ctx: ClassContext) -> list[str]:
     operators = [Callee.python_operator(m).label for m in methods if m in OPERATORS]
     ops = [OP_PREFIX + op.short_name for op in ctx.info.ops]
     backward = [backward_row(OP_PREFIX + op.short_name) for op in ctx.info.ops if has_backward(op.qualname, op.schema)]
-    return methods + operators + ops + backward + method_backward_rows(ctx) + list(_SEQUENCES)
+    sequences = [r for r in _SEQUENCES if r != DYNAMIC_OPS or _dynamic_ops(ctx)]
+    return methods + operators + ops + backward + method_backward_rows(ctx) + sequences
 
 
 def method_backward_rows(ctx: ClassContext) -> list[str]:
@@ -162,6 +168,29 @@ def _sequence_calls(ctx: ClassContext, base: Example, tensors_only: bool = False
     return tuple(calls)
 
 
+def _dynamic_ops(ctx: ClassContext) -> list:
+    """The ops the ``dynamic.ops`` row calls, read off their schemas: those taking a tensor, with a Python fake (an
+    op without one fails its own row)."""
+    return [op for op in ctx.info.ops if runs_on_fakes(op) and any("Tensor" in str(a.type) for a in op.schema.arguments)]
+
+
+def _op_calls(ctx: ClassContext, base: Example) -> tuple[ProgramCall, ...]:
+    """The ``dynamic.ops`` row's calls: one call of each of :func:`_dynamic_ops`, the first argument set eager runs
+    after the calls so far. An op fake's symbolic-shape path (output sizes computed from SymInts, as
+    Torch-TensorRT's ``execute_engine`` fake computes them) runs only on dynamic inputs."""
+    added: list[ProgramCall] = []
+    for op in _dynamic_ops(ctx):
+        try:
+            variants = _calls_for(ctx, OP_PREFIX + op.short_name)
+        except NotApplicable:  # excluded by the adopter, or no arguments
+            continue
+        for (call,) in variants:
+            if _eager_ok(base, (*added, call)):
+                added.append(call)
+                break
+    return tuple(added)
+
+
 def _state_differs(a: Example, b: Example) -> bool:
     try:
         return state_key(read_state(a.build(), a.tracer)) != state_key(read_state(b.build(), b.tracer))
@@ -187,7 +216,8 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
     examples = ctx.require_examples()
     if row in _SEQUENCES:
         base = examples[0]
-        calls = _sequence_calls(ctx, base, tensors_only=row == TENSORS_ATTR)
+        calls = _op_calls(ctx, base) if row == DYNAMIC_OPS else _sequence_calls(ctx, base,
+                                                                                 tensors_only=row == TENSORS_ATTR)
         if not calls:
             what = ("no method that returns a tensor or nothing" if row == TENSORS_ATTR
                     else "no method of the class that the fake class defines and that returns no str")
@@ -200,14 +230,14 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
     for calls in variants:
         valid = [e for e in examples if _eager_ok(e, calls, errors)]
         xs = tensor_values(calls)
-        inputs = dynamic_inputs(xs) if row == DYNAMIC else [(xs, xs, ())]
+        inputs = dynamic_inputs(xs) if row in _DYNAMIC else [(xs, xs, ())]
         for first in valid[:_FIRSTS]:
             for second, swap in _seconds(first, valid, placement):
                 for run0, run1, notes in inputs:
                     # Every other example the row's calls run on, where each run can take a new object.
                     sweep = sweep_objects((first, second), valid) if placement == "input" or swap else ()
                     scn = Scenario(qualname, row, placement, calls, first, second, (run0, run1),
-                                   dynamic=row == DYNAMIC, notes=notes, swap=swap, sweep=sweep)
+                                   dynamic=row in _DYNAMIC, notes=notes, swap=swap, sweep=sweep)
                     try:
                         scn.reference  # noqa: B018 - eager must run the program itself (module-level code paths)
                     except Exception as exc:  # noqa: BLE001
