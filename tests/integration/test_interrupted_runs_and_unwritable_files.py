@@ -22,7 +22,7 @@ from conformance.reports.terminal import render_lines
 from conftest import TORCH_SPEC, TORCH_TESTLIB, run_inprocess, needs_torch_testlib
 
 FOO = (f"--torchbind-load={TORCH_SPEC}", "--torchbind-class=_TorchScriptTesting::_Foo")
-#: samples::Counter's coverage matrix on plain eager only: 10 cells (9 rows and scale.backward), a few seconds.
+#: samples::Counter's coverage matrix on plain eager only: 11 cells (10 rows, dynamic.ops among them, and scale.backward), a few seconds.
 COUNTER = ("--torchbind-load=sample_classes", "--torchbind-class=samples::Counter", "--torchbind-checks=matrix",
            "--torchbind-backends=eager")
 
@@ -119,9 +119,9 @@ def test_ctrl_c_writes_the_partial_report_marked_incomplete(pytester, samples):
     result = run_inprocess(pytester, *COUNTER, "--torchbind-report=m.json", no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     doc = json.loads((pytester.path / "m.json").read_text())
-    assert doc["incomplete"] == "interrupted: 3 of 10 cells ran"
+    assert doc["incomplete"] == "interrupted: 3 of 11 cells ran"
     assert sum(len(c["cells"]) for c in doc["classes"]) == 3
-    result.stdout.fnmatch_lines(["*TorchBind coverage matrix*", "incomplete report — interrupted: 3 of 10 cells ran"])
+    result.stdout.fnmatch_lines(["*TorchBind coverage matrix*", "incomplete report — interrupted: 3 of 11 cells ran"])
 
 
 @needs_torch_testlib
@@ -217,7 +217,7 @@ def test_sigterm_stops_the_run_like_ctrl_c(pytester, samples):
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
     assert "KeyboardInterrupt: terminated by SIGTERM" in out
     doc = json.loads((pytester.path / "m.json").read_text())
-    assert doc["incomplete"] == "interrupted: 3 of 10 cells ran", out[-3000:]
+    assert doc["incomplete"] == "interrupted: 3 of 11 cells ran", out[-3000:]
     assert (pytester.path / "j.xml").exists()
     assert not [pid for pid in workers if _alive(pid)], "a worker process outlived the run"
 
