@@ -37,7 +37,7 @@ from pathlib import Path
 
 from ..core.results import ConformanceError
 
-__all__ = ["LoadError", "LIB_SUFFIXES", "parse_spec", "repro_lines", "existing_path", "find_beside", "search_dirs",
+__all__ = ["LoadError", "LIB_SUFFIXES", "parse_spec", "repro_lines", "load_lines", "existing_path", "find_beside", "search_dirs",
            "is_dotted_name", "selected_classes", "selecting", "file_module_name", "renamed_files",
            "FILE_MODULE_PREFIX"]
 
@@ -94,6 +94,18 @@ def parse_spec(spec: str) -> tuple[str, str, str]:
         return "file", head, func
     module, _, func = spec.partition(":")
     return "module", module, func
+
+
+def load_lines(specs: list[str], rootdir: Path | None = None) -> list[str]:
+    """:func:`repro_lines` of each spec in order, with each ``import sys`` and each ``sys.path.insert`` of one
+    directory kept once (the first): the top of every reproducer of a run."""
+    out: list[str] = []
+    for spec in specs:
+        for line in repro_lines(spec, rootdir):
+            if line in out and (line == "import sys" or line.startswith("sys.path.insert(0, ")):
+                continue
+            out.append(line)
+    return out
 
 
 def repro_lines(spec: str, rootdir: Path | None = None) -> list[str]:

@@ -39,7 +39,7 @@ from ..kinds import expand_selector
 from ..kinds import registered_classes
 from ..core.faults import watch_interrupts
 from .items import Collection
-from ..engine.loading import existing_path, parse_spec, renamed_files, repro_lines, selecting
+from ..engine.loading import existing_path, parse_spec, renamed_files, load_lines, selecting
 from ..process.loading import LoadError, apply_load_spec
 from ..process.lost import forked_world
 from ..matrix.backends import all_backends
@@ -240,7 +240,7 @@ class PluginRun:
         Raises ``pytest.UsageError`` for bad input."""
         options = read_options(config, [c.name for c in all_checks()], [b.name for b in all_backends()])
         rootdir = Path(str(config.rootpath))
-        load_code = [line for spec in options.load for line in repro_lines(spec, rootdir)]
+        load_code = load_lines(list(options.load), rootdir)
         device = options.settings.device
         if device != "cpu":
             # Every tensor the plugin makes (example objects, arguments, program inputs) and every reproducer's;

@@ -114,6 +114,16 @@ def test_directory_is_inserted_once(dirs):
     assert sys.path.count(str(dirs["cwd"])) == 1
 
 
+def test_reproducers_insert_a_directory_once(dirs):
+    from conformance.engine.loading import load_lines
+
+    write_fakes(dirs["cwd"], "tbl_twice")
+    write_fakes(dirs["cwd"], "tbl_twice_too")
+    where = repr(str(dirs["cwd"]))
+    assert load_lines(["tbl_twice", "tbl_twice_too"], dirs["root"]) == [
+        "import sys", f"sys.path.insert(0, {where})", "import tbl_twice", "import tbl_twice_too"]
+
+
 def test_module_on_sys_path_adds_nothing(dirs):
     before = list(sys.path)
     apply_load_spec("json", dirs["root"])
