@@ -130,3 +130,28 @@ def test_examples_reach_empty_and_non_empty_states(torch_test_classes):
 def test_examples_api_rejects_bad_names():
     with pytest.raises(ValueError, match="expected 'namespace::Class'"):
         conformance.examples("NoNamespace")
+
+
+def test_a_dunder_only_inherited_from_object_is_reached_silently():
+    # Plain torch: a fake without __str__ gives object's string under torch.compile, with no error.
+    import sample_classes  # noqa: F401 - builds and loads the samples
+    import sample_classes.fakes_patterns as patterns
+    from sample_classes.broken import BrokenFake
+
+    fake = patterns.FakeBag
+    no_str = type("FakeBagNoStr", fake.__bases__,
+                  {k: v for k, v in vars(fake).items() if k not in ("__str__", "__dict__", "__weakref__")})
+    with BrokenFake(name="bag_no_str", qualname="samples_patterns::Bag", check="coverage", method="__str__",
+                    rule="no __str__", fake_class=no_str).installed():
+        bag = torch.classes.samples_patterns.Bag([1, 2])
+        torch._dynamo.reset()
+        try:
+            got = torch.compile(lambda b, x: (x, str(b)), backend="aot_eager", fullgraph=True)(bag, torch.ones(1))[1]
+        finally:
+            torch._dynamo.reset()
+        assert str(bag) == "Bag(2)" and got.startswith("<") and "FakeBagNoStr object at" in got
+        [outcome] = [o for o in run_class("samples_patterns::Bag", only={"coverage"}) if o.target == "__str__"]
+    assert outcome.failures[0].summary == (
+        "the fake class does not define __str__ (only inherited from object); a traced program's call to it reaches "
+        "object's __str__ on the fake instead of the C++ method, with no error (str(obj) compiles and gives another "
+        "string than eager)")
