@@ -25,12 +25,14 @@ def coverage(ctx: ClassContext, method: str) -> list[Failure]:
         return []
     # Inherited from object (__str__, __repr__, __eq__): a traced call reaches object's method on the fake, with
     # no error (str(obj) compiled gives the fake's default string where eager gives the C++ method's).
-    consequence = (f"a traced program's call to it reaches object's {method} on the fake instead of the C++ method, "
-                   "with no error (str(obj) compiles and gives another string than eager)"
-                   if hasattr(object, method) else "torch.compile / torch.export fail on a call to it")
-    inherited = " (only inherited from object)" if hasattr(object, method) else ""
+    if hasattr(object, method):
+        missing = (f"{method} (only inherited from object); a traced program's call to it reaches object's {method} "
+                   "on the fake instead of the C++ method, with no error (str(obj) compiles and gives another string "
+                   "than eager)")
+    else:
+        missing = f"{method}; torch.compile / torch.export fail on a call to it"
     return [Failure(
-        f"the fake class does not define {method}{inherited}; {consequence}",
+        f"the fake class does not define {missing}",
         cpp=str(ctx.info.methods[method]),
         fake=f"{fake.__qualname__} has no {method}",
         rule="coverage.method-missing",

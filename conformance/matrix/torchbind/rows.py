@@ -220,6 +220,7 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
                                                                                  tensors_only=row == TENSORS_ATTR)
         if not calls:
             what = ("no method that returns a tensor or nothing" if row == TENSORS_ATTR
+                    else "no op taking the class and a tensor" if row == DYNAMIC_OPS
                     else "no method of the class that the fake class defines and that returns no str")
             raise NotApplicable(f"{what} runs in eager on the example objects")
         variants = [calls]

@@ -191,13 +191,12 @@ def _run(ctx: ClassContext, examples: int | None, seed: int | None, settings: Se
 def _audit_drift(plan: Plan, drift: Drift) -> None:
     """Audit every state on the way to ``drift`` (whatever the budget): a drift shown with a method that is not an
     observer is no verdict."""
-    calls = []
+    calls: tuple = ()
     for (rule, args), rejected in zip(drift.steps, drift.rejected):
         if rejected:
             return
-        calls.append(rule.call(args))
-        state = dataclasses.replace(drift.example, steps=drift.example.steps + tuple(calls))
-        plan.audit.visit(state, ("drift", drift.example.label, tuple(c.code() for c in calls)), budget=False)
+        calls += (rule.call(args),)
+        plan.audit.visit(drift.example, calls, budget=False)
 
 
 def _sequences(ctx: ClassContext, plan: Plan, used: Settings, seed: int | None, stats: dict

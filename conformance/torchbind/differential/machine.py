@@ -237,17 +237,10 @@ class _Machine:
             self._fail("alias", "the fake's result aliases differently from the C++ result (an argument or an "
                        "earlier result on one side only)", side_text(real), side_text(fake), diffs)
         self._observe(n, mutated=not rule.observer)
-        self.audit()
-
-    def audit(self, budget: bool = True) -> None:
-        """Hand the state the sequence has reached to the plan's :class:`~.observers.Audit`, when C++ accepted
-        every step so far (a rejected step cannot be replayed: the rebuilt object would raise there)."""
-        audit = self.plan.audit
-        if audit is None or any(self.rejected) or not self.steps:
-            return
-        calls = tuple(rule.call(args) for rule, args in self.steps)
-        state = dataclasses.replace(self.example, steps=self.example.steps + calls)
-        audit.visit(state, (self.index, tuple(c.code() for c in calls)), budget)
+        # The state reached, to the plan's observers audit, when C++ accepted every step so far (a rejected step
+        # cannot be replayed: the rebuilt object would raise there).
+        if self.plan.audit is not None and not any(self.rejected):
+            self.plan.audit.visit(self.example, tuple(rule.call(args) for rule, args in self.steps))
 
     def _alias_diffs(self, real: CallResult, fake: CallResult, label: str, where: str = "result") -> list[str]:
         real_alias, fake_alias = self.real.aliases(real, label), self.fake.aliases(fake, label)

@@ -35,7 +35,7 @@ import dataclasses
 import functools
 from typing import Any
 
-from ..calls import Callee
+from ..calls import Call, Callee
 from ..context import ClassContext
 from ..examples import Example, read_state, state_key
 from ...engine.render import render
@@ -295,14 +295,16 @@ class Audit:
     audited: int = 0
     seen: set = dataclasses.field(default_factory=set, repr=False)
 
-    def visit(self, state: Example, key: Any, budget: bool = True) -> None:
-        """Audit ``state`` (``key``: what identifies it, e.g. the example's index and the steps' code) unless
-        seen before, or ``budget`` is set and :data:`MAX_AUDITED` states were audited. Calls only fresh real
-        objects; errors raised by the calls are results, never raised."""
+    def visit(self, example: Example, calls: tuple[Call, ...], budget: bool = True) -> None:
+        """Audit the state ``calls`` (the steps C++ accepted) reach from ``example``, unless seen before (by the
+        example and the calls' code), or ``budget`` is set and :data:`MAX_AUDITED` states were audited. Calls only
+        fresh real objects; errors raised by the calls are results, never raised."""
         observers = [m for m in self.proof.observers if m not in self.refuted]
+        key = (example.label, tuple(c.code() for c in calls))
         if not observers or key in self.seen or (budget and self.audited >= MAX_AUDITED):
             return
         self.seen.add(key)
+        state = dataclasses.replace(example, steps=example.steps + calls)
         self.audited += 1
         reader = _Reader(self.ctx)
         where = f" (a state a differential sequence reached; the proof's {self.proof.states} states did not show it)"
