@@ -28,25 +28,30 @@ from .backends import Backend
 
 __all__ = ["judged_run", "judged_gradients", "COMPARE", "GRADIENTS", "FORMULA"]
 
-#: ``same(a, b)``: whether two ``run_twice`` results agree, leaf by leaf.
+#: ``same(a, b)``: whether two ``run_twice`` results agree as the cell compares them
+#: (:func:`conformance.engine.compare.value_differences`): the same containers (a list is not a tuple), tensors by
+#: ``torch.testing.assert_close`` (values, shape, dtype, device; strides are not part of a compiled program's
+#: contract, in the cell or here), other values by type and ``==``; an int/float/bool that AOTInductor returns as a
+#: 0-dim tensor (its calling convention) as that scalar.
 COMPARE = [
     "def same(a, b):",
-    "    a, b = pytree.tree_leaves(a), pytree.tree_leaves(b)",
-    "    if len(a) != len(b):",
-    "        return False",
-    "    for x, y in zip(a, b):",
-    "        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):",
-    "            if not isinstance(y, torch.Tensor):",
-    "                return False",
-    "            if not isinstance(x, torch.Tensor):  # AOTInductor returns a 0-dim tensor for an int",
-    "                x, y = torch.tensor(x), y.reshape(())",
-    "            try:",
-    "                torch.testing.assert_close(y, x, equal_nan=True, check_dtype=x.dim() > 0)",
-    "            except AssertionError:",
-    "                return False",
-    "        elif type(x) is not type(y) or x != y:",
+    "    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):",
+    "        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))",
+    "    if isinstance(a, dict) or isinstance(b, dict):",
+    "        return type(a) is type(b) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)",
+    "    if isinstance(b, torch.Tensor) and b.dim() == 0 and type(a) in (bool, int, float):",
+    "        b = type(a)(b.item())  # AOTInductor returns a 0-dim tensor for an int, a float or a bool",
+    "    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):",
+    "        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):",
     "            return False",
-    "    return True",
+    "        try:",
+    "            torch.testing.assert_close(b, a, equal_nan=True)",
+    "        except AssertionError:",
+    "            return False",
+    "        return True",
+    "    if isinstance(a, torch.ScriptObject) or isinstance(b, torch.ScriptObject):",
+    "        return type(a) is type(b)",
+    "    return type(a) is type(b) and (a == b or a != a and b != b)",
     "",
 ]
 

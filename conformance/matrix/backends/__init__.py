@@ -139,9 +139,11 @@ def torch_compile(backend: str) -> Callable[[Any, torch.nn.Module, tuple], Calla
 
 
 def compile_script(backend: str) -> tuple[str, ...]:
-    """The :attr:`Backend.script` of a ``torch.compile`` backend: the program compiled with ``backend``, its sizes
-    left to torch (``dynamic=None``: a size that changes becomes dynamic), as the cell's marks make them."""
-    return (f"program = torch.compile(module(traced), backend={backend!r})",)
+    """The :attr:`Backend.script` of a ``torch.compile`` backend: the program compiled with ``backend`` and
+    ``fullgraph=True``, as the cell compiles it (without it a graph break would run the failing call eagerly and the
+    script would not show the cell's failure), its sizes left to torch (``dynamic=None``: a size that changes
+    becomes dynamic), as the cell's marks make them."""
+    return (f"program = torch.compile(module(traced), backend={backend!r}, fullgraph=True)",)
 
 
 def export_script(strict: bool, name: str = "program") -> str:

@@ -22,7 +22,7 @@ _WITH = f"with {autocast_source(AUTOCAST)}:"
 BACKEND = Backend(
     name="autocast", group="torch.compile", title="aot_eager, autocast bf16", prepare=torch_compile("aot_eager"),
     dynamo=True, autocast=AUTOCAST, script=(
-        "compiled = torch.compile(module(traced), backend='aot_eager')",
+        "compiled = torch.compile(module(traced), backend='aot_eager', fullgraph=True)",
         "",
         "def program(*args):",
         f"    {_WITH}",

@@ -54,7 +54,7 @@ def test_the_column_is_aot_eager_under_cpu_bfloat16_autocast():
     assert backend.autocast == ("cpu", torch.bfloat16) and backend.dynamo
     assert get_backend("aot_eager").autocast is None
     script = "\n".join(backend.script)
-    assert "torch.compile(module(traced), backend='aot_eager')" in script
+    assert "torch.compile(module(traced), backend='aot_eager', fullgraph=True)" in script
     # The reproducer runs the compiled program and plain eager's reference, both under the column's autocast.
     assert script.count("with torch.autocast('cpu', dtype=torch.bfloat16):") == 2
     assert "    expected = run_twice(module(first), first)" in script
