@@ -163,11 +163,13 @@ class RunPlan:
         return self.units(qualname, only=self.settings.checks, backends=self.settings.backends)
 
 
-def _collect(unit: CheckTarget, result: Any) -> Verdict:
-    """The :class:`Verdict` of what a check returned: a :class:`Cell`, or failures (an iterable or ``None``)."""
+def _collect(unit: CheckTarget, result: Any, torch_defects: str = "fail") -> Verdict:
+    """The :class:`Verdict` of what a check returned: a :class:`Cell`, or failures (an iterable or ``None``). A
+    ``TORCH_DEFECT`` cell fails its item, unless ``torch_defects`` is ``"skip"``
+    (:attr:`~conformance.core.settings.Settings.torch_defects`)."""
     check, qualname, target = unit.check.name, unit.qualname, unit.target_name
     if isinstance(result, Cell):
-        if result.status is Status.FAILED:
+        if result.status is Status.FAILED or (result.status is Status.TORCH_DEFECT and torch_defects == "fail"):
             return Verdict.of_failures(check, qualname, target, [cell_failure(result)], cell=result)
         if result.status is Status.PASSED:
             # A cell that passed although some of its objects could not show a stale program (a changed field
@@ -238,7 +240,7 @@ def _run_unchecked(unit: CheckTarget, engine: Engine) -> Verdict:
             return Verdict.skip(check, qualname, target, excluded)
         with engine.tracer.calling(f"check {unit.name} of {qualname}", timed=False):
             result = unit.check.func(engine.context(qualname), unit.target)
-        return _collect(unit, result)
+        return _collect(unit, result, engine.settings.torch_defects)
     except NotApplicable as exc:
         return Verdict.skip(check, qualname, target, str(exc))
     except Failure as failure:

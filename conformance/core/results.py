@@ -33,13 +33,17 @@ class Status(str, enum.Enum):
     limitation fails (:mod:`conformance.matrix.limitations`); its item is skipped. ``UNTOLD``: a matrix cell whose
     program gave eager's results, but on objects that could not show whether it follows the object it is given or
     holds the traced one baked in (every object it ran on gives eager the same output); its item is skipped, saying
-    what to give, since a stale program would have passed it too."""
+    what to give, since a stale program would have passed it too. ``TORCH_DEFECT``: a matrix cell that failed where
+    the fake agrees with C++ on every call of the cell's program, replayed on real objects and their fakes as
+    tracing makes them (:mod:`conformance.matrix.torchbind.explain`): torch's defect, not the fake's; its item fails
+    (or, with ``--torchbind-torch-defects=skip``, is skipped) with rule ``matrix.torch-defect``."""
 
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"
     UNSUPPORTED = "unsupported"
     UNTOLD = "untold"
+    TORCH_DEFECT = "torch-defect"
 
     def __str__(self) -> str:
         return self.value
@@ -181,7 +185,11 @@ class Cell:
     ``program``: the scenario's source and objects; ``limitation``: the key of the matching
     :data:`~conformance.matrix.limitations.LIMITATIONS` entry of an ``UNSUPPORTED`` cell; ``repro``: a failed
     cell's standalone script (:mod:`conformance.matrix.torchbind.repro`), or empty; ``rule``: a failed cell's rule
-    id (:data:`conformance.matrix.cell.RULES`), which its item's :class:`Failure` carries."""
+    id (:data:`conformance.matrix.cell.RULES`), which its item's :class:`Failure` carries; ``signature``: a
+    ``TORCH_DEFECT`` cell's defect signature (:func:`conformance.matrix.cell.defect_signature`: the backend, and the
+    exception's type and torch site or the kind of wrong value), by which reports group torch's defects;
+    ``found``: what such a cell found, the rule id a cell whose fake is wrong would carry (``matrix.raises``,
+    ``matrix.state-differs``...), while its ``rule`` is ``matrix.torch-defect``."""
 
     qualname: str
     row: str
@@ -195,6 +203,8 @@ class Cell:
     limitation: str | None = None
     repro: str = ""
     rule: str = ""
+    signature: str = ""
+    found: str = ""
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)

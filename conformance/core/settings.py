@@ -24,7 +24,10 @@ class Settings:
     ``load_code``: Python lines that load the user's libraries and fakes, put at the top of every reproducer
     script (from ``--torchbind-load``); ``check_reproducers``: run each failure's reproducer in a fresh interpreter
     before it is printed and say whether it reproduces (``--torchbind-check-repro``; only with ``load_code``,
-    which a reproducer needs to run anywhere: :mod:`conformance.engine.reproducers`)."""
+    which a reproducer needs to run anywhere: :mod:`conformance.engine.reproducers`); ``torch_defects``: what the
+    item of a matrix cell that is torch's defect does (:attr:`~conformance.core.results.Status.TORCH_DEFECT`):
+    ``"fail"`` (the default: the library's users get that wrong result on this torch; a baseline entry accepts it)
+    or ``"skip"`` (``--torchbind-torch-defects``)."""
 
     examples: int = DEFAULT_EXAMPLES
     backends: tuple[str, ...] | None = None
@@ -32,3 +35,4 @@ class Settings:
     device: str = "cpu"
     load_code: tuple[str, ...] = ()
     check_reproducers: bool = False
+    torch_defects: str = "fail"

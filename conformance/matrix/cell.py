@@ -21,11 +21,12 @@ from ..core.results import NO_EAGER_REFERENCE, Cell, Evidence, Failure, NotAppli
 from ..engine.arguments import Excluded
 from ..engine.dynamo_state import skip_reason
 from .backends import Backend, all_backends, get_backend
+from .explain import Agreement, FakeCause
 from .limitations import observation, raised_at
 
 __all__ = ["Rows", "Difference", "RULES", "RAISES", "OUTPUT_DIFFERS", "STALE_RESULT", "STATE_DIFFERS",
-           "TRACING_CHANGED_OBJECT", "FOLLOWS_FROM_FAKE", "GRADIENT_DIFFERS", "GRADIENT_WRONG", "new_cell",
-           "cell_failure", "cell_skip_reason"]
+           "TRACING_CHANGED_OBJECT", "FOLLOWS_FROM_FAKE", "GRADIENT_DIFFERS", "GRADIENT_WRONG", "TORCH_DEFECT",
+           "new_cell", "cell_failure", "cell_skip_reason", "defect_signature"]
 
 RAISES = "matrix.raises"
 OUTPUT_DIFFERS = "matrix.output-differs"
@@ -35,6 +36,7 @@ TRACING_CHANGED_OBJECT = "matrix.tracing-changed-object"
 FOLLOWS_FROM_FAKE = "matrix.follows-from-fake"
 GRADIENT_DIFFERS = "matrix.gradient-differs"
 GRADIENT_WRONG = "matrix.gradient-wrong"
+TORCH_DEFECT = "matrix.torch-defect"
 #: The rule id of each way a cell fails (the ``rule`` of a failed :class:`~conformance.core.results.Cell` and of
 #: its item's :class:`~conformance.core.results.Failure`), listed in docs/reference/checks.md.
 RULES = {
@@ -58,6 +60,10 @@ RULES = {
                     "differentiates the same wrong formula, so one cell of the row reports it (its first column "
                     "that differentiates, torch.compile eager), where that backend reproduces eager; the row's "
                     "other cells say so in a note",
+    TORCH_DEFECT: "the cell failed (it raised, or its outputs or states differ from plain eager's) where the "
+                  "program's calls, replayed on real objects and on their fakes as tracing makes them, agree on every "
+                  "result (and, for a backend that copies the object, its pickling keeps its state): torch's defect, "
+                  "not the fake's, grouped by its signature; fails its item unless --torchbind-torch-defects=skip",
 }
 
 
@@ -148,10 +154,16 @@ class Rows:
         """A standalone script that reproduces a failed cell, or ``None``."""
         return None
 
-    def fake_cause(self, ctx, scn, backend: Backend):
-        """A ``FakeCause`` (``reference``, ``detail``) when the cell's failure follows from a fake's wrong result,
-        else ``None``."""
+    def fake_cause(self, ctx, scn, backend: Backend) -> FakeCause | Agreement | None:
+        """Whose a failed cell's failure is: a :class:`~conformance.matrix.explain.FakeCause` when it follows from a
+        fake's wrong result, an :class:`~conformance.matrix.explain.Agreement` when the program's calls replayed on
+        real objects and their fakes agree on every result (torch's defect), else ``None`` (not told)."""
         return None
+
+    def family(self, row: str) -> str:
+        """What kind of program ``row`` runs, in words, for a torch defect's signature (rows of one kind, of any
+        class, fail by the same defect): the row itself by default."""
+        return row
 
     def unsure(self, ctx, scn, backend: Backend) -> list[str]:
         """The notes of a cell that passed whose objects could not tell a stale program from a right one: for a
@@ -264,8 +276,15 @@ class Rows:
                                                           "exception type and site"]
             cell.details = failure_details + raised + _autocast_hint(backend, rule) + cell.details
             cell.repro = self.repro(ctx, scn, backend) or ""
-        cause = self.fake_cause(ctx, scn, backend)  # a fake's wrong result makes the program wrong: name its item
-        if cause is not None:
+        # Whose the failure is: a fake's wrong result makes the program wrong (name its item); a fake that agrees
+        # with C++ on every call leaves torch's defect.
+        cause = self.fake_cause(ctx, scn, backend)
+        if isinstance(cause, Agreement):
+            if cell.status is Status.FAILED:
+                cell.status, cell.rule, cell.found = Status.TORCH_DEFECT, TORCH_DEFECT, rule
+                cell.signature = defect_signature(backend, rule, matched, self.family(cell.row))
+                cell.details.insert(0, cause.detail)
+        elif cause is not None:
             cell.reason = f"{cell.reason} ({cause.reference})"
             cell.details.insert(0, cause.detail)
             if cell.status is Status.FAILED:
@@ -312,6 +331,22 @@ def new_cell(qualname: str, row_index: int, row: str, backend: str) -> Cell:
     return Cell(qualname, row, backend, row_index, names.index(backend) if backend in names else len(names))
 
 
+#: What a wrong value of each rule is, for a defect's signature.
+_WRONG = {OUTPUT_DIFFERS: "an output differs from plain eager's", STATE_DIFFERS: "the object's state differs from "
+          "plain eager's", STALE_RESULT: "a result stays at the traced object's", TRACING_CHANGED_OBJECT:
+          "tracing changes the real object"}
+
+
+def defect_signature(backend: Backend, rule: str, matched: Any, family: str) -> str:
+    """The signature of a torch defect, by which reports group cells of any class that fail the same way:
+    ``inductor: RuntimeError raised in torch/_inductor/ir.py realize`` for a cell that raised (its exception's type
+    and innermost torch site, :func:`~conformance.matrix.limitations.raised_at`), ``inductor: the object's state
+    differs from plain eager's (computed)`` for a wrong value (what is wrong, and the kind of row: ``family``)."""
+    if isinstance(matched, BaseException):
+        return f"{backend.name}: {raised_at(matched)}"
+    return f"{backend.name}: {_WRONG.get(rule, rule)} ({family})"
+
+
 def cell_failure(cell: Cell) -> Failure:
     """The :class:`Failure` a ``FAILED`` cell's item reports, with the cell's rule id (:data:`RULES`): which
     backend does not reproduce eager, why, and the program; for ``matrix.gradient-wrong`` (eager's own formula is
@@ -319,6 +354,8 @@ def cell_failure(cell: Cell) -> Failure:
     backend = get_backend(cell.backend)
     headline = (cell.reason if cell.rule == GRADIENT_WRONG  # eager's own formula is wrong: no backend's fault
                 else f"{backend.group} {backend.title} does not reproduce plain eager for {cell.row}: {cell.reason}")
+    if cell.status is Status.TORCH_DEFECT:
+        headline = f"torch defect ({cell.signature}), not the fake's: {headline}"
     return Failure(headline,
                    details=tuple(cell.details), program=cell.program or None, repro=cell.repro or None,
                    rule=cell.rule)
@@ -332,4 +369,6 @@ def cell_skip_reason(cell: Cell) -> str:
         return f"unsupported: {cell.reason}"
     if cell.status is Status.UNTOLD:
         return f"could not tell: {cell.reason}"
+    if cell.status is Status.TORCH_DEFECT:
+        return f"torch defect ({cell.signature}; --torchbind-torch-defects=skip): {cell.reason}"
     return cell.reason

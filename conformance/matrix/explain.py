@@ -10,7 +10,7 @@ import functools
 
 from ..engine.render import render
 
-__all__ = ["show", "cannot_tell", "STAYED", "FakeCause"]
+__all__ = ["show", "cannot_tell", "STAYED", "FakeCause", "Agreement"]
 
 #: The words that mark an output which stayed at the traced object's value (the limitation table matches them).
 STAYED = "it stayed at the traced object's value"
@@ -36,13 +36,38 @@ class FakeCause:
 
     items: tuple[str, ...]
     call: str
+    #: Whose code gives the wrong result (a TorchBind class's ``def_pickle`` that loses state is the library's too).
+    whose: str = "the fake's wrong result"
 
     @property
     def reference(self) -> str:
         """For the cell's reason: ``follows from the fake's wrong result, see <items>``."""
-        return f"follows from the fake's wrong result, see {' and '.join(self.items)}"
+        return f"follows from {self.whose}, see {' and '.join(self.items)}"
 
     @property
     def detail(self) -> str:
         """For the cell's details: the call that disagrees and the items."""
         return f"this {self.reference}: {self.call}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Agreement:
+    """A failed cell's program replayed on real objects and on their fakes (``maybe_to_fake_obj`` under a new
+    ``FakeTensorMode``, as tracing makes them) agreed call by call: ``calls`` results compared, on the objects
+    ``objects`` names, and ``also`` what else was compared (the objects' pickling, for a backend that copies them).
+    The library's side gives tracing what C++ gives eager, so the cell's failure is torch's defect
+    (:data:`conformance.matrix.cell.TORCH_DEFECT`)."""
+
+    calls: int
+    objects: tuple[str, ...]
+    also: tuple[str, ...] = ()
+
+    @property
+    def detail(self) -> str:
+        """For the cell's details: what was replayed and compared, and what follows."""
+        also = "".join(f"; {a}" for a in self.also)
+        return (f"torch's defect, not the fake's: the program's calls, replayed on real objects and on their fakes "
+                f"(maybe_to_fake_obj under a new FakeTensorMode, as tracing makes them) on "
+                f"{' and '.join(self.objects)}, agree on all {self.calls} results{also}; so the backend gets wrong "
+                "what plain eager gets right from the same class and fake: file it upstream with the reproducer "
+                "below (--torchbind-torch-defects=skip skips such items)")

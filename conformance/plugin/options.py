@@ -147,6 +147,12 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
                  "an empty directory and say whether it reproduces (one that does not shows a divergence that "
                  "depends on state outside the object); off: print it unchecked (each check starts an interpreter "
                  "that imports torch)."),
+    Option("torch-defects", choices=("fail", "skip"), ini="torchbind_torch_defects",
+           ini_help="fail (default) or skip: what a matrix cell that is torch's defect does",
+           about="fail (default): a matrix cell whose failure is torch's (the fake agrees with C++ on every call of "
+                 "the program, replayed as tracing makes them: rule matrix.torch-defect) fails its item, since the "
+                 "library's users get that result on this torch (--torchbind-accept lists it with the defect's "
+                 "signature); skip: such an item is skipped, so the gate holds the fakes alone."),
 )}
 
 #: Every ini key :func:`add_options` registers (``tests/integration/test_docs.py`` keeps them and the docs in step).
@@ -371,6 +377,7 @@ def read_options(config: pytest.Config, check_names: list[str], backend_names: l
     fields["device"] = _device(given(config, "device") or "cpu")
     options.reuse = _choice(config, "reuse", "off") == "on"
     fields["check_reproducers"] = _choice(config, "check-repro", "on") == "on"
+    fields["torch_defects"] = _choice(config, "torch-defects", "fail")
     if options.reuse and getattr(config, "cache", None) is None:
         raise pytest.UsageError("--torchbind-reuse=on (ini torchbind_reuse) keeps verdicts in pytest's cache, which "
                                 "this run switched off (-p no:cacheprovider): enable the cache provider or use "

@@ -65,6 +65,16 @@ def reuse_line(verdicts: Iterable[Verdict], reading: bool) -> str | None:
             "--torchbind-reuse=off runs them again)")
 
 
+def accept_reason(verdict: Verdict) -> str:
+    """The reason ``--torchbind-accept`` writes for a failed ``verdict``: for a matrix cell that is torch's defect,
+    ``torch defect: <signature>`` (:func:`conformance.matrix.cell.defect_signature`: the backend, and the exception's
+    type and torch site or what is wrong), which names no value of the run; else the verdict's summary."""
+    cell = verdict.cell
+    if cell is not None and cell.status is Status.TORCH_DEFECT and cell.signature:
+        return f"torch defect: {cell.signature}"
+    return verdict.summary
+
+
 def _cause(reason: str) -> str:
     """The cause of a skip ``reason``: a matrix cell's without its :data:`NO_EAGER_REFERENCE` prefix."""
     return reason.removeprefix(NO_EAGER_REFERENCE)
@@ -152,7 +162,7 @@ class Recorder:
         # Verdicts for --torchbind-accept: only a check that failed, or passed, changes the baseline.
         status = received.status if received is not None else None
         if crashed or (report.when == "call" and status is Status.FAILED):
-            self.accepted[report.nodeid] = (True, verdict.summary)
+            self.accepted[report.nodeid] = (True, accept_reason(verdict))
         elif report.when == "call" and status is Status.PASSED:
             # its check passed (a strict xfail that passed reports failed, XPASS(strict): it is no longer failing)
             self.accepted[report.nodeid] = (False, verdict.summary)

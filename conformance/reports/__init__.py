@@ -15,12 +15,13 @@ from pathlib import Path
 from ..core.files import write_text_atomically
 from ..core.results import Cell, ConformanceError, Status, Verdict
 
-__all__ = ["ClassMatrix", "MatrixReport", "build_report", "write_report", "encodable", "FORMATS", "SYMBOLS",
+__all__ = ["ClassMatrix", "MatrixReport", "Defect", "build_report", "write_report", "encodable", "FORMATS", "SYMBOLS",
            "ReportFormatError", "report_format"]
 
-#: Cell symbols, as in the seed document's Coverage Matrix (Y / N / blank): passed, failed, unsupported, skipped.
+#: Cell symbols, as in the seed document's Coverage Matrix (Y / N / blank): passed, failed, unsupported, could not
+#: tell, torch's defect, skipped.
 SYMBOLS = {Status.PASSED: "✓", Status.FAILED: "✗", Status.UNSUPPORTED: "–", Status.UNTOLD: "?",
-           Status.SKIPPED: "n/a"}
+           Status.TORCH_DEFECT: "T", Status.SKIPPED: "n/a"}
 
 
 def encodable(text: str) -> str:
@@ -70,6 +71,20 @@ class ClassMatrix:
         return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Defect:
+    """One torch defect of a report: its ``signature`` (:func:`conformance.matrix.cell.defect_signature`) and the
+    ``TORCH_DEFECT`` cells that show it, in report order; :attr:`repro` is the first one's checked reproducer."""
+
+    signature: str
+    cells: tuple[Cell, ...]
+
+    @property
+    def repro(self) -> str:
+        """The standalone script of the first cell that has one (``""`` when none has)."""
+        return next((c.repro for c in self.cells if c.repro), "")
+
+
 @dataclasses.dataclass
 class MatrixReport:
     """Every class's :class:`ClassMatrix`, in first-seen class order sorted by name, plus the limitations table.
@@ -82,6 +97,17 @@ class MatrixReport:
     incomplete: str | None = None
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
     verdicts: dict[str, list[Verdict]] = dataclasses.field(default_factory=dict)
+
+    def defects(self) -> list[Defect]:
+        """The run's torch defects (``TORCH_DEFECT`` cells), grouped by signature, in the order the tables show
+        their first cell."""
+        grouped: dict[str, list[Cell]] = {}
+        for matrix in self.classes:
+            for _, line in matrix.table():
+                for _, cell, _ in line:
+                    if cell is not None and cell.status is Status.TORCH_DEFECT:
+                        grouped.setdefault(cell.signature, []).append(cell)
+        return [Defect(signature, tuple(cells)) for signature, cells in grouped.items()]
 
 
 def build_report(cells: Iterable[Cell], *, incomplete: str | None = None,

@@ -16,7 +16,7 @@ body{font-family:system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse;margin:1em 0}
 th,td{border:1px solid #bbb;padding:.3em .6em;text-align:center}
 td.row{text-align:left;font-family:monospace}
-.passed{background:#e3f6e3}.failed{background:#fbe0e0}.unsupported{background:#eee}.untold{background:#e8eefb}.skipped{background:#fff8dc}.known{background:#f3e3c3}
+.passed{background:#e3f6e3}.failed{background:#fbe0e0}.unsupported{background:#eee}.untold{background:#e8eefb}.torch-defect{background:#f6e3f6}.skipped{background:#fff8dc}.known{background:#f3e3c3}
 pre{background:#f6f6f6;padding:.5em;overflow:auto}
 .incomplete{background:#fbe0e0;padding:.5em;border:1px solid #c00}
 """
@@ -70,7 +70,8 @@ def _matrix(m: ClassMatrix, anchor: str, known: set[str]) -> list[str]:
                 out.append("<td></td>")
                 continue
             link = f" <a href='#{escape(anchor)}-{note}'>[{note}]</a>" if note else ""
-            is_known = cell.status is Status.FAILED and f"matrix[{cell.row}-{cell.backend}]" in known
+            is_known = cell.status in (Status.FAILED, Status.TORCH_DEFECT) and \
+                f"matrix[{cell.row}-{cell.backend}]" in known
             css = "known" if is_known else cell.status.value
             out.append(f"<td class='{css}' title='{escape(cell.reason)}'>"
                        f"{SYMBOLS[cell.status]}{' known' if is_known else ''}{link}</td>")
@@ -93,7 +94,7 @@ def render(report: MatrixReport) -> str:
            f"<title>{title}</title><style>{_CSS}</style></head><body>",
            f"<h1>{title}</h1><p>torch {escape(report.torch_version)} · ✓ matches eager · "
            "✗ fails or differs · – known torch limitation · ? could not tell a stale program (the footnote says "
-           "what to give) · n/a did not run (no fake class, or no eager reference: "
+           "what to give) · T torch's defect (the fake agrees with C++ on every call: see Torch defects) · n/a did not run (no fake class, or no eager reference: "
            "the footnote says why) · ✗ known: a failure the baseline lists</p>"]
     every = [v for vs in report.verdicts.values() for v in vs]
     if every:
@@ -111,6 +112,16 @@ def render(report: MatrixReport) -> str:
         if m.rows:
             out += _matrix(m, anchor, {v.item for v in verdicts if v.baseline})
         out += _verdicts(verdicts)  # below the matrix: most of them pass
+    defects = report.defects()
+    if defects:
+        out.append("<h2>Torch defects</h2><p>Cells that failed where the fake agrees with C++ on every call of the "
+                   "program: torch's, not the library's; each script runs in a fresh interpreter from any "
+                   "directory.</p><ol>")
+        for defect in defects:
+            where = ", ".join(f"{c.qualname} {c.row} × {c.backend}" for c in defect.cells)
+            out.append(f"<li><b>{escape(defect.signature)}</b>: {escape(where)}"
+                       + (f"<pre>{escape(defect.repro)}</pre>" if defect.repro else "") + "</li>")
+        out.append("</ol>")
     out.append("<h2>Known torch limitations</h2><ul>")
     for lim in report.limitations:
         out.append(f"<li><b>{escape(lim['key'])}</b> ({escape(', '.join(lim['backends']))}): "

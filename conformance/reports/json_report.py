@@ -35,16 +35,21 @@ def render(report: MatrixReport) -> str:
     verdict's failures, ``["agreement.result-differs"]``) (``incomplete``: ``null``, or why cells are missing,
     e.g. ``"interrupted: 47 of 91 cells ran"``); each cell: ``row``, ``backend``, ``status``, ``reason``,
     ``details`` (on a passing cell too, e.g. outputs compared by metadata only), ``limitation``, ``footnote``,
-    ``program``."""
+    ``signature`` (a ``torch-defect`` cell's defect signature, else ``null``), ``program``, ``repro`` (a failed
+    cell's standalone script, else ``null``); ``torch_defects``: the
+    torch defects grouped by signature, ``{"signature", "repro", "cells": [{"qualname", "row", "backend"}]}``."""
     classes = []
     for m in report.classes:
         cells = [{"row": row, "backend": b["name"], "status": cell.status.value, "reason": cell.reason,
-                  "details": cell.details, "limitation": cell.limitation, "footnote": note,
-                  "program": cell.program}
+                  "details": cell.details, "limitation": cell.limitation, "signature": cell.signature or None,
+                  "footnote": note, "program": cell.program, "repro": cell.repro or None}
                  for row, line in m.table() for b, cell, note in line if cell is not None]
         classes.append({"qualname": m.qualname, "rows": m.rows, "backends": m.backends, "cells": cells,
                         "counts": {status.value: n for status, n in m.counts().items()},
                         "verdicts": [verdict_row(v) for v in report.verdicts.get(m.qualname, [])]})
     doc = {"schema": SCHEMA, "torch": report.torch_version, "run": report.labels, "incomplete": report.incomplete,
-           "classes": classes, "limitations": report.limitations}
+           "classes": classes, "limitations": report.limitations,
+           "torch_defects": [{"signature": d.signature, "repro": d.repro,
+                              "cells": [{"qualname": c.qualname, "row": c.row, "backend": c.backend}
+                                        for c in d.cells]} for d in report.defects()]}
     return encodable(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")  # a lone surrogate: a JSON escape

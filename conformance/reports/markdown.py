@@ -18,7 +18,7 @@ from ..core.qualname import split_qualname
 from ..core.results import Status
 from . import SYMBOLS, ClassMatrix, MatrixReport, encodable
 
-__all__ = ["render", "render_class", "escape_text", "code_span", "matrix_title"]
+__all__ = ["render", "render_class", "render_defects", "escape_text", "code_span", "matrix_title"]
 
 
 def matrix_title(qualnames: Iterable[str]) -> str:
@@ -66,6 +66,7 @@ def render_class(matrix: ClassMatrix) -> str:
     lines += ["", f"{counts[Status.PASSED]} ✓, {counts[Status.FAILED]} ✗, {counts[Status.UNSUPPORTED]} – "
               "(known torch limitation)"
               + (f", {counts[Status.UNTOLD]} ? (could not tell a stale program)" if counts[Status.UNTOLD] else "")
+              + (f", {counts[Status.TORCH_DEFECT]} T (torch's defect)" if counts[Status.TORCH_DEFECT] else "")
               + (f", {counts[Status.SKIPPED]} n/a" if counts[Status.SKIPPED] else "")]
     if matrix.footnotes:
         lines.append("")
@@ -82,9 +83,32 @@ def render(report: MatrixReport) -> str:
              "✓ matches plain eager · ✗ fails or differs from eager · – unsupported: a known torch limitation "
              "(the cell ran and failed the documented way) · ? could not tell: the program gave eager's results, but "
              "every object it ran on gives one output, so a stale program would too (the footnote says what to give) "
+             "· T torch's defect: the cell failed where the fake agrees with C++ on every call (see Torch defects) "
              "· n/a did not run (no fake class, or no eager reference: "
              "the footnote says why)", ""]
     if report.incomplete:
         parts[1:1] = ["", f"**Incomplete report — {escape_text(report.incomplete)}.**"]
     parts += [render_class(m) for m in report.classes if m.rows]  # a class whose matrix did not run: no table
+    parts += render_defects(report)
     return encodable("\n".join(parts))
+
+
+def render_defects(report: MatrixReport) -> list[str]:
+    """The report's Torch defects section (none when the run found none): per defect signature, the cells that
+    show it and the first one's standalone plain-torch script, to file upstream."""
+    defects = report.defects()
+    if not defects:
+        return []
+    lines = ["### Torch defects", "",
+             "Cells that failed where the fake agrees with C++ on every call of the program (replayed on real "
+             "objects and their fakes as tracing makes them): torch's, not the library's. Each script runs from any "
+             "directory in a fresh interpreter and prints what eager and the backend give.", ""]
+    for number, defect in enumerate(defects, 1):
+        where = ", ".join(f"{escape_text(c.qualname)} {code_span(c.row)} × {escape_text(c.backend)}"
+                          for c in defect.cells)
+        lines += [f"{number}. **{escape_text(defect.signature)}** — {len(defect.cells)} cell"
+                  f"{'s' if len(defect.cells) > 1 else ''}: {where}", ""]
+        if defect.repro:
+            fence = "`" * max(3, max((len(run) for run in re.findall("`+", defect.repro)), default=0) + 1)
+            lines += [f"{fence}python", defect.repro.rstrip("\n"), fence, ""]
+    return lines

@@ -78,7 +78,8 @@ def load_run(path: Path) -> RunReport:
             for c in cls["cells"]:
                 column = order.index(c["backend"]) if c["backend"] in order else len(order)
                 cells.append(Cell(qualname, c["row"], c["backend"], rows.index(c["row"]), column, Status(c["status"]),
-                                  c["reason"], list(c["details"]), c["program"], c["limitation"]))
+                                  c["reason"], list(c["details"]), c["program"], c["limitation"],
+                                  repro=c.get("repro") or "", signature=c.get("signature") or ""))
             verdicts[qualname] = [Verdict.from_json({**row, "qualname": qualname}) for row in cls.get("verdicts", [])]
         labels = dict(doc.get("run") or {"torch": doc.get("torch", "?")})
     except (KeyError, TypeError, ValueError) as exc:
@@ -107,6 +108,10 @@ def _unite(shards: list[RunReport]) -> RunReport:
     labels = {**shards[0].labels, "date": dates[-1]} if dates and dates[-1] else dict(shards[0].labels)
     return RunReport(labels, list(cells.values()), {q: list(v.values()) for q, v in verdicts.items()},
                      "; ".join(notes) or None)
+
+
+#: Statuses a cell fails with (a torch defect fails too, whatever its item does).
+_FAILING = (Status.FAILED, Status.TORCH_DEFECT)
 
 
 def _release_text(version: str) -> str:
@@ -166,13 +171,41 @@ class MergedReport:
             if before is after:
                 continue
             version = _release_text(b.key[0])
-            if before is Status.FAILED and after is Status.PASSED:
+            if before in _FAILING and after is Status.PASSED:
                 notes.append(f"fixed in {version}")
-            elif before is Status.PASSED and after is Status.FAILED:
+            elif before is Status.PASSED and after in _FAILING:
                 notes.append(f"broke in {version}")
             else:
                 notes.append(f"changed in {version}")
         return "; ".join(notes) or None
+
+    def defects(self) -> list[tuple[str, list[int], str | None, str]]:
+        """The torch defects of every run, by signature: ``(signature, the runs it was seen in (0-based), how it
+        changed — "fixed in 2.15.0" when a later torch of the same device and platform passes every cell that
+        showed it —, a reproducer)``, in first-seen order."""
+        seen: dict[str, tuple[list[int], set, list[str]]] = {}
+        for i, run in enumerate(self.runs):
+            for cell in run.cells:
+                if cell.status is Status.TORCH_DEFECT:
+                    runs, keys, repros = seen.setdefault(cell.signature, ([], set(), []))
+                    if i not in runs:
+                        runs.append(i)
+                    keys.add((run.key[1:], cell.qualname, cell.row, cell.backend))
+                    if cell.repro:
+                        repros.append(cell.repro)
+        out = []
+        for signature, (runs, keys, repros) in seen.items():
+            fixed = None
+            for j, run in enumerate(self.runs):
+                if j <= max(runs):
+                    continue
+                by_key = {(run.key[1:], c.qualname, c.row, c.backend): c for c in run.cells}
+                mine = [k for k in keys if k[0] == run.key[1:]]
+                if mine and all(k in by_key and by_key[k].status is Status.PASSED for k in mine):
+                    fixed = f"fixed in {_release_text(run.key[0])}"
+                    break
+            out.append((signature, runs, fixed, repros[0] if repros else ""))
+        return out
 
     def verdicts(self, qualname: str) -> list[tuple[str, list[Verdict | None]]]:
         """Every item of the class (checks and cells) with each run's verdict, in first-seen order."""

@@ -9,6 +9,7 @@ exactly the report a single run writes.
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 
 from ..core.results import Status
@@ -19,7 +20,7 @@ from .markdown import code_span, escape_text, matrix_title
 __all__ = ["render_markdown", "render_html", "render_json", "render"]
 
 _SHORT = {Status.PASSED: "✓", Status.FAILED: "✗", Status.UNSUPPORTED: "–", Status.UNTOLD: "?",
-          Status.SKIPPED: "n/a"}
+          Status.TORCH_DEFECT: "T", Status.SKIPPED: "n/a"}
 
 
 def _cell_text(cells) -> str:
@@ -35,7 +36,8 @@ def render_markdown(merged) -> str:
         date = f" ({run.labels['date']})" if run.labels.get("date") else ""
         lines.append(escape_text(f"{i}. {run.title}{date}{note}"))
     lines += ["", "Each cell: one symbol per run, in that order (✓ matches eager · ✗ fails or differs · – known "
-              "torch limitation · ? could not tell a stale program · n/a did not run · · not in that run).", ""]
+              "torch limitation · ? could not tell a stale program · T torch's defect · n/a did not run · · not in that "
+              "run).", ""]
     for qualname in merged.classes():
         rows, backends, grid = merged.grid(qualname)
         if not rows:
@@ -57,6 +59,17 @@ def render_markdown(merged) -> str:
         if changes:
             lines += ["", "Changed between torch versions:", ""] + [f"- {c}" for c in changes]
         lines.append("")
+    defects = merged.defects()
+    if defects:
+        lines += ["### Torch defects across runs", ""]
+        for number, (signature, runs, fixed, repro) in enumerate(defects, 1):
+            seen = ", ".join(str(i + 1) for i in runs)
+            lines.append(f"{number}. **{escape_text(signature)}** — in run{'s' if len(runs) > 1 else ''} {seen}"
+                         + (f"; {escape_text(fixed)}" if fixed else ""))
+            if repro:
+                fence = "`" * max(3, max((len(r) for r in re.findall("`+", repro)), default=0) + 1)
+                lines += ["", f"{fence}python", repro.rstrip("\n"), fence]
+            lines.append("")
     return encodable("\n".join(lines))
 
 
@@ -108,8 +121,10 @@ def render_html(merged) -> str:
 def render_json(merged) -> str:
     """``{"schema": "torchbind-matrix-merged/1", "runs": [labels + "incomplete"], "classes": [{"qualname", "rows",
     "backends", "cells": [{"row", "backend", "runs": [{"status", "reason", "limitation"} | null], "change"}],
-    "verdicts": [{"item", "runs": [{"status", "summary", "rules"} | null]}]}]}`` (``rules``: the stable rule ids of a
-    failed verdict's failures, as the run's report gave them)."""
+    "verdicts": [{"item", "runs": [{"status", "summary", "rules"} | null]}]}], "torch_defects": [{"signature", "runs",
+    "change", "repro"}]}`` (``rules``: the stable rule ids of a failed verdict's failures, as the run's report gave
+    them; ``torch_defects``: each defect signature, the runs (1-based) that showed it, ``"fixed in X"`` or
+    ``null``, and a reproducer)."""
     from .merge import MERGED_SCHEMA
 
     classes = []
@@ -126,8 +141,10 @@ def render_json(merged) -> str:
         classes.append({"qualname": qualname, "rows": rows, "backends": backends, "cells": cells,
                         "verdicts": verdicts})
     runs = [{**run.labels, "incomplete": run.incomplete} for run in merged.runs]
-    return encodable(json.dumps({"schema": MERGED_SCHEMA, "runs": runs, "classes": classes}, indent=2,
-                                ensure_ascii=False) + "\n")
+    defects = [{"signature": sig, "runs": [i + 1 for i in seen], "change": fixed, "repro": repro or None}
+               for sig, seen, fixed, repro in merged.defects()]
+    return encodable(json.dumps({"schema": MERGED_SCHEMA, "runs": runs, "classes": classes,
+                                 "torch_defects": defects}, indent=2, ensure_ascii=False) + "\n")
 
 
 def render(merged, path) -> str:

@@ -332,3 +332,30 @@ def test_accepting_says_which_failures_are_the_fakes_own():
         "class or torch's protocol): this is a bug in the fake, not a torch limitation; fix it, or keep it only "
         "with a reviewed reason (pytest without --torchbind-accept shows each failure)")
     assert accept_warning(old, {k: v for k, v in new.items() if "matrix" in k or "kept" in k}) is None
+
+
+def test_accepting_a_torch_defect_writes_its_signature_and_says_whose_it_is():
+    """A matrix cell that is torch's defect (the fake agrees with C++ on every call) is accepted with the defect's
+    signature as its reason, never the run's raw error text, and labelled torch's."""
+    from conformance.core.results import Cell, Status, Verdict
+    from conformance.matrix.cell import cell_failure
+    from conformance.plugin.baseline import Entry, accept_changes
+    from conformance.plugin.recorder import accept_reason
+
+    cell = Cell("ns::Q", "computed", "inductor", 0, 2, Status.TORCH_DEFECT, "run 0 output[2]: eager 1.0, inductor 2.0",
+                rule="matrix.torch-defect", found="matrix.output-differs",
+                signature="inductor: an output differs from plain eager's (one method call)")
+    verdict = Verdict.of_failures("matrix", "ns::Q", "computed-inductor", [cell_failure(cell)], cell=cell)
+    assert verdict.summary.startswith("ns::Q.computed-inductor: torch defect (inductor: an output differs from plain "
+                                      "eager's (one method call)), not the fake's: torch.compile inductor does not "
+                                      "reproduce plain eager for computed: run 0 output[2]")
+    assert accept_reason(verdict) == "torch defect: inductor: an output differs from plain eager's (one method call)"
+    test_id = "torchbind[ns.Q]::matrix[computed-inductor]"
+    new = {test_id: Entry(accept_reason(verdict), observed=("2.13",))}
+    assert accept_changes({}, new, {test_id: verdict.rules}) == [
+        f"added {test_id} (torch 2.13 and newer) [torch's defect: the fake agrees with C++ on every call of the "
+        "program]"]
+    # A cell whose failure is not torch's keeps its summary as the reason.
+    failed = Cell("ns::Q", "pop", "inductor", 1, 2, Status.FAILED, "run 0 output[0] differs", rule="matrix.raises")
+    mine = Verdict.of_failures("matrix", "ns::Q", "pop-inductor", [cell_failure(failed)], cell=failed)
+    assert accept_reason(mine) == mine.summary

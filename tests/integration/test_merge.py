@@ -68,6 +68,31 @@ def test_runs_of_two_torch_versions_show_both_statuses_and_what_changed(pytester
     assert "every check&#x27;s verdict, per run" in html or "every check's verdict, per run" in html
 
 
+def test_a_torch_defect_fixed_by_a_newer_torch_says_so_with_its_script(pytester, samples, tmp_path):
+    old = _report(pytester, "old.json")
+    doc = json.loads(old.read_text())
+    [cls] = doc["classes"]
+    cell = next(c for c in cls["cells"] if c["status"] == "passed")
+    signature = f"{cell['backend']}: an output differs from plain eager's (one method call)"
+    cell.update(status="torch-defect", signature=signature, repro="print('the standalone script')\n")
+    defective = tmp_path / "defect.json"
+    defective.write_text(json.dumps(doc))
+    doc["run"]["torch"] = doc["torch"] = "9.9.0"
+    cell.update(status="passed", signature=None, repro=None)
+    fixed = tmp_path / "fixed.json"
+    fixed.write_text(json.dumps(doc))
+    for suffix in (".md", ".json"):
+        assert main(["merge", str(defective), str(fixed), "--output", str(tmp_path / f"m{suffix}")]) == 0
+    md = (tmp_path / "m.md").read_text()
+    assert f"`{cell['row']}` / {cell['backend']}: fixed in 9.9.0" in md
+    section = md.split("### Torch defects across runs", 1)[1]
+    assert f"1. **{signature}** — in run 1; fixed in 9.9.0" in section
+    assert "print('the standalone script')" in section
+    merged = json.loads((tmp_path / "m.json").read_text())
+    assert merged["torch_defects"] == [{"signature": signature, "runs": [1], "change": "fixed in 9.9.0",
+                                        "repro": "print('the standalone script')\n"}]
+
+
 @pytest.mark.process
 def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "conformance", "merge", str(tmp_path / "nope.json"), "-o",

@@ -15,18 +15,21 @@ value is shown, the note of a cell that cannot tell) is :mod:`conformance.matrix
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
 
-from ...engine.compare import disagreement, flat_state_differences, side_text, value_differences
+from ...engine.compare import (disagreement, flat_state_differences, flattened_pairs, kept_differences, side_text,
+                               value_differences)
 from ...engine.jit_types import return_type, value_mismatch
 from ...torchbind.calls import Call, Callee
-from ...torchbind.context import defined_on_fake, new_fake_mode
+from ...torchbind.context import UNREADABLE, defined_on_fake, kept_fields, new_fake_mode
+from ...torchbind.examples import read_state
 from ..cell import OUTPUT_DIFFERS, STALE_RESULT, STATE_DIFFERS, Difference
-from ..explain import STAYED, FakeCause, show
+from ..explain import STAYED, Agreement, FakeCause, show
 
-__all__ = ["output_differences", "state_differences", "fake_cause", "FakeCause"]
+__all__ = ["output_differences", "state_differences", "fake_cause", "FakeCause", "Agreement"]
 
 
 def _as_expected(expected: Any, got: Any, scalars_as_tensors: bool) -> Any:
@@ -114,35 +117,70 @@ def state_differences(scn, run: int, got: Any, side: str) -> list[Difference]:
     return out or Difference.each(STATE_DIFFERS, found)
 
 
-def fake_cause(ctx, scn, backend=None) -> FakeCause | None:
-    """Why a failed cell may follow from a fake's wrong result: the scenario's calls replayed in order on a real
-    object and on its fake (``maybe_to_fake_obj`` under a new ``FakeTensorMode``, as tracing does) — in the traced
-    state, then, for a ``backend`` that traces on its first call (torch.compile, which traces again for an object
-    its guards reject), in the second run's state — each result compared as ``agreement`` compares it
-    (:func:`conformance.engine.compare.disagreement`) and against the schema's return type as ``return_type`` does. Returns a :class:`FakeCause` naming the first call that
-    disagrees, what each side did and the items that report it (``torchbind[ns.Cls]::agreement[m]``,
-    ``return_type[m]``, or ``custom_op[op]`` for an op), or ``None`` when every call agrees or nothing could be
-    compared (no fake class, an object that cannot be fakified, a call C++ rejects)."""
+def fake_cause(ctx, scn, backend=None) -> FakeCause | Agreement | None:
+    """Whose a failed cell's failure is, by replaying the scenario's calls in order on a real object and on its fake
+    (``maybe_to_fake_obj`` under a new ``FakeTensorMode``, as tracing does) — in the traced state, then, for a
+    ``backend`` that traces on its first call (torch.compile, which traces again for an object its guards reject),
+    in the state of every other object the cell runs the program on — each result compared as ``agreement``
+    compares it (:func:`conformance.engine.compare.disagreement`) and against the schema's return type as
+    ``return_type`` does; for a ``backend`` that traces ahead of time, the objects' pickling too (``copy.deepcopy``
+    through ``def_pickle``, as ``maybe_to_fake_obj`` and a saved program copy them), as the ``deepcopy`` item
+    compares it. Returns a :class:`FakeCause` naming the first call that disagrees, what each side did and the
+    items that report it (``torchbind[ns.Cls]::agreement[m]``, ``return_type[m]``, ``coverage[m]``,
+    ``custom_op[op]`` for an op, ``deepcopy``); an :class:`Agreement` when every call agrees (torch's defect); or
+    ``None`` when nothing can be said: no fake class (the class traces with its real object), an object that cannot
+    be fakified, a call C++ rejects, or a fake that keeps other values under the flattened keys after the calls."""
     if ctx.traces_with_real_object or ctx.info.fake_class is None:
         return None
+    ahead = getattr(backend, "ahead_of_time", True)
     states = [(scn.first, "an object in the traced state")]
-    if scn.placement == "input" and scn.second is not scn.first and not getattr(backend, "ahead_of_time", True):
-        states.append((scn.second, "the second run's object"))
+    if scn.placement == "input" and not ahead:
+        if scn.second is not scn.first:
+            states.append((scn.second, "the second run's object"))
+        states += [(e, f"the example object {e.label}") for e in scn.sweep if e is not scn.first]
+    compared = 0
     for example, where in states:
-        cause = _replay(ctx, scn, example, where)
-        if cause is not None:
-            return cause
-    return None
+        found = _replay(ctx, scn, example, where)
+        if found is None or isinstance(found, FakeCause):
+            return found
+        compared += found
+    also = []
+    if ahead and ctx.info.pickles:
+        lost = _pickling_loses(ctx, scn.first)
+        if lost is None:
+            return None
+        if lost:
+            return FakeCause((f"{ctx.info.test_name}::deepcopy",), lost, whose="the class's def_pickle, which loses "
+                             "state")
+        also.append("a copy through def_pickle keeps the object's flattened state")
+    return Agreement(compared, tuple(where for _, where in states), tuple(also)) if compared else None
 
 
-def _replay(ctx, scn, example, where: str) -> FakeCause | None:
-    """:func:`fake_cause` on objects in ``example``'s state (``where`` names it in the message)."""
+def _pickling_loses(ctx, example) -> str | None:
+    """What ``copy.deepcopy`` of an object in ``example``'s state (through ``__getstate__`` / ``__setstate__``)
+    changes in its flattened state, as a line; ``""`` when nothing; ``None`` when it cannot be told."""
+    try:
+        obj = example.build()
+        with ctx.calling(f"copy.deepcopy of the example object {example.label}, checking its pickling for a failed "
+                         "matrix cell", timed=False):
+            found = flat_state_differences(read_state(obj, example.tracer),
+                                           read_state(copy.deepcopy(obj), example.tracer), "state",
+                                           ("the object", "its copy"))
+    except Exception:  # noqa: BLE001 - the deepcopy item reports a copy that raises
+        return None
+    return f"copy.deepcopy of the example object {example.label}: {'; '.join(found)}" if found else ""
+
+
+def _replay(ctx, scn, example, where: str) -> FakeCause | int | None:
+    """:func:`fake_cause` on objects in ``example``'s state (``where`` names it in the message): the first
+    disagreement, else how many results were compared (``None`` when nothing can be said)."""
     try:
         real_obj, other = example.build(), example.build()
         mode = new_fake_mode()
         fake_obj = ctx.fakify(other, mode, state=example.label)
     except Exception:  # noqa: BLE001 - the roundtrip and examples checks report objects that cannot be fakified
         return None
+    compared = 0
     for program_call in scn.calls:
         callee = program_call.call.callee
         # A dunder reached through its operator (obj["a"]) is the method the agreement check calls by name.
@@ -154,6 +192,7 @@ def _replay(ctx, scn, example, where: str) -> FakeCause | None:
         if real.raised:
             return None  # not a comparison (validity rule); eager ran the program, so this is not the cause
         found = disagreement(real, fake)
+        compared += 1
         items = []
         if callee.op is not None:
             if found:
@@ -172,4 +211,12 @@ def _replay(ctx, scn, example, where: str) -> FakeCause | None:
             return FakeCause(tuple(f"{ctx.info.test_name}::{item}" for item in items),
                              f"{call.code()} on {where}: C++ {side_text(real)}, fake "
                              f"{side_text(fake)}{f' ({detail})' if detail else ''}")
-    return None
+    try:  # the state after the calls: what the fake keeps under each flattened key, as tracing would read it
+        after = read_state(real_obj, example.tracer)
+        kept = kept_fields(fake_obj, after, mode)
+    except Exception:  # noqa: BLE001 - the flatten item reports a state that does not read
+        return None
+    for key, value in flattened_pairs(after):
+        if kept.get(key, UNREADABLE) is UNREADABLE or kept_differences(value, kept[key], key):
+            return None  # not a result of a call: neither the fake's wrong result nor surely torch's
+    return compared

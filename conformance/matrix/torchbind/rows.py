@@ -21,6 +21,11 @@ Rows, after the seed document's Coverage Matrix ("Custom Op with torchbind input
   its sizes: :mod:`conformance.matrix.torchbind.sizes`);
 * ``dynamic.ops``: one call of each op taking the class and a tensor, with every tensor input dynamic (an op
   fake's symbolic-shape path runs only here), for a class with such ops.
+* ``computed``: the ``tensors.attr`` calls (those returning tensors or nothing), the object an input, with each
+  floating-point tensor it hands the object computed inside the program,
+  then more computation of the same size after the call (:attr:`Scenario.computed`), for a class with a method
+  taking a tensor: a compiler that reuses the buffer the object holds (inductor before torch 2.15,
+  ``torch/_inductor/lowering.py`` ``with_effects``) leaves other numbers in the object, a silent wrong result.
 
 Each row's :class:`~conformance.matrix.torchbind.scenarios.Scenario` is chosen so that run 1's eager output differs
 from the traced object's, where some example object allows it.
@@ -36,16 +41,16 @@ from ...torchbind.context import ClassContext, defined_on_fake
 from ...torchbind.discovery import runs_on_fakes
 from ...torchbind.examples import Example, read_state, state_key
 from ..gradients import backward_row, has_backward
-from .scenarios import NoEagerReference, ProgramCall, Scenario, tensor_values
+from .scenarios import NoEagerReference, ProgramCall, Scenario, floating_tensor, tensor_values
 from .sizes import dynamic_inputs
 from .sweep import sweep_objects
 
 __all__ = ["row_names", "scenario", "method_backward_rows", "OP_PREFIX", "SEQUENCE", "SEQUENCE_ATTR", "TENSORS_ATTR",
-           "DYNAMIC", "DYNAMIC_OPS"]
+           "DYNAMIC", "DYNAMIC_OPS", "COMPUTED", "row_family"]
 
 SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC = "sequence", "sequence.attr", "tensors.attr", "dynamic"
-DYNAMIC_OPS = "dynamic.ops"
-_SEQUENCES = (SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC, DYNAMIC_OPS)
+DYNAMIC_OPS, COMPUTED = "dynamic.ops", "computed"
+_SEQUENCES = (SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC, DYNAMIC_OPS, COMPUTED)
 _DYNAMIC = (DYNAMIC, DYNAMIC_OPS)
 # Results a program can return without anything being burned in as a constant (tensor lists are not: their
 # length is fixed when tracing).
@@ -63,7 +68,8 @@ def row_names(ctx: ClassContext) -> list[str]:
     operators = [Callee.python_operator(m).label for m in methods if m in OPERATORS]
     ops = [OP_PREFIX + op.short_name for op in ctx.info.ops]
     backward = [backward_row(OP_PREFIX + op.short_name) for op in ctx.info.ops if has_backward(op.qualname, op.schema)]
-    sequences = [r for r in _SEQUENCES if r != DYNAMIC_OPS or _dynamic_ops(ctx)]
+    sequences = [r for r in _SEQUENCES if (r != DYNAMIC_OPS or _dynamic_ops(ctx)) and (r != COMPUTED or
+                                                                                        _takes_tensor(ctx))]
     return methods + operators + ops + backward + method_backward_rows(ctx) + sequences
 
 
@@ -168,6 +174,24 @@ def _sequence_calls(ctx: ClassContext, base: Example, tensors_only: bool = False
     return tuple(calls)
 
 
+def _takes_tensor(ctx: ClassContext) -> bool:
+    """Whether a method of the class takes a tensor (read off the schemas), as the ``computed`` row needs."""
+    return any(str(a.type) == "Tensor" for m in ctx.info.user_methods if m not in _SKIPPED_METHODS
+               and not m.startswith("__") for a in ctx.info.methods[m].arguments[1:])
+
+
+def row_family(row: str) -> str:
+    """The kind of program a row runs, in words, for a torch defect's signature
+    (:func:`~conformance.matrix.cell.defect_signature`): the same for a row of any class."""
+    if row.endswith(".backward"):
+        return "the gradients of a call"
+    if row in _SEQUENCES:
+        return {COMPUTED: "tensors computed in the program handed to the object, then more of the same size",
+                SEQUENCE_ATTR: "a sequence of calls on an attribute object",
+                TENSORS_ATTR: "a sequence of calls on an attribute object"}.get(row, f"the {row} sequence of calls")
+    return "one op call" if row.startswith(OP_PREFIX) else "one method call"
+
+
 def _dynamic_ops(ctx: ClassContext) -> list:
     """The ops the ``dynamic.ops`` row calls, read off their schemas: those taking a tensor, with a Python fake (an
     op without one fails its own row)."""
@@ -217,13 +241,16 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
     if row in _SEQUENCES:
         base = examples[0]
         calls = _op_calls(ctx, base) if row == DYNAMIC_OPS else _sequence_calls(ctx, base,
-                                                                                 tensors_only=row == TENSORS_ATTR)
+                                                                                 tensors_only=row in (TENSORS_ATTR,
+                                                                                                      COMPUTED))
         if not calls:
             what = ("no method that returns a tensor or nothing" if row == TENSORS_ATTR
                     else "no op taking the class and a tensor" if row == DYNAMIC_OPS
                     else "no method of the class that the fake class defines and that returns no str")
             raise NotApplicable(f"{what} runs in eager on the example objects")
         variants = [calls]
+        if row == COMPUTED and not any(floating_tensor(v) for v in tensor_values(calls)):
+            raise NotApplicable("no call of the sequence takes a floating-point tensor to compute in the program")
     else:
         variants = _calls_for(ctx, row)
     placement = "attr" if row in (SEQUENCE_ATTR, TENSORS_ATTR) else "input"
@@ -238,7 +265,8 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
                     # Every other example the row's calls run on, where each run can take a new object.
                     sweep = sweep_objects((first, second), valid) if placement == "input" or swap else ()
                     scn = Scenario(qualname, row, placement, calls, first, second, (run0, run1),
-                                   dynamic=row in _DYNAMIC, notes=notes, swap=swap, sweep=sweep)
+                                   dynamic=row in _DYNAMIC, notes=notes, swap=swap, sweep=sweep,
+                                   computed=row == COMPUTED)
                     try:
                         scn.reference  # noqa: B018 - eager must run the program itself (module-level code paths)
                     except Exception as exc:  # noqa: BLE001

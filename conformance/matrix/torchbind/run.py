@@ -20,11 +20,11 @@ from ..backends import Backend
 from ..backends.export_strict import fake_tensors_left
 from ..backward import BackwardScenario, run_backward
 from ..cell import STATE_DIFFERS, TRACING_CHANGED_OBJECT, Difference, Rows
-from ..explain import cannot_tell
+from ..explain import FakeCause, cannot_tell
 from .backward import backward_scenario, is_backward_row
 from .explain import fake_cause, output_differences, state_differences
 from .repro import cell_repro
-from .rows import row_names, scenario
+from .rows import row_family, row_names, scenario
 from .scenarios import Scenario, argument_objects
 from .sweep import sweep_differences
 
@@ -105,8 +105,16 @@ class TorchBindRows(Rows):
         return cell_repro(ctx, scn, backend)  # a backward row's too: its gradients' script
 
     def fake_cause(self, ctx: ClassContext, scn: Scenario | BackwardScenario, backend: Backend):
-        # A backward row's forward is the op row's: a fake that makes that one wrong makes this one wrong too.
-        return fake_cause(ctx, scn.base if isinstance(scn, BackwardScenario) else scn, backend)
+        # A backward row's forward is the op row's: a fake that makes that one wrong makes this one wrong too. Its
+        # gradients come from the library's autograd formula (and the fakes of the ops it calls), which the replay
+        # does not compare: an agreeing forward does not make its failure torch's.
+        if isinstance(scn, BackwardScenario):
+            cause = fake_cause(ctx, scn.base, backend)
+            return cause if isinstance(cause, FakeCause) else None
+        return fake_cause(ctx, scn, backend)
+
+    def family(self, row: str) -> str:
+        return row_family(row)
 
     def for_backend(self, scn: Scenario | BackwardScenario, backend: Backend) -> Scenario | BackwardScenario:
         """A swapped attribute scenario runs with the same object again through a backend that runs its own copy of

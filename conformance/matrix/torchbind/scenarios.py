@@ -24,7 +24,8 @@ from ...torchbind.calls import Call
 from ...torchbind.examples import Example, read_state, state_key
 from .sweep import SweepRun, eager_sweep
 
-__all__ = ["ProgramCall", "Scenario", "Reference", "NoEagerReference", "argument_objects", "tensor_values"]
+__all__ = ["ProgramCall", "Scenario", "Reference", "NoEagerReference", "argument_objects", "tensor_values",
+           "computed_lines", "floating_tensor"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +111,11 @@ class Scenario:
     kept: bool = False  # the row's scenario swaps, but this backend runs the same object again (unswapped)
     #: The other example objects the program runs on after runs 0 and 1 (:mod:`conformance.matrix.torchbind.sweep`).
     sweep: tuple[Example, ...] = ()
+    #: Each floating-point tensor argument is computed inside the program (``torch.mm`` by a 1x1 one: the same
+    #: values in a new buffer) before the call that takes it, and more computation of the same size follows the call
+    #: (returned, so it stays in the program): a compiler that reuses the buffer the object was handed leaves other
+    #: numbers in the object (:func:`computed_lines`).
+    computed: bool = False
 
     # ----- the program --------------------------------------------------------------------------------------
     @functools.cached_property
@@ -126,9 +132,15 @@ class Scenario:
         results, labels = [], []
         inputs = iter(names)
         for i, call in enumerate(self.calls):
-            args = []
+            args, after = [], []
             for value in (*call.args.args, *(v for _, v in call.args.kwargs)):
-                args.append(next(inputs) if _is_tensor_input(value) else value.code)
+                arg = next(inputs) if _is_tensor_input(value) else value.code
+                if self.computed and arg in names and floating_tensor(value):
+                    handed, more = computed_lines(arg)
+                    lines.append(f"        {handed}")
+                    after.append(more)
+                    arg = handed.split(" = ", 1)[0]
+                args.append(arg)
             pos = args[: len(call.args.args)]
             kws = [(k, a) for (k, _), a in zip(call.args.kwargs, args[len(call.args.args):])]
             target = call.call.callee.source("obj", pos, kws)
@@ -145,6 +157,10 @@ class Scenario:
                 if source in names and source not in results:
                     results.append(source)
                     labels.append(f"{source} after {target} (the argument {name!r} the op writes)")
+            for more in after:  # the same size again, after the object was handed the computed tensor
+                lines.append(f"        {more}")
+                results.append(more.split(" = ", 1)[0])
+                labels.append(f"{more} (computed after {target}, the size of the tensor it was handed)")
         if not results:
             # Every call returns None: return a constant so each backend's program has an output (torch.export
             # save/load rejects a program without outputs, a limit unrelated to TorchBind).
@@ -380,6 +396,24 @@ def _is_tensor_input(value: Value) -> bool:
     if isinstance(made, (list, tuple)) and any(isinstance(v, _INPUT_TYPES) for v in made):
         return True
     return False
+
+
+def floating_tensor(value: Value) -> bool:
+    """Whether an argument is one floating-point tensor (what :func:`computed_lines` computes; ``torch.mm`` has no
+    integer kernel on CUDA)."""
+    made = value.make()
+    return isinstance(made, torch.Tensor) and made.is_floating_point()
+
+
+def computed_lines(name: str) -> tuple[str, str]:
+    """The lines of a :attr:`Scenario.computed` program for its input ``name``: ``c_<name>``, the same values in a
+    buffer the program computes (an extern kernel, which inductor allocates and may reuse), handed to the call in
+    its place; and ``m_<name>``, twice them, computed after the call in a buffer of the same size."""
+    def mm(factor: str) -> str:
+        return (f"torch.mm({name}.reshape(-1, 1), torch.full((1, 1), {factor}, dtype={name}.dtype, "
+                f"device={name}.device)).reshape({name}.shape)")
+
+    return f"c_{name} = {mm('1.0')}", f"m_{name} = {mm('2.0')}"
 
 
 def tensor_values(calls: tuple[ProgramCall, ...]) -> tuple[Value, ...]:

@@ -148,7 +148,7 @@ class _LoggedErrors(logging.Handler):
 
 def test_the_save_load_cell_fails_with_the_real_error(samples):
     cell = run_cell(ENGINE.context(COUNTER), "value", "export_saveload")
-    assert (cell.status.value, cell.limitation, cell.rule) == ("failed", None, "matrix.raises")  # was
+    assert (cell.status.value, cell.limitation, cell.found) == ("torch-defect", None, "matrix.raises")  # was
     assert "Node redefined name call_torchbind!" in cell.reason                              # saveload-object-input
     assert ("RuntimeError raised in torch/fx/graph.py lint: no known limitation has this exception type and site"
             in cell.details)
@@ -188,11 +188,11 @@ def test_explicit_dunder_cells_say_what_was_observed_and_the_operator_cell_fails
             "this cell") in cell.reason
     assert "works" not in cell.reason  # the old footnote said the operator form works
     operator = run_cell(ctx, "operator.len", "eager")
-    assert (operator.status.value, operator.limitation, operator.rule) == ("failed", None, "matrix.raises")
+    assert (operator.status.value, operator.limitation, operator.found) == ("torch-defect", None, "matrix.raises")
     assert operator.reason.startswith("Unsupported: Observed exception")
     assert any(d.endswith("no known limitation has this exception type and site") for d in operator.details)
     getitem = run_cell(ctx, "operator.getitem", "eager")
-    assert (getitem.status.value, getitem.limitation) == ("failed", None)
+    assert (getitem.status.value, getitem.limitation) == ("torch-defect", None)
     assert "Weird method call on TorchScript object" in getitem.reason
 
 
@@ -213,7 +213,7 @@ def test_a_known_message_raised_elsewhere_is_a_failure(samples):
 
     liar = Backend("aoti", "AOTInductor", "AOTInductor", prepare, ahead_of_time=True)
     cell = run_cell(engine_of().context(COUNTER), "scale", liar)
-    assert (cell.status.value, cell.limitation, cell.rule) == ("failed", None, "matrix.raises")
+    assert (cell.status.value, cell.limitation, cell.found) == ("torch-defect", None, "matrix.raises")
     assert cell.reason.startswith("UserError: TorchBind objects found in inputs")
     assert run_cell(ENGINE.context(COUNTER), "scale", "aoti").limitation == "aoti-object-input"
 

@@ -98,7 +98,7 @@ def test_a_program_that_keeps_the_traced_value_is_never_a_pass(engine):
         return run
 
     cell = run_cell(engine.context(VOCAB), "get_default_index", Backend("keeps", "test", "keeps", keeps_first_result))
-    assert (cell.status, cell.limitation, cell.rule) == ("failed", None, "matrix.stale-result")
+    assert (cell.status, cell.limitation, cell.found) == ("torch-defect", None, "matrix.stale-result")
     assert cell.reason.endswith("(int): it stayed at the traced object's value"), cell.reason
     assert cell.reason.startswith("run 1 output[0] (r0 = obj.get_default_index(), on an object in another state): ")
 
@@ -170,7 +170,7 @@ def test_a_program_that_ignores_the_swapped_attribute_fails_and_a_backend_that_c
 
     ctx = engine_of(_read_only).context(VOCAB)
     cell = run_cell(ctx, "sequence.attr", Backend("keeps", "test", "keeps", keeps_traced))
-    assert (cell.status, cell.rule) == ("failed", "matrix.stale-result"), cell.reason
+    assert (cell.status, cell.found) == ("torch-defect", "matrix.stale-result"), cell.reason
     assert "it stayed at the traced object's value" in cell.reason
     # A backend that runs its own copy of the attribute (AOTInductor) runs the object again: not a pass.
     copies = Backend("copies", "test", "copies", keeps_traced, ahead_of_time=True, state_visible=False,
@@ -300,7 +300,7 @@ def test_a_state_difference_names_the_flattened_key(engine):
     copy.deepcopy(obj).set_default_index(2)
     assert obj.get_default_index() == 1
     cell = run_cell(engine.context(VOCAB), "set_default_index", Backend("copying", "test", "copying", on_a_copy))
-    assert (cell.status, cell.rule) == ("failed", "matrix.state-differs")
+    assert (cell.status, cell.found) == ("torch-defect", "matrix.state-differs")
     assert cell.reason.startswith("run 1 object state 'default_index': eager left "), cell.reason
     assert ", copying left " in cell.reason and "(int)" in cell.reason
 

@@ -196,7 +196,11 @@ if same:
                  Cell("ns::Q", "push", "aoti", 0, 3, Status.UNSUPPORTED, "objects only as attributes",
                       limitation="aoti-object-input"),
                  Cell("ns::Q", "pop", "eager", 1, 0, Status.FAILED, "run 1 output: expected 1, got 2"),
-                 Cell("ns::Q", "pop", "aoti", 1, 3, Status.SKIPPED, "plain eager raises")]
+                 Cell("ns::Q", "pop", "aoti", 1, 3, Status.SKIPPED, "plain eager raises"),
+                 Cell("ns::Q", "pop", "inductor", 1, 2, Status.TORCH_DEFECT, "run 0 object state 'q': eager left 1, "
+                      "inductor left 2", repro="print('eager:   ', 1)\nprint('inductor:', 2)\n",
+                      rule="matrix.torch-defect", signature="inductor: the object's state differs from plain eager's "
+                      "(one method call)", found="matrix.state-differs")]
         assert [Cell.from_json(c.to_json()) for c in cells] == cells
         # Cells arrive in any order (xdist); the report is ordered by row and column.
         return dataclasses.replace(build_report(reversed(cells)), torch_version="X.Y")
@@ -205,28 +209,42 @@ if same:
         self.assertExpectedInline(render_markdown(self._report()), """\
 ## TorchBind coverage matrix (torch X.Y)
 
-✓ matches plain eager · ✗ fails or differs from eager · – unsupported: a known torch limitation (the cell ran and failed the documented way) · ? could not tell: the program gave eager's results, but every object it ran on gives one output, so a stale program would too (the footnote says what to give) · n/a did not run (no fake class, or no eager reference: the footnote says why)
+✓ matches plain eager · ✗ fails or differs from eager · – unsupported: a known torch limitation (the cell ran and failed the documented way) · ? could not tell: the program gave eager's results, but every object it ran on gives one output, so a stale program would too (the footnote says what to give) · T torch's defect: the cell failed where the fake agrees with C++ on every call (see Torch defects) · n/a did not run (no fake class, or no eager reference: the footnote says why)
 
 ### ns::Q
 
-| scenario | torch.compile<br>eager | AOTInductor |
-|---|---|---|
-| `push` | ✓ | – [1] |
-| `pop` | ✗ [2] | n/a [3] |
+| scenario | torch.compile<br>eager | torch.compile<br>inductor | AOTInductor |
+|---|---|---|---|
+| `push` | ✓ |   | – [1] |
+| `pop` | ✗ [2] | T [3] | n/a [4] |
 
-1 ✓, 1 ✗, 1 – (known torch limitation), 1 n/a
+1 ✓, 1 ✗, 1 – (known torch limitation), 1 T (torch's defect), 1 n/a
 
 1. – objects only as attributes
 2. ✗ run 1 output: expected 1, got 2
-3. n/a plain eager raises
+3. T run 0 object state 'q': eager left 1, inductor left 2
+4. n/a plain eager raises
+
+### Torch defects
+
+Cells that failed where the fake agrees with C++ on every call of the program (replayed on real objects and their fakes as tracing makes them): torch's, not the library's. Each script runs from any directory in a fresh interpreter and prints what eager and the backend give.
+
+1. **inductor: the object's state differs from plain eager's (one method call)** — 1 cell: ns::Q `pop` × inductor
+
+```python
+print('eager:   ', 1)
+print('inductor:', 2)
+```
 """)
 
     def test_the_terminal_matrix(self):
         self.assertExpectedInline("\n".join(render_lines(self._report())), """\
-ns::Q: 1 ✓, 1 ✗, 1 –, 1 n/a
-              eager      aoti
-  push            ✓         –
-  pop             ✗       n/a""")
+ns::Q: 1 ✓, 1 ✗, 1 –, 1 T, 1 n/a
+              eager  inductor      aoti
+  push            ✓                   –
+  pop             ✗         T       n/a
+T: 1 cell is torch's defect (the fake agrees with C++ on every call), 1 signature; the report's Torch defects section has a script for each:
+  inductor: the object's state differs from plain eager's (one method call) (1 cell)""")
 
 
 def test_the_html_page_shows_the_matrix_first_and_counts_known_failures_and_skips_apart():

@@ -318,7 +318,7 @@ def test_the_matrix_compares_every_object_an_op_was_given(multi):
     good = run_cell(ctx, "op.enter_compute_stream", Backend("faithful", "test", "faithful", faithful))
     assert good.status == "passed", good.details
     bad = run_cell(ctx, "op.enter_compute_stream", Backend("copying", "test", "copying", copying_second))
-    assert bad.status == "failed"
+    assert bad.status == "torch-defect"  # the fake agrees: the copying backend is torch's side
     assert bad.reason.startswith("run 0 state of the argument object 1 (not the row's own object)"), bad.reason
 
 
