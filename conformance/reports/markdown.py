@@ -18,7 +18,7 @@ from ..core.qualname import split_qualname
 from ..core.results import Status
 from . import SYMBOLS, ClassMatrix, MatrixReport, encodable
 
-__all__ = ["render", "render_class", "render_defects", "escape_text", "code_span", "matrix_title"]
+__all__ = ["render", "render_class", "render_defects", "escape_text", "code_span", "code_block", "matrix_title"]
 
 
 def matrix_title(qualnames: Iterable[str]) -> str:
@@ -48,6 +48,13 @@ def code_span(text: str) -> str:
     fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text.replace('|', chr(92) + '|')}{pad}{fence}"
+
+
+def code_block(text: str, language: str = "python") -> list[str]:
+    """``text`` as the lines of one fenced Markdown code block (shown as it is, HTML included), fenced with more
+    backticks than its longest run of them, and never fewer than three. Raises nothing."""
+    fence = "`" * max(3, max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    return [f"{fence}{language}", text.rstrip("\n"), fence]
 
 
 def render_class(matrix: ClassMatrix) -> str:
@@ -109,6 +116,5 @@ def render_defects(report: MatrixReport) -> list[str]:
         lines += [f"{number}. **{escape_text(defect.signature)}** — {len(defect.cells)} cell"
                   f"{'s' if len(defect.cells) > 1 else ''}: {where}", ""]
         if defect.repro:
-            fence = "`" * max(3, max((len(run) for run in re.findall("`+", defect.repro)), default=0) + 1)
-            lines += [f"{fence}python", defect.repro.rstrip("\n"), fence, ""]
+            lines += [*code_block(defect.repro), ""]
     return lines

@@ -9,13 +9,12 @@ exactly the report a single run writes.
 from __future__ import annotations
 
 import json
-import re
 from html import escape
 
 from ..core.results import Status
 from . import SYMBOLS, encodable, report_format
 from . import html as single_html
-from .markdown import code_span, escape_text, matrix_title
+from .markdown import code_block, code_span, escape_text, matrix_title
 
 __all__ = ["render_markdown", "render_html", "render_json", "render"]
 
@@ -67,8 +66,7 @@ def render_markdown(merged) -> str:
             lines.append(f"{number}. **{escape_text(signature)}** — in run{'s' if len(runs) > 1 else ''} {seen}"
                          + (f"; {escape_text(fixed)}" if fixed else ""))
             if repro:
-                fence = "`" * max(3, max((len(r) for r in re.findall("`+", repro)), default=0) + 1)
-                lines += ["", f"{fence}python", repro.rstrip("\n"), fence]
+                lines += ["", *code_block(repro)]
             lines.append("")
     return encodable("\n".join(lines))
 
