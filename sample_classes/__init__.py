@@ -96,6 +96,7 @@ OBSERVE_CLASS_QUALNAMES = (  # argument-less methods that are not all observers 
 )
 STALE_CLASS_QUALNAMES = (  # results a traced program can bake in (fakes in fakes_stale.py)
     "samples_stale::Vocab",  # __getitem__ / get_default_index read a default index: export burns the int in
+    "samples_stale::Toggle",  # is_enabled() reads a switch __obj_flatten__ omits: a recompiled program reads it off
 )
 EVIDENCE_CLASS_QUALNAMES = (  # the evidence rule (fakes in fakes_evidence.py, not imported here)
     "samples_evidence::Span",  # flattened keys that are getters' names; __len__ raises by design

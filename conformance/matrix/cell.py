@@ -277,18 +277,16 @@ class Rows:
             cell.details = failure_details + raised + _autocast_hint(backend, rule) + cell.details
             cell.repro = self.repro(ctx, scn, backend) or ""
         # Whose the failure is: a fake's wrong result makes the program wrong (name its item); a fake that agrees
-        # with C++ on every call leaves torch's defect.
-        cause = self.fake_cause(ctx, scn, backend)
+        # with C++ on every call leaves torch's defect. A documented limitation's cell is explained already.
+        cause = self.fake_cause(ctx, scn, backend) if cell.status is Status.FAILED else None
         if isinstance(cause, Agreement):
-            if cell.status is Status.FAILED:
-                cell.status, cell.rule, cell.found = Status.TORCH_DEFECT, TORCH_DEFECT, rule
-                cell.signature = defect_signature(backend, rule, matched, self.family(cell.row))
-                cell.details.insert(0, cause.detail)
+            cell.status, cell.rule, cell.found = Status.TORCH_DEFECT, TORCH_DEFECT, rule
+            cell.signature = defect_signature(backend, rule, matched, self.family(cell.row))
+            cell.details.insert(0, cause.detail)
         elif cause is not None:
             cell.reason = f"{cell.reason} ({cause.reference})"
             cell.details.insert(0, cause.detail)
-            if cell.status is Status.FAILED:
-                cell.rule = FOLLOWS_FROM_FAKE
+            cell.rule = FOLLOWS_FROM_FAKE
         cell.details += self.notes(scn)
         return compared
 

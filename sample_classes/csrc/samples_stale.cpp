@@ -8,7 +8,15 @@
 // vocabulary's default for every other. `lookup(ids)` returns a tensor
 // computed in C++ at run time, which no backend bakes in.
 //
-// The correct fake and a broken one (returning a constant) are in
+// `Toggle` counts ticks (flattened) and keeps a switch that __obj_flatten__
+// and the pickle OMIT, after the pre-allocated-outputs switch of inference
+// runtimes (Torch-TensorRT's Engine): `is_enabled()` reads it, `enable()`
+// turns it on. A fake made from a Toggle always starts disabled, so a program
+// that reads the switch and then turns it on, compiled again for the same
+// object (its flattened count changed), returns the new fake's False where the
+// object answers True: the class's flatten is wrong, not the fake, not torch.
+//
+// The correct fakes and broken ones (returning a constant) are in
 // sample_classes/fakes_stale.py.
 
 #include <torch/custom_class.h>
@@ -68,6 +76,34 @@ struct Vocab : torch::CustomClassHolder {
   int64_t default_index_;
 };
 
+struct Toggle : torch::CustomClassHolder {
+  explicit Toggle(int64_t ticks) : ticks_(ticks) {}
+
+  void tick() {
+    ticks_ += 1;
+  }
+
+  bool is_enabled() {
+    return enabled_;
+  }
+
+  void enable() {
+    enabled_ = true;
+  }
+
+  int64_t count() {
+    return ticks_;
+  }
+
+  // The switch is left out, as a process-local setting would be.
+  std::tuple<std::tuple<std::string, int64_t>> __obj_flatten__() {
+    return std::make_tuple(std::make_tuple(std::string("ticks"), ticks_));
+  }
+
+  int64_t ticks_;
+  bool enabled_ = false;
+};
+
 } // namespace samples_stale
 
 TORCH_LIBRARY(samples_stale, m) {
@@ -88,5 +124,17 @@ TORCH_LIBRARY(samples_stale, m) {
               -> c10::intrusive_ptr<samples_stale::Vocab> {
             return c10::make_intrusive<samples_stale::Vocab>(
                 std::get<0>(state), std::get<1>(state));
+          });
+  m.class_<samples_stale::Toggle>("Toggle")
+      .def(torch::init<int64_t>())
+      .def("tick", &samples_stale::Toggle::tick)
+      .def("is_enabled", &samples_stale::Toggle::is_enabled)
+      .def("enable", &samples_stale::Toggle::enable)
+      .def("count", &samples_stale::Toggle::count)
+      .def("__obj_flatten__", &samples_stale::Toggle::__obj_flatten__)
+      .def_pickle(
+          [](const c10::intrusive_ptr<samples_stale::Toggle>& self) -> int64_t { return self->ticks_; },
+          [](int64_t ticks) -> c10::intrusive_ptr<samples_stale::Toggle> {
+            return c10::make_intrusive<samples_stale::Toggle>(ticks);
           });
 }

@@ -144,3 +144,68 @@ def test_a_failed_matrix_cell_prints_a_script_that_shows_it_from_any_directory()
     failure = check_reproducer(cell_failure(cell), run=run)
     assert failure.details[-1].startswith("reproducer checked: run in a fresh interpreter from an empty directory")
     assert "torch.export.export(module(traced), example" in failure.repro
+
+
+LIST_OP = '''
+import torch
+import sample_classes.fakes_stale  # noqa: F401
+
+lib = torch.library.Library("tblists", "DEF")
+lib.define("lookup_all(__torch__.torch.classes.samples_stale.Vocab vocab, Tensor[] ids) -> Tensor[]")
+
+
+@torch.library.impl(lib, "lookup_all", "CompositeExplicitAutograd")
+def _lookup_all(vocab, ids):
+    return [vocab.lookup(i) for i in ids]
+
+
+@torch.library.register_fake("tblists::lookup_all")
+def _lookup_all_fake(vocab, ids):
+    return [torch.empty_like(i) for i in ids]
+'''
+
+WRITE_SCRIPT = '''
+import sys
+sys.path[:0] = [{tests!r}, {root!r}, {where!r}]
+import sample_classes, tblists_ops
+from conftest import engine_of
+from conformance.core.settings import Settings
+from conformance.matrix.backends import get_backend
+from conformance.matrix.torchbind.repro import cell_repro
+from conformance.matrix.torchbind.rows import scenario
+
+engine = engine_of(settings=Settings(load_code={load!r}))
+ctx = engine.context("samples_stale::Vocab")
+print(cell_repro(ctx, scenario(ctx, "dynamic.ops"), get_backend("export")))
+'''
+
+
+def test_a_dynamic_script_gives_a_list_of_tensors_one_spec_per_element(tmp_path):
+    """An op taking ``Tensor[]`` in the dynamic.ops row: the cell exports with one ``Dim.AUTO`` spec per list
+    element (``Scenario.dynamic_shapes``); the script did the same with ``None`` for the list, and torch.export
+    rejected it (``UserError: ... inputs[1] is a list, but dynamic_shapes[1] is not``). Plain torch beside it."""
+    import sample_classes  # noqa: F401
+    import sample_classes.fakes_stale  # noqa: F401
+
+    class TakesList(torch.nn.Module):
+        def forward(self, xs):
+            return [x + 1 for x in xs]
+
+    xs = [torch.ones(2, 3), torch.ones(4)]
+    with pytest.raises(Exception, match=r"but .?dynamic_shapes\[0\].? is not"):
+        torch.export.export(TakesList(), (xs,), dynamic_shapes=(None,), strict=False)
+    torch.export.export(TakesList(), (xs,), strict=False,
+                        dynamic_shapes=([{0: torch.export.Dim.AUTO, 1: torch.export.Dim.AUTO},
+                                         {0: torch.export.Dim.AUTO}],))
+
+    (tmp_path / "tblists_ops.py").write_text(LIST_OP)
+    load = ("import sys", f"sys.path.insert(0, {str(ROOT)!r})", f"sys.path.insert(0, {str(tmp_path)!r})",
+            "import sample_classes", "import tblists_ops")
+    writer = WRITE_SCRIPT.format(tests=str(ROOT / "tests"), root=str(ROOT), where=str(tmp_path), load=load)
+    made = subprocess.run([sys.executable, "-c", writer], capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stderr[-3000:]
+    script = made.stdout
+    assert "tblists.lookup_all" in script and "DYNAMIC = tuple(dims(x) for x in example)" in script
+    run = run_fresh(script)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert NOT_REPRODUCED in run.stdout  # the cell passes: the script runs the same program, and agrees

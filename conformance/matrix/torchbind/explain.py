@@ -140,7 +140,8 @@ def fake_cause(ctx, scn, backend=None) -> FakeCause | Agreement | None:
         states += [(e, f"the example object {e.label}") for e in scn.sweep if e is not scn.first]
     compared = 0
     for example, where in states:
-        found = _replay(ctx, scn, example, where)
+        again = not ahead and scn.placement == "attr" and example is scn.first
+        found = _replay(ctx, scn, example, where, again)
         if found is None or isinstance(found, FakeCause):
             return found
         compared += found
@@ -171,46 +172,48 @@ def _pickling_loses(ctx, example) -> str | None:
     return f"copy.deepcopy of the example object {example.label}: {'; '.join(found)}" if found else ""
 
 
-def _replay(ctx, scn, example, where: str) -> FakeCause | int | None:
+def _replay(ctx, scn, example, where: str, again: bool) -> FakeCause | int | None:
     """:func:`fake_cause` on objects in ``example``'s state (``where`` names it in the message): the first
-    disagreement, else how many results were compared (``None`` when nothing can be said)."""
+    disagreement, else how many results were compared (``None`` when nothing can be said).
+
+    Before the calls, what the fake keeps under each flattened key (``getattr(fake, key)``, as torch.compile reads
+    it): a key it keeps no readable value for is the ``roundtrip`` item's (torch.compile fails on it whatever the
+    calls do). After each call, the keys it kept right: one that the call leaves otherwise than C++ does names that
+    call (``differential``), even when a later call is the first whose result differs (a setter that keeps nothing,
+    then its getter). With ``again`` (the program runs once more on the same object, and torch.compile fakifies it
+    anew when its guards reject the changed state), the calls run a second time on the real object, on the fake
+    that made the first run's calls and on a fake made now from the real object's flattened state: where only the
+    new fake disagrees, the class's ``__obj_flatten__`` leaves out state the calls read (the ``differential``
+    item's ``state-drifts``)."""
     try:
         real_obj, other = example.build(), example.build()
         mode = new_fake_mode()
         fake_obj = ctx.fakify(other, mode, state=example.label)
+        tracked = _kept_right(real_obj, fake_obj, mode, example)
     except Exception:  # noqa: BLE001 - the roundtrip and examples checks report objects that cannot be fakified
         return None
+    if isinstance(tracked, FakeCause):
+        return FakeCause((f"{ctx.info.test_name}::roundtrip",), f"the fake of {where}: {tracked.call}",
+                         whose="the fake's __obj_unflatten__, which keeps no attribute torch.compile reads")
     compared = 0
-    for program_call in scn.calls:
-        callee = program_call.call.callee
-        # A dunder reached through its operator (obj["a"]) is the method the agreement check calls by name.
-        call = program_call.call if callee.op is not None else Call(Callee.method(callee.name), program_call.args)
+    for call in _calls(scn):
         with ctx.calling(f"{call.code()} on {where}, checking the fake's result for a failed matrix cell",
                          timed=False):
             real = ctx.call_real(real_obj, call)
             fake = ctx.call_fake(fake_obj, mode, call)
         if real.raised:
             return None  # not a comparison (validity rule); eager ran the program, so this is not the cause
-        found = disagreement(real, fake)
         compared += 1
-        items = []
-        if callee.op is not None:
-            if found:
-                items.append(f"custom_op[{callee.op.short_name}]")
-        else:
-            if found:  # a method the fake lacks is the coverage item's (agreement skips it)
-                items.append(f"{'agreement' if defined_on_fake(ctx.info.fake_class, callee.name) else 'coverage'}"
-                             f"[{callee.name}]")
-            schema = ctx.info.methods.get(callee.name)
-            if schema is not None and not fake.raised and value_mismatch(fake.value, return_type(schema)):
-                items.append(f"return_type[{callee.name}]")
-        if items:
-            # The comparison's own lines where the values alone do not say it (a tensor's shape, a list's element).
-            plain = not isinstance(real.value, (torch.Tensor, list, tuple, dict))
-            detail = "; ".join(found[1]) if found and found[1] and not plain else ""
-            return FakeCause(tuple(f"{ctx.info.test_name}::{item}" for item in items),
-                             f"{call.code()} on {where}: C++ {side_text(real)}, fake "
-                             f"{side_text(fake)}{f' ({detail})' if detail else ''}")
+        cause = _call_cause(ctx, call, real, fake, where)
+        if cause is not None:
+            return cause
+        try:
+            drift = _drift(real_obj, fake_obj, mode, example, tracked)
+        except Exception:  # noqa: BLE001 - the flatten item reports a state that does not read
+            return None
+        if drift:
+            return FakeCause((f"{ctx.info.test_name}::differential",), f"{call.code()} on {where} returned as C++ "
+                             f"did, but then {drift}")
     try:  # the state after the calls: what the fake keeps under each flattened key, as tracing would read it
         after = read_state(real_obj, example.tracer)
         kept = kept_fields(fake_obj, after, mode)
@@ -219,4 +222,93 @@ def _replay(ctx, scn, example, where: str) -> FakeCause | int | None:
     for key, value in flattened_pairs(after):
         if kept.get(key, UNREADABLE) is UNREADABLE or kept_differences(value, kept[key], key):
             return None  # not a result of a call: neither the fake's wrong result nor surely torch's
+    if not again:
+        return compared
+    again_where = f"{where}, run again"
+    try:
+        fresh_mode = new_fake_mode()
+        refake = ctx.fakify(real_obj, fresh_mode, state=f"{example.label} after the program ran")
+    except Exception:  # noqa: BLE001 - as above
+        return None
+    for call in _calls(scn):
+        with ctx.calling(f"{call.code()} on {again_where}, checking the fake's result for a failed matrix cell",
+                         timed=False):
+            real = ctx.call_real(real_obj, call)
+            fake = ctx.call_fake(fake_obj, mode, call)
+            made_now = ctx.call_fake(refake, fresh_mode, call)
+        if real.raised:
+            return compared
+        compared += 1
+        cause = _call_cause(ctx, call, real, fake, again_where)
+        if cause is not None:
+            return cause
+        if disagreement(real, made_now):
+            return FakeCause(
+                (f"{ctx.info.test_name}::differential",),
+                f"{call.code()} on {again_where}: C++ {side_text(real)}, and so does the fake that made the first "
+                f"run's calls, but a fake made from the object's flattened state after that run (as torch.compile "
+                f"fakifies it when it compiles again) {side_text(made_now)}",
+                whose="the class's __obj_flatten__, which leaves out state the program's calls read")
     return compared
+
+
+def _calls(scn) -> list[Call]:
+    """The scenario's calls as the agreement check makes them: a dunder reached through its operator
+    (``obj["a"]``) is the method called by name."""
+    return [pc.call if pc.call.callee.op is not None else Call(Callee.method(pc.call.callee.name), pc.args)
+            for pc in scn.calls]
+
+
+def _call_cause(ctx, call: Call, real, fake, where: str) -> FakeCause | None:
+    """The items a disagreement of one call reports (``custom_op[op]`` for an op; ``agreement[m]``, or
+    ``coverage[m]`` for a method the fake lacks, and ``return_type[m]`` for a method), as a cause; ``None`` when
+    the fake agrees."""
+    callee = call.callee
+    found = disagreement(real, fake)
+    items = []
+    if callee.op is not None:
+        if found:
+            items.append(f"custom_op[{callee.op.short_name}]")
+    else:
+        if found:  # a method the fake lacks is the coverage item's (agreement skips it)
+            items.append(f"{'agreement' if defined_on_fake(ctx.info.fake_class, callee.name) else 'coverage'}"
+                         f"[{callee.name}]")
+        schema = ctx.info.methods.get(callee.name)
+        if schema is not None and not fake.raised and value_mismatch(fake.value, return_type(schema)):
+            items.append(f"return_type[{callee.name}]")
+    if not items:
+        return None
+    # The comparison's own lines where the values alone do not say it (a tensor's shape, a list's element).
+    plain = not isinstance(real.value, (torch.Tensor, list, tuple, dict))
+    detail = "; ".join(found[1]) if found and found[1] and not plain else ""
+    return FakeCause(tuple(f"{ctx.info.test_name}::{item}" for item in items),
+                     f"{call.code()} on {where}: C++ {side_text(real)}, fake "
+                     f"{side_text(fake)}{f' ({detail})' if detail else ''}")
+
+
+def _kept_right(real_obj, fake_obj, mode, example) -> FakeCause | frozenset[str]:
+    """The flattened keys under which the fresh fake keeps what C++ flattened (:func:`kept_differences`); a
+    :class:`FakeCause` whose ``call`` says which key it keeps no readable value for (torch.compile reads
+    ``getattr(fake, key)``: the ``roundtrip`` item's ``key-missing``). A key kept in another form (a string kept
+    decoded) is not tracked: the roundtrip check only notes it."""
+    flat = read_state(real_obj, example.tracer)
+    kept = kept_fields(fake_obj, flat, mode)
+    right = set()
+    for key, value in flattened_pairs(flat):
+        if kept.get(key, UNREADABLE) is UNREADABLE:
+            return FakeCause((), f"it keeps no readable attribute for the flattened key {key!r} (C++ flattens "
+                                 f"{show(value)})")
+        if not kept_differences(value, kept[key], key):
+            right.add(key)
+    return frozenset(right)
+
+
+def _drift(real_obj, fake_obj, mode, example, tracked: frozenset[str]) -> str:
+    """How the fake's kept values under the ``tracked`` keys now differ from the real object's flattened state,
+    as a line (``""`` when they do not)."""
+    flat = read_state(real_obj, example.tracer)
+    kept = kept_fields(fake_obj, flat, mode)
+    found = [line for key, value in flattened_pairs(flat) if key in tracked
+             for line in (["the fake keeps no readable value"] if kept.get(key, UNREADABLE) is UNREADABLE else
+                          kept_differences(value, kept[key], f"the flattened key {key!r}", "C++ flattens"))]
+    return "; ".join(found)

@@ -35,11 +35,16 @@ def cell_repro(ctx, scn: Scenario | BackwardScenario, backend: Backend) -> str |
     base: Scenario = scn.base if backward else scn
     attr = base.placement == "attr"
     inputs = [", ".join(v.code for v in run) for run in base.tensor_inputs]
-    dims = "None"
-    if base.dynamic:
-        dims = "tuple({d: torch.export.Dim.AUTO for d in range(x.dim())} if isinstance(x, torch.Tensor) else None " \
-               "for x in example)"
-    body = [base.source.rstrip(), "", "",
+    dims, spec = "None", []
+    if base.dynamic:  # as Scenario.dynamic_shapes: every dim Dim.AUTO, a list of tensors one spec per element
+        dims = "tuple(dims(x) for x in example)"
+        spec = ["def dims(x):",
+                "    if isinstance(x, torch.Tensor):",
+                "        return {d: torch.export.Dim.AUTO for d in range(x.dim())}",
+                "    if isinstance(x, (list, tuple)):",
+                "        return type(x)(dims(v) for v in x)",
+                "    return None", "", ""]
+    body = [base.source.rstrip(), "", "", *spec,
             "def inputs(run):",
             f"    return [{inputs[0]}] if run == 0 else [{inputs[1]}]", "", "",
             "def module(obj):",

@@ -136,10 +136,9 @@ class Scenario:
             for value in (*call.args.args, *(v for _, v in call.args.kwargs)):
                 arg = next(inputs) if _is_tensor_input(value) else value.code
                 if self.computed and arg in names and floating_tensor(value):
-                    handed, more = computed_lines(arg)
+                    (arg, handed), more = computed_lines(arg)
                     lines.append(f"        {handed}")
                     after.append(more)
-                    arg = handed.split(" = ", 1)[0]
                 args.append(arg)
             pos = args[: len(call.args.args)]
             kws = [(k, a) for (k, _), a in zip(call.args.kwargs, args[len(call.args.args):])]
@@ -157,9 +156,9 @@ class Scenario:
                 if source in names and source not in results:
                     results.append(source)
                     labels.append(f"{source} after {target} (the argument {name!r} the op writes)")
-            for more in after:  # the same size again, after the object was handed the computed tensor
+            for name, more in after:  # the same size again, after the object was handed the computed tensor
                 lines.append(f"        {more}")
-                results.append(more.split(" = ", 1)[0])
+                results.append(name)
                 labels.append(f"{more} (computed after {target}, the size of the tensor it was handed)")
         if not results:
             # Every call returns None: return a constant so each backend's program has an output (torch.export
@@ -405,15 +404,17 @@ def floating_tensor(value: Value) -> bool:
     return isinstance(made, torch.Tensor) and made.is_floating_point()
 
 
-def computed_lines(name: str) -> tuple[str, str]:
-    """The lines of a :attr:`Scenario.computed` program for its input ``name``: ``c_<name>``, the same values in a
-    buffer the program computes (an extern kernel, which inductor allocates and may reuse), handed to the call in
-    its place; and ``m_<name>``, twice them, computed after the call in a buffer of the same size."""
+def computed_lines(name: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """The variables and lines of a :attr:`Scenario.computed` program for its input ``name``, as ``((variable,
+    line), (variable, line))``: ``c_<name>``, the same values in a buffer the program computes (an extern kernel,
+    which inductor allocates and may reuse), handed to the call in its place; and ``m_<name>``, twice them,
+    computed after the call in a buffer of the same size."""
     def mm(factor: str) -> str:
         return (f"torch.mm({name}.reshape(-1, 1), torch.full((1, 1), {factor}, dtype={name}.dtype, "
                 f"device={name}.device)).reshape({name}.shape)")
 
-    return f"c_{name} = {mm('1.0')}", f"m_{name} = {mm('2.0')}"
+    handed, more = f"c_{name}", f"m_{name}"
+    return (handed, f"{handed} = {mm('1.0')}"), (more, f"{more} = {mm('2.0')}")
 
 
 def tensor_values(calls: tuple[ProgramCall, ...]) -> tuple[Value, ...]:

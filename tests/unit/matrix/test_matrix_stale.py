@@ -385,3 +385,71 @@ def test_a_cell_over_a_method_the_fake_lacks_points_at_coverage(stale):
         cell = run_cell(engine_of().context("samples::TensorQueue"), "top", "eager")
     assert (cell.status, cell.rule) == ("failed", "matrix.follows-from-fake"), cell.reason
     assert cell.reason.endswith("see torchbind[samples.TensorQueue]::coverage[top])"), cell.reason
+
+
+# ----- 4. a cause before the call that shows it: a setter that keeps nothing, a flatten that leaves state out ----
+
+
+def test_a_setter_that_keeps_nothing_is_named_not_the_getter_after_it(stale):
+    """The broken setter returns None, as C++ does, so its own result agrees; the getter after it is correct
+    (agreement[get_default_index] passes) yet returns the old index: the cell names the setter's call and the
+    differential item, which drives both."""
+    def setter_args():  # an index other than the examples' own, so that the setter has something to keep
+        conformance.strategy(VOCAB, "set_default_index", arg=0)(lambda: st.just(5))
+
+    engine = engine_of(setter_args)
+    with stale.BROKEN["vocab_setter_keeps_nothing"].installed():
+        # Plain torch: compiled, the getter after the setter returns the fake's old index; eager the new one.
+        torch._dynamo.reset()
+        compiled = torch.compile(SetThenGet(), backend="eager", fullgraph=True)
+        assert compiled(vocab(2)) == (2,) and SetThenGet()(vocab(2)) == (5,)
+        torch._dynamo.reset()
+        getter = next(u for u in plan(VOCAB, engine, only={"agreement"}) if u.target == "get_default_index")
+        assert run_target(getter, engine).status == "passed"
+        cell = run_cell(engine.context(VOCAB), "sequence.attr", "eager")
+        assert (cell.status, cell.rule) == ("failed", "matrix.follows-from-fake"), (cell.status, cell.reason)
+        assert cell.reason.endswith(f"(follows from the fake's wrong result, see {ITEM}::differential)"), cell.reason
+        assert cell.details[0].startswith(f"this follows from the fake's wrong result, see {ITEM}::differential: "
+                                          "obj.set_default_index("), cell.details[0]
+        assert "returned as C++ did, but then the flattened key 'default_index': C++ flattens " in cell.details[0]
+
+
+class SetThenGet(torch.nn.Module):
+    def forward(self, obj):
+        obj.set_default_index(5)
+        return (obj.get_default_index(),)
+
+
+class TickReadEnable(torch.nn.Module):
+    def __init__(self, obj):
+        super().__init__()
+        self.obj = obj
+
+    def forward(self):
+        self.obj.tick()
+        enabled = self.obj.is_enabled()
+        self.obj.enable()
+        return (enabled,)
+
+
+def test_a_flatten_that_leaves_state_out_is_the_classs_not_torchs(stale):
+    """``samples_stale::Toggle``'s C++ ``__obj_flatten__`` leaves its switch out and its fake is correct. Run again
+    on the same attribute object, the program is compiled again (the flattened count changed) from a fake that
+    starts disabled: the cell fails and names the class's flatten and the differential item, not torch (every
+    call of the program agrees between the object and the fake that made them)."""
+    # Plain torch: the second compiled run reads the new fake's False where eager reads the object's True.
+    torch._dynamo.reset()
+    obj, twin = torch.classes.samples_stale.Toggle(1), torch.classes.samples_stale.Toggle(1)
+    compiled = torch.compile(TickReadEnable(obj), backend="eager", fullgraph=True)
+    eager = TickReadEnable(twin)
+    assert (compiled(), eager()) == ((False,), (False,))
+    assert (compiled(), eager()) == ((False,), (True,))
+    torch._dynamo.reset()
+    item = "torchbind[samples_stale.Toggle]::differential"
+    cell = run_cell(engine_of().context("samples_stale::Toggle"), "sequence.attr", "eager")
+    assert (cell.status, cell.rule) == ("failed", "matrix.follows-from-fake"), (cell.status, cell.reason)
+    assert cell.reason.endswith("(follows from the class's __obj_flatten__, which leaves out state the program's "
+                                f"calls read, see {item})"), cell.reason
+    assert "obj.is_enabled() on an object in the traced state, run again: C++ returned True, and so does the fake " \
+           "that made the first run's calls, but a fake made from the object's flattened state after that run " \
+           "(as torch.compile fakifies it when it compiles again) returned False" in cell.details[0], cell.details[0]

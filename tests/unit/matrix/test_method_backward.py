@@ -220,11 +220,10 @@ def test_a_fake_of_the_wrong_shape_fails_the_backward_cell_under_aot_autograd(sa
         assert cell.reason.endswith("(follows from the fake's wrong result, see "
                                     "torchbind[samples_stale.Vocab]::agreement[lookup])")
         # Where the backend's forward and backward run the real method (torch.compile's eager backend), the fake
-        # changes nothing: the cell is the limitation, and its details still point at the fake first.
+        # changes nothing: the cell is the limitation, which explains it; it does not say it follows from the fake.
         cell = run_cell(ctx, "lookup.backward", "eager")
         assert (cell.status, cell.limitation) == (Status.UNSUPPORTED, KEY), cell.reason
-        assert cell.details[0].startswith("this follows from the fake's wrong result, see "
-                                          "torchbind[samples_stale.Vocab]::agreement[lookup]: obj.lookup(")
+        assert not any("follows from" in line for line in [cell.reason, *cell.details]), cell.details
 
 
 @pytest.mark.process  # one inductor compile: runs the C++ compiler
