@@ -215,13 +215,11 @@ def _replay(ctx, scn, example, where: str, again: bool) -> FakeCause | int | Non
             return FakeCause((f"{ctx.info.test_name}::differential",), f"{call.code()} on {where} returned as C++ "
                              f"did, but then {drift}")
     try:  # the state after the calls: what the fake keeps under each flattened key, as tracing would read it
-        after = read_state(real_obj, example.tracer)
-        kept = kept_fields(fake_obj, after, mode)
+        after = _kept_state(real_obj, fake_obj, mode, example)
     except Exception:  # noqa: BLE001 - the flatten item reports a state that does not read
         return None
-    for key, value in flattened_pairs(after):
-        if kept.get(key, UNREADABLE) is UNREADABLE or kept_differences(value, kept[key], key):
-            return None  # not a result of a call: neither the fake's wrong result nor surely torch's
+    if any(lines is None or lines for _, _, lines in after):
+        return None  # not a result of a call: neither the fake's wrong result nor surely torch's
     if not again:
         return compared
     again_where = f"{where}, run again"
@@ -286,19 +284,28 @@ def _call_cause(ctx, call: Call, real, fake, where: str) -> FakeCause | None:
                      f"{side_text(fake)}{f' ({detail})' if detail else ''}")
 
 
+def _kept_state(real_obj, fake_obj, mode, example) -> list[tuple[str, Any, list[str] | None]]:
+    """Per key of the real object's flattened state now: the key, C++'s value, and how the value the fake keeps
+    under it (:func:`kept_fields`, as torch.compile reads it) differs (:func:`kept_differences` lines), or ``None``
+    where the fake keeps no readable value."""
+    flat = read_state(real_obj, example.tracer)
+    kept = kept_fields(fake_obj, flat, mode)
+    return [(key, value, None if kept.get(key, UNREADABLE) is UNREADABLE else
+             kept_differences(value, kept[key], f"the flattened key {key!r}", "C++ flattens"))
+            for key, value in flattened_pairs(flat)]
+
+
 def _kept_right(real_obj, fake_obj, mode, example) -> FakeCause | frozenset[str]:
-    """The flattened keys under which the fresh fake keeps what C++ flattened (:func:`kept_differences`); a
+    """The flattened keys under which the fresh fake keeps what C++ flattened (:func:`_kept_state`); a
     :class:`FakeCause` whose ``call`` says which key it keeps no readable value for (torch.compile reads
     ``getattr(fake, key)``: the ``roundtrip`` item's ``key-missing``). A key kept in another form (a string kept
     decoded) is not tracked: the roundtrip check only notes it."""
-    flat = read_state(real_obj, example.tracer)
-    kept = kept_fields(fake_obj, flat, mode)
     right = set()
-    for key, value in flattened_pairs(flat):
-        if kept.get(key, UNREADABLE) is UNREADABLE:
+    for key, value, lines in _kept_state(real_obj, fake_obj, mode, example):
+        if lines is None:
             return FakeCause((), f"it keeps no readable attribute for the flattened key {key!r} (C++ flattens "
                                  f"{show(value)})")
-        if not kept_differences(value, kept[key], key):
+        if not lines:
             right.add(key)
     return frozenset(right)
 
@@ -306,9 +313,6 @@ def _kept_right(real_obj, fake_obj, mode, example) -> FakeCause | frozenset[str]
 def _drift(real_obj, fake_obj, mode, example, tracked: frozenset[str]) -> str:
     """How the fake's kept values under the ``tracked`` keys now differ from the real object's flattened state,
     as a line (``""`` when they do not)."""
-    flat = read_state(real_obj, example.tracer)
-    kept = kept_fields(fake_obj, flat, mode)
-    found = [line for key, value in flattened_pairs(flat) if key in tracked
-             for line in (["the fake keeps no readable value"] if kept.get(key, UNREADABLE) is UNREADABLE else
-                          kept_differences(value, kept[key], f"the flattened key {key!r}", "C++ flattens"))]
-    return "; ".join(found)
+    return "; ".join(line for key, _, lines in _kept_state(real_obj, fake_obj, mode, example) if key in tracked
+                     for line in (lines if lines is not None else
+                                  [f"the flattened key {key!r}: the fake keeps no readable value"]))
