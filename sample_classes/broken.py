@@ -221,6 +221,11 @@ def _counter_increment_off_by_one(self, step: int) -> int:
     return self.count + 1
 
 
+def _queue_size_off_by_one(self) -> int:
+    # An int of the right type, one too many: only the value differs.
+    return len(self.queue) + 1
+
+
 def _queue_pop_empty(self) -> torch.Tensor:
     # The bug in torch's own fake for _TorchScriptTesting::_TensorQueue.
     if len(self.queue) > 0:
@@ -494,6 +499,14 @@ BROKEN_FAKES: tuple[BrokenFake, ...] = (
         rule="fake total() sums in float64, C++ returns float32"
         " (the empty-with-fallback path still agrees)",
         fake_class=_variant(FakeConfig, "FakeConfigTotalDtype", total=_config_total_dtype),
+    ),
+    BrokenFake(
+        name="queue_size_off_by_one",
+        qualname="samples::TensorQueue",
+        check="agreement",
+        method="size",
+        rule="fake size() returns the length + 1: an int, as C++ returns, with another value",
+        fake_class=_variant(FakeTensorQueue, "FakeTensorQueueSizeOffByOne", size=_queue_size_off_by_one),
     ),
     BrokenFake(
         name="queue_size_raises",

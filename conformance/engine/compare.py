@@ -23,7 +23,7 @@ from .render import render, script_class_name, tensor_meta
 
 __all__ = ["CallResult", "tensor_meta", "compare_results", "describe", "disagreement", "flat_state_differences",
            "flattened_pairs", "kept_differences", "script_class_name", "side_text", "value_differences",
-           "unstable_paths", "Tally"]
+           "unstable_paths", "differs_in_kind", "Tally"]
 
 #: :func:`conformance.engine.render.render` under the name the checks import (its default style, ``metadata``).
 describe = render
@@ -60,6 +60,27 @@ def _meta_equal(key: str, real: Any, fake: Any) -> bool:
 
         return all(is_concrete_int(f) is False or r == f for r, f in zip(real, fake))
     return real == fake
+
+
+def differs_in_kind(real: Any, fake: Any) -> bool:
+    """Whether two results differ in what tracing reads of them, not only in their values: their pytree structure
+    (container types, lengths, dict keys), a leaf's type, or a tensor leaf's shape, dtype, device or layout (what a
+    FakeTensor carries; its contents are never computed). Two Python scalars or strings of one type that differ in
+    value, or tensors that differ only in their contents, do not. Raises nothing of its own."""
+    import torch.utils._pytree as pytree
+
+    leaves_r, spec_r = pytree.tree_flatten(real)
+    leaves_f, spec_f = pytree.tree_flatten(fake)
+    if spec_r != spec_f:
+        return True
+    for r, f in zip(leaves_r, leaves_f):
+        if isinstance(r, torch.Tensor) and isinstance(f, torch.Tensor):
+            if (r.dtype, r.device.type, r.layout) != (f.dtype, f.device.type, f.layout) or \
+                    not _meta_equal("shape", tuple(r.shape), tuple(f.shape)):
+                return True
+        elif type(r) is not type(f):
+            return True
+    return False
 
 
 @counted("result")

@@ -15,8 +15,8 @@ What counts as reproduced (the scripts print what each side did; they do not all
   shape makes inductor do — follows from the difference, and the failure shows it as what followed, or
 * the script ran to the end and did not print :data:`NOT_REPRODUCED` (the differential's script prints it when
   the sequence it replays agrees), or
-* it stopped on an error the failure itself reports (the first line of its exception's message appears in the
-  failure's text: a fake that raises, a C++ call the plugin saw raise, a compile that raised).
+* it stopped on an error the failure itself reports (its exception's type and the first line of its message appear
+  together in the failure's text: a fake that raises, a C++ call the plugin saw raise, a compile that raised).
 
 Anything else — another error before any :data:`REPRODUCED` line, a crash, a time-out — is not. Used by
 :func:`conformance.runner.run_target` when :attr:`conformance.core.settings.Settings.check_reproducers` is set (the
@@ -170,6 +170,27 @@ _SAME = "same error: "
 _OTHER = "other error: "
 
 
+def _reports(failure: Failure, kind: str, message: list[str]) -> bool:
+    """Whether ``failure`` reports the exception a script stopped on: its type (the class name, without the module
+    Python prints) and the first line of its message, together as :func:`conformance.core.results.exception_line`
+    writes them (``RuntimeError: not bound``), the message whole: up to the end of the failure's line, the
+    punctuation that closes a clause (``)``, ``;``, `` (``, `` [``), or the ``...`` of a message the failure shows
+    cut. The same message under another type, a shorter or longer one (``index`` is not ``index 3 is out of
+    bounds``), is another error."""
+    first = message[0].strip() if message else ""
+    head = f"{kind.rsplit('.', 1)[-1]}: "
+    reported = dataclasses.replace(failure, repro=None).render("", None)  # what the plugin saw, not the script
+    for line in reported.splitlines():
+        at = line.find(head)
+        while at >= 0:
+            shown = line[at + len(head):].rstrip()
+            if shown == first or shown.startswith(first) and shown[len(first):].startswith((")", ";", " (", " [")) \
+                    or shown.endswith("...") and len(shown) > 3 and first.startswith(shown[:-3].rstrip()):
+                return True
+            at = line.find(head, at + 1)
+    return False
+
+
 def _why_not(failure: Failure, run: ReproRun, timeout: float) -> str | None:
     """Why ``run`` does not reproduce ``failure`` (one clause; prefixed with :data:`_BROKEN` when the script cannot
     run at all, :data:`_OTHER` when it raised an error the failure does not show), :data:`_SAME` and the error when
@@ -183,9 +204,7 @@ def _why_not(failure: Failure, run: ReproRun, timeout: float) -> str | None:
     line = run.error_line
     if line.split(":", 1)[0] in _SCRIPT_ERRORS:
         return f"{_BROKEN}{line}"
-    message = line.split(": ", 1)[1] if ": " in line else line
-    reported = dataclasses.replace(failure, repro=None).render("", None)  # what the plugin saw, not the script
-    if message and message.strip() in reported:
+    if run.exception is not None and _reports(failure, *run.exception):
         return f"{_SAME}{line}"  # it stops on the error the failure reports (a fake, a compile, a C++ call)
     if run.returncode < 0:
         return f"it was killed by signal {-run.returncode}"

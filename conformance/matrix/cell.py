@@ -279,6 +279,9 @@ class Rows:
         # Whose the failure is: a fake's wrong result makes the program wrong (name its item); a fake that agrees
         # with C++ on every call leaves torch's defect. A documented limitation's cell is explained already.
         cause = self.fake_cause(ctx, scn, backend) if cell.status is Status.FAILED else None
+        if isinstance(cause, FakeCause) and rule == RAISES and not cause.explains(matched):
+            cell.details.insert(0, cause.unexplained(raised_at(matched)))
+            cause = None
         if isinstance(cause, Agreement):
             cell.status, cell.rule, cell.found = Status.TORCH_DEFECT, TORCH_DEFECT, rule
             cell.signature = defect_signature(backend, rule, matched, self.family(cell.row))

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+import traceback
 
 from ..engine.render import render
+from .limitations import failure_chain
 
 __all__ = ["show", "cannot_tell", "STAYED", "FakeCause", "Agreement"]
 
@@ -38,6 +41,34 @@ class FakeCause:
     call: str
     #: Whose code gives the wrong result (a TorchBind class's ``def_pickle`` that loses state is the library's too).
     whose: str = "the fake's wrong result"
+    #: Whether the disagreement changes what tracing builds, not only values: the fake raised, or its result or
+    #: kept state differs from C++'s in kind (:func:`conformance.engine.compare.differs_in_kind`).
+    reshapes: bool = True
+    #: The fake's source files (real paths): a raise made in them is the fake's whatever its results.
+    files: tuple[str, ...] = ()
+
+    def explains(self, exc: BaseException) -> bool:
+        """Whether this cause can explain a cell that raised ``exc``. A disagreement that changes what tracing
+        builds can (a wrong shape fails a later op, a fake that raises fails the trace); one in values only (an
+        int of C++'s type, a tensor's contents, which FakeTensorMode never computes) changes results, and explains
+        an exception only when it was raised in the fake's own code: a frame of :attr:`files` in a traceback of
+        ``exc``'s chain, or a file named in its text (dynamo's ``from user code`` lines). Raises nothing."""
+        if self.reshapes:
+            return True
+        for link in failure_chain(exc):
+            frames = traceback.extract_tb(link.__traceback__)
+            if any(os.path.realpath(f.filename) in self.files for f in frames) or \
+                    any(path in str(link) for path in self.files):
+                return True
+        return False
+
+    def unexplained(self, site: str) -> str:
+        """For the details of a cell that raised at ``site`` (``RuntimeError raised in torch/...``) where this
+        cause does not explain it: the disagreement, and why it is not named as the cell's cause."""
+        return (f"the fake disagrees with C++ ({self.call}; see {' and '.join(self.items)}), but in values only, "
+                f"which does not explain this cell's {site}, raised outside the fake's code: the cell is not "
+                "said to follow from the fake, nor to be torch's defect while the fake is wrong; a run with the "
+                "fake fixed tells")
 
     @property
     def reference(self) -> str:

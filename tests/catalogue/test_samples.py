@@ -27,6 +27,7 @@ RULE_IDS = {
     "queue_clone_queue_tuple": "return_type.wrong-type", "config_stats_list": "return_type.wrong-type",
     "counter_increment_off_by_one": "agreement.result-differs", "queue_pop_empty_shape": "agreement.result-differs",
     "config_total_dtype": "agreement.result-differs", "queue_size_raises": "agreement.fake-raises",
+    "queue_size_off_by_one": "agreement.result-differs",
     "counter_unflatten_raises": "roundtrip.fakify-raises", "op_for_each_add_missing": "custom_op.no-fake",
     "op_counter_scale_dtype": "custom_op.result-differs", "versioned_static_signature": "signature.arity",
     "anybox_get_str": "return_type.returned-type", "bag_len_off_by_one": "agreement.result-differs",

@@ -99,3 +99,51 @@ def test_with_torch_defects_skip_the_item_is_skipped_naming_the_signature():
     assert verdict.status is Status.SKIPPED, verdict.render()
     assert verdict.reason.startswith("torch defect (export_saveload: RuntimeError raised in torch/fx/graph.py lint; "
                                      "--torchbind-torch-defects=skip): ")
+
+
+class _CloneQueue(torch.nn.Module):
+    def forward(self, q, x):
+        q.push(x)
+        return q.clone_queue()
+
+
+def _saves_a_list_result() -> bool:
+    """Plain torch: whether ``torch.export.save`` saves a program whose ``call_torchbind`` returns a list, with
+    the sample's correct fake (False where it raises SerializeError, as on every torch this project supports)."""
+    import io
+
+    from torch._export.serde.serialize import SerializeError
+
+    program = torch.export.export(_CloneQueue(), (torch.classes.samples.TensorQueue(torch.zeros(2)),
+                                                  torch.ones(2)), strict=False)
+    try:
+        torch.export.save(program, io.BytesIO())
+    except SerializeError:
+        return False
+    return True
+
+
+def test_a_fake_wrong_in_values_only_is_not_named_for_torchs_own_exception():
+    """``queue_size_off_by_one``'s size() returns an int, as C++ does, one too many. The ``sequence`` program
+    (push, push, pop, size, clone_queue...) fails export_saveload with torch's SerializeError for the list result,
+    which plain torch raises with the correct fake too: a wrong int does not explain it, so the cell does not say
+    it follows from the fake (nor that it is torch's, while the fake is wrong). Where the wrong int reaches the
+    output (the size row through export), the cell does follow from the fake."""
+    from sample_classes.broken import installed_broken
+
+    torch_raises = not _saves_a_list_result()
+    with installed_broken("queue_size_off_by_one"):
+        ctx = engine_of().context(QUEUE)
+        follows = run_cell(ctx, "size", "export")
+        assert (follows.status, follows.rule) == (Status.FAILED, "matrix.follows-from-fake"), follows.reason
+        assert follows.reason.endswith("see torchbind[samples.TensorQueue]::agreement[size])"), follows.reason
+        if not torch_raises:
+            pytest.skip("this torch saves a call_torchbind list result: no torch exception to attribute")
+        cell = run_cell(ctx, "sequence", "export_saveload")
+    assert "obj.size()" in cell.program and "obj.clone_queue()" in cell.program
+    assert (cell.status, cell.rule) == (Status.FAILED, "matrix.raises"), (cell.status, cell.rule, cell.reason)
+    assert cell.reason.startswith("SerializeError: Failed serializing node") and "follows from" not in cell.reason
+    assert cell.details[0].startswith("the fake disagrees with C++ (obj.size() on an object in the traced state: "
+                                      "C++ returned "), cell.details[0]
+    assert ("see torchbind[samples.TensorQueue]::agreement[size]), but in values only, which does not explain this "
+            "cell's SerializeError raised in torch/_export/serde/serialize.py") in cell.details[0]

@@ -16,12 +16,15 @@ value is shown, the note of a cell that cannot tell) is :mod:`conformance.matrix
 from __future__ import annotations
 
 import copy
+import dataclasses
+import inspect
+import os
 from typing import Any
 
 import torch
 
-from ...engine.compare import (disagreement, flat_state_differences, flattened_pairs, kept_differences, side_text,
-                               value_differences)
+from ...engine.compare import (differs_in_kind, disagreement, flat_state_differences, flattened_pairs,
+                               kept_differences, side_text, value_differences)
 from ...engine.jit_types import return_type, value_mismatch
 from ...torchbind.calls import Call, Callee
 from ...torchbind.context import UNREADABLE, defined_on_fake, kept_fields, new_fake_mode
@@ -142,7 +145,9 @@ def fake_cause(ctx, scn, backend=None) -> FakeCause | Agreement | None:
     for example, where in states:
         again = not ahead and scn.placement == "attr" and example is scn.first
         found = _replay(ctx, scn, example, where, again)
-        if found is None or isinstance(found, FakeCause):
+        if isinstance(found, FakeCause):
+            return dataclasses.replace(found, files=_fake_files(ctx.info.fake_class))
+        if found is None:
             return found
         compared += found
     also = []
@@ -208,17 +213,17 @@ def _replay(ctx, scn, example, where: str, again: bool) -> FakeCause | int | Non
         if cause is not None:
             return cause
         try:
-            drift = _drift(real_obj, fake_obj, mode, example, tracked)
+            drift, reshaped = _drift(real_obj, fake_obj, mode, example, tracked)
         except Exception:  # noqa: BLE001 - the flatten item reports a state that does not read
             return None
         if drift:
             return FakeCause((f"{ctx.info.test_name}::differential",), f"{call.code()} on {where} returned as C++ "
-                             f"did, but then {drift}")
+                             f"did, but then {drift}", reshapes=reshaped)
     try:  # the state after the calls: what the fake keeps under each flattened key, as tracing would read it
         after = _kept_state(real_obj, fake_obj, mode, example)
     except Exception:  # noqa: BLE001 - the flatten item reports a state that does not read
         return None
-    if any(lines is None or lines for _, _, lines in after):
+    if any(lines is None or lines for _, _, _, lines in after):
         return None  # not a result of a call: neither the fake's wrong result nor surely torch's
     if not again:
         return compared
@@ -246,7 +251,8 @@ def _replay(ctx, scn, example, where: str, again: bool) -> FakeCause | int | Non
                 f"{call.code()} on {again_where}: C++ {side_text(real)}, and so does the fake that made the first "
                 f"run's calls, but a fake made from the object's flattened state after that run (as torch.compile "
                 f"fakifies it when it compiles again) {side_text(made_now)}",
-                whose="the class's __obj_flatten__, which leaves out state the program's calls read")
+                whose="the class's __obj_flatten__, which leaves out state the program's calls read",
+                reshapes=made_now.raised or differs_in_kind(real.value, made_now.value))
     return compared
 
 
@@ -281,18 +287,22 @@ def _call_cause(ctx, call: Call, real, fake, where: str) -> FakeCause | None:
     detail = "; ".join(found[1]) if found and found[1] and not plain else ""
     return FakeCause(tuple(f"{ctx.info.test_name}::{item}" for item in items),
                      f"{call.code()} on {where}: C++ {side_text(real)}, fake "
-                     f"{side_text(fake)}{f' ({detail})' if detail else ''}")
+                     f"{side_text(fake)}{f' ({detail})' if detail else ''}",
+                     reshapes=fake.raised or differs_in_kind(real.value, fake.value))
 
 
-def _kept_state(real_obj, fake_obj, mode, example) -> list[tuple[str, Any, list[str] | None]]:
-    """Per key of the real object's flattened state now: the key, C++'s value, and how the value the fake keeps
-    under it (:func:`kept_fields`, as torch.compile reads it) differs (:func:`kept_differences` lines), or ``None``
-    where the fake keeps no readable value."""
+def _kept_state(real_obj, fake_obj, mode, example) -> list[tuple[str, Any, Any, list[str] | None]]:
+    """Per key of the real object's flattened state now: the key, C++'s value, the value the fake keeps under it
+    (:func:`kept_fields`, as torch.compile reads it; ``UNREADABLE`` where it keeps none) and how that differs
+    (:func:`kept_differences` lines), or ``None`` where the fake keeps no readable value."""
     flat = read_state(real_obj, example.tracer)
     kept = kept_fields(fake_obj, flat, mode)
-    return [(key, value, None if kept.get(key, UNREADABLE) is UNREADABLE else
-             kept_differences(value, kept[key], f"the flattened key {key!r}", "C++ flattens"))
-            for key, value in flattened_pairs(flat)]
+    out = []
+    for key, value in flattened_pairs(flat):
+        got = kept.get(key, UNREADABLE)
+        out.append((key, value, got, None if got is UNREADABLE else
+                    kept_differences(value, got, f"the flattened key {key!r}", "C++ flattens")))
+    return out
 
 
 def _kept_right(real_obj, fake_obj, mode, example) -> FakeCause | frozenset[str]:
@@ -301,7 +311,7 @@ def _kept_right(real_obj, fake_obj, mode, example) -> FakeCause | frozenset[str]
     ``getattr(fake, key)``: the ``roundtrip`` item's ``key-missing``). A key kept in another form (a string kept
     decoded) is not tracked: the roundtrip check only notes it."""
     right = set()
-    for key, value, lines in _kept_state(real_obj, fake_obj, mode, example):
+    for key, value, _, lines in _kept_state(real_obj, fake_obj, mode, example):
         if lines is None:
             return FakeCause((), f"it keeps no readable attribute for the flattened key {key!r} (C++ flattens "
                                  f"{show(value)})")
@@ -310,9 +320,34 @@ def _kept_right(real_obj, fake_obj, mode, example) -> FakeCause | frozenset[str]
     return frozenset(right)
 
 
-def _drift(real_obj, fake_obj, mode, example, tracked: frozenset[str]) -> str:
+def _drift(real_obj, fake_obj, mode, example, tracked: frozenset[str]) -> tuple[str, bool]:
     """How the fake's kept values under the ``tracked`` keys now differ from the real object's flattened state,
-    as a line (``""`` when they do not)."""
-    return "; ".join(line for key, _, lines in _kept_state(real_obj, fake_obj, mode, example) if key in tracked
-                     for line in (lines if lines is not None else
-                                  [f"the flattened key {key!r}: the fake keeps no readable value"]))
+    as a line (``""`` when they do not), and whether any differs in kind (:func:`differs_in_kind`; a key kept
+    unreadable does)."""
+    lines, reshaped = [], False
+    for key, value, got, found in _kept_state(real_obj, fake_obj, mode, example):
+        if key not in tracked or found == []:
+            continue
+        if found is None:
+            lines.append(f"the flattened key {key!r}: the fake keeps no readable value")
+            reshaped = True
+        else:
+            lines += found
+            reshaped = reshaped or differs_in_kind(value, got)
+    return "; ".join(lines), reshaped
+
+
+def _fake_files(fake_class) -> tuple[str, ...]:
+    """The real paths of the source files of ``fake_class``, its bases and the functions in their namespaces (a
+    method set on a class made elsewhere): builtins and code without a Python source file left out."""
+    paths = []
+    for klass in inspect.getmro(fake_class):
+        try:
+            paths.append(inspect.getsourcefile(klass))
+        except (TypeError, OSError):  # a builtin class, or one whose module has no file
+            pass
+        for attr in vars(klass).values():
+            code = getattr(inspect.unwrap(getattr(attr, "__func__", attr)), "__code__", None)
+            if code is not None:
+                paths.append(code.co_filename)
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in paths if p and os.path.exists(p)))

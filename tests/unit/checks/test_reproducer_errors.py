@@ -200,3 +200,21 @@ def test_the_fake_kernel_reproducer_compares_before_it_compiles_and_is_judged_re
            "torch.Size([1, 3]) are not equal!)" in checked, checked
     assert "then, what followed from that difference: a later step of the script raised AssertionError: expected " \
            "size 2==1, stride 3==3 at dim=0" in checked, checked
+
+
+@pytest.mark.process
+def test_only_the_failures_own_exception_type_and_message_reproduce_it():
+    """The same message under another type, or a type the failure shows with another message, is another error:
+    no evidence of the failure (the check took any error whose message text appeared in the failure)."""
+    failure = Failure("the fake raises but the C++ method returns",
+                      details=("fake: raised RuntimeError: index 3 is out of bounds",), repro="")
+    same = check_reproducer(dataclasses.replace(
+        failure, repro="raise RuntimeError('index 3 is out of bounds')\n"))
+    assert same.details[-1].startswith("reproducer checked: run in a fresh interpreter from an empty directory, it "
+                                       "raised the same error (RuntimeError: index 3 is out of bounds)"), same.details
+    for script in ("raise IndexError('index 3 is out of bounds')\n", "raise RuntimeError('index 4')\n",
+                   "raise RuntimeError('index')\n"):
+        other = check_reproducer(dataclasses.replace(failure, repro=script))
+        text = "\n".join(other.details)
+        assert "that is not the error this failure shows, so the script is no evidence of it" in text, (script, text)
+        assert "reproducer checked" not in text

@@ -109,3 +109,20 @@ def test_the_short_forms_are_styles_of_the_one_renderer():
     assert value_differences(torch.zeros(2), torch.zeros(3, dtype=torch.int64),
                              metadata_only=frozenset({"output"})) == [
         "output.shape: expected [2], got [3]", "output.dtype: expected float32, got int64"]
+
+
+def test_differs_in_kind_reads_what_tracing_reads_not_values():
+    """What a FakeTensor or a traced Python value carries: structure, leaf types, tensor metadata; not values."""
+    from conformance.engine.compare import differs_in_kind
+
+    t = torch.zeros(2, 3)
+    assert not differs_in_kind(3, 4)  # an int of C++'s type, another value
+    assert not differs_in_kind("a", "b")
+    assert not differs_in_kind([t, 1], [torch.ones(2, 3), 2])  # contents only
+    assert differs_in_kind(3, 3.0)  # a float where C++ returns an int
+    assert differs_in_kind([t], (t,))  # a tuple for a list
+    assert differs_in_kind([t], [t, t])  # another length
+    assert differs_in_kind({"a": 1}, {"b": 1})
+    assert differs_in_kind(t, torch.zeros(3, 2))
+    assert differs_in_kind(t, t.double())
+    assert differs_in_kind(t, None)
