@@ -98,6 +98,9 @@ STALE_CLASS_QUALNAMES = (  # results a traced program can bake in (fakes in fake
     "samples_stale::Vocab",  # __getitem__ / get_default_index read a default index: export burns the int in
     "samples_stale::Toggle",  # is_enabled() reads a switch __obj_flatten__ omits: a recompiled program reads it off
 )
+LIST_CLASS_QUALNAMES = (  # methods taking tensors only as a list (fakes in fakes_lists.py)
+    "samples_lists::Batch",  # store(Tensor[]) keeps the tensors as given: the computed row computes each element
+)
 EVIDENCE_CLASS_QUALNAMES = (  # the evidence rule (fakes in fakes_evidence.py, not imported here)
     "samples_evidence::Span",  # flattened keys that are getters' names; __len__ raises by design
     "samples_evidence::Ticketer",  # next() reads a process-wide counter: divergences a fresh process does not show
@@ -129,6 +132,7 @@ __all__ = [
     "LIMITS_CLASS_QUALNAMES",
     "OBSERVE_CLASS_QUALNAMES",
     "STALE_CLASS_QUALNAMES",
+    "LIST_CLASS_QUALNAMES",
     "EVIDENCE_CLASS_QUALNAMES",
     "MULTI_CLASS_QUALNAMES",
     "MULTI_OP_QUALNAMES",

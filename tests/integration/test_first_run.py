@@ -74,7 +74,7 @@ def test_import_sample_classes_outside_a_run_loads_every_namespace():
     import sample_classes
     from sample_classes import _build
 
-    assert sorted(sample_classes.LIBRARY_PATHS) == _build.namespaces() and len(_build.namespaces()) == 10
+    assert sorted(sample_classes.LIBRARY_PATHS) == _build.namespaces() and len(_build.namespaces()) == 11
     assert sample_classes.fakes_patterns.FAKE_CLASSES and sample_classes.fakes_limits.FAKE_CLASSES
     with pytest.raises(ValueError, match="no sample namespace samples_nowhere; the sample namespaces are samples, "):
         _build.load_namespaces(["samples_nowhere"])

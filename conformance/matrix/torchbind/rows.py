@@ -24,7 +24,7 @@ Rows, after the seed document's Coverage Matrix ("Custom Op with torchbind input
 * ``computed``: the ``tensors.attr`` calls (those returning tensors or nothing), the object an input, with each
   floating-point tensor it hands the object computed inside the program,
   then more computation of the same size after the call (:attr:`Scenario.computed`), for a class with a method
-  taking a tensor: a compiler that reuses the buffer the object holds (inductor before torch 2.15,
+  taking a tensor or a list of them (each element computed): a compiler that reuses the buffer the object holds (inductor before torch 2.15,
   ``torch/_inductor/lowering.py`` ``with_effects``) leaves other numbers in the object, a silent wrong result.
 
 Each row's :class:`~conformance.matrix.torchbind.scenarios.Scenario` is chosen so that run 1's eager output differs
@@ -32,6 +32,8 @@ from the traced object's, where some example object allows it.
 """
 
 from __future__ import annotations
+
+import torch
 
 from ...core.evidence import collecting
 from ...core.results import NotApplicable, exception_line
@@ -175,8 +177,11 @@ def _sequence_calls(ctx: ClassContext, base: Example, tensors_only: bool = False
 
 
 def _takes_tensor(ctx: ClassContext) -> bool:
-    """Whether a method of the class takes a tensor (read off the schemas), as the ``computed`` row needs."""
-    return any(str(a.type) == "Tensor" for m in ctx.info.user_methods if m not in _SKIPPED_METHODS
+    """Whether a method of the class takes a tensor or a list of them (read off the schemas), as the ``computed``
+    row needs."""
+    tensor = torch.TensorType.get()
+    return any(a.type.isSubtypeOf(tensor) or isinstance(a.type, torch.ListType) and
+               a.type.getElementType().isSubtypeOf(tensor) for m in ctx.info.user_methods if m not in _SKIPPED_METHODS
                and not m.startswith("__") for a in ctx.info.methods[m].arguments[1:])
 
 

@@ -136,7 +136,7 @@ class Scenario:
             for value in (*call.args.args, *(v for _, v in call.args.kwargs)):
                 arg = next(inputs) if _is_tensor_input(value) else value.code
                 if self.computed and arg in names and floating_tensor(value):
-                    (arg, handed), more = computed_lines(arg)
+                    (arg, handed), more = computed_lines(arg, listed=not isinstance(value.make(), torch.Tensor))
                     lines.append(f"        {handed}")
                     after.append(more)
                 args.append(arg)
@@ -398,23 +398,29 @@ def _is_tensor_input(value: Value) -> bool:
 
 
 def floating_tensor(value: Value) -> bool:
-    """Whether an argument is one floating-point tensor (what :func:`computed_lines` computes; ``torch.mm`` has no
-    integer kernel on CUDA)."""
+    """Whether an argument is one floating-point tensor, or a non-empty list (``Tensor[]``) of them: what
+    :func:`computed_lines` computes (``torch.mm`` has no integer kernel on CUDA)."""
     made = value.make()
+    if isinstance(made, (list, tuple)) and not isinstance(made, torch.Size):
+        return bool(made) and all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in made)
     return isinstance(made, torch.Tensor) and made.is_floating_point()
 
 
-def computed_lines(name: str) -> tuple[tuple[str, str], tuple[str, str]]:
+def computed_lines(name: str, listed: bool = False) -> tuple[tuple[str, str], tuple[str, str]]:
     """The variables and lines of a :attr:`Scenario.computed` program for its input ``name``, as ``((variable,
     line), (variable, line))``: ``c_<name>``, the same values in a buffer the program computes (an extern kernel,
     which inductor allocates and may reuse), handed to the call in its place; and ``m_<name>``, twice them,
-    computed after the call in a buffer of the same size."""
-    def mm(factor: str) -> str:
-        return (f"torch.mm({name}.reshape(-1, 1), torch.full((1, 1), {factor}, dtype={name}.dtype, "
-                f"device={name}.device)).reshape({name}.shape)")
+    computed after the call in a buffer of the same size. ``listed``: the input is a list of tensors
+    (``Tensor[]``), each element computed so (a list comprehension, which dynamo unrolls)."""
+    def mm(t: str, factor: str) -> str:
+        return (f"torch.mm({t}.reshape(-1, 1), torch.full((1, 1), {factor}, dtype={t}.dtype, "
+                f"device={t}.device)).reshape({t}.shape)")
+
+    def each(factor: str) -> str:
+        return f"[{mm('t', factor)} for t in {name}]" if listed else mm(name, factor)
 
     handed, more = f"c_{name}", f"m_{name}"
-    return (handed, f"{handed} = {mm('1.0')}"), (more, f"{more} = {mm('2.0')}")
+    return (handed, f"{handed} = {each('1.0')}"), (more, f"{more} = {each('2.0')}")
 
 
 def tensor_values(calls: tuple[ProgramCall, ...]) -> tuple[Value, ...]:
