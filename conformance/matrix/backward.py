@@ -23,7 +23,7 @@ from .backends import Backend
 from .cell import FOLLOWS_FROM_FAKE, GRADIENT_DIFFERS, Difference
 from .gradients import (BackwardFailed, CustomOps, Gradients, GradientRun, OpCall, fake_mismatches,
                         formula_column, gradient_differences, not_applicable, numeric_check, requiring_grad)
-from .limitations import failure_chain
+from .limitation_evidence import failure_chain
 
 __all__ = ["BackwardScenario", "BackwardRun", "make_backward", "run_backward", "reports_formula"]
 

@@ -11,12 +11,15 @@ import os
 import traceback
 
 from ..engine.render import render
-from .limitations import failure_chain
+from .limitation_evidence import failure_chain
 
-__all__ = ["show", "cannot_tell", "STAYED", "FakeCause", "Agreement"]
+__all__ = ["show", "cannot_tell", "STAYED", "UNCHANGED", "FakeCause", "Agreement"]
 
 #: The words that mark an output which stayed at the traced object's value (the limitation table matches them).
 STAYED = "it stayed at the traced object's value"
+#: The words that mark a value of a ``mutated`` program which is what eager gives without the program's in-place
+#: changes of the tensors it handed the object (the limitation table matches them).
+UNCHANGED = "the object kept the values from before the program changed them"
 
 
 #: A value for a cell's message (:func:`conformance.engine.render.render`, style ``cell``): scalars with their type

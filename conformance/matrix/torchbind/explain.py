@@ -30,7 +30,7 @@ from ...torchbind.calls import Call, Callee
 from ...torchbind.context import UNREADABLE, defined_on_fake, kept_fields, new_fake_mode
 from ...torchbind.examples import read_state
 from ..cell import OUTPUT_DIFFERS, STALE_RESULT, STATE_DIFFERS, Difference
-from ..explain import STAYED, Agreement, FakeCause, show
+from ..explain import STAYED, UNCHANGED, Agreement, FakeCause, show
 
 __all__ = ["output_differences", "state_differences", "fake_cause", "FakeCause", "Agreement"]
 
@@ -76,10 +76,31 @@ def output_differences(scn, run: int, got: Any, side: str, *, scalars_as_tensors
             line += f"; eager on an object in the traced state gives {show(traced[i])}"
             if not value_differences(traced[i], g, f"{where}[{i}]", scalars_as_tensors, ref.unstable):
                 line, rule = f"{line}: {STAYED}", STALE_RESULT
+        before = _unmutated(scn, "outputs", run, i)
+        if before is not _NONE and rule == OUTPUT_DIFFERS and \
+                not value_differences(before, g, f"{where}[{i}]", scalars_as_tensors, ref.unstable):
+            line += f"; eager without the program's in-place changes gives {show(before)}: {UNCHANGED}"
         # What the comparison found, where a value alone does not say it (tensor values, nested positions).
         extra = [d for d in found if not d.startswith(f"{where}[{i}]: expected ")]
         out.append(Difference(rule, line + (f" [{'; '.join(extra)}]" if extra else "")))
     return out
+
+
+_NONE = object()
+
+
+def _unmutated(scn, what: str, run: int, i: int) -> Any:
+    """Position ``i`` of run ``run``'s ``outputs`` or ``states`` (``what``) in eager's reference of a mutated
+    scenario's program without its in-place changes (:attr:`Scenario.unmutated`); ``_NONE`` where there is none or
+    that program does not run in eager."""
+    try:
+        ref = scn.unmutated
+    except Exception:  # noqa: BLE001 - eager rejects the program without the changes: nothing to compare with
+        return _NONE
+    if ref is None:
+        return _NONE
+    values = getattr(ref, what)[run]
+    return values[i] if isinstance(values, (list, tuple)) and i < len(values) else _NONE
 
 
 def _pairs(state: Any) -> list[tuple[str, Any]] | None:
@@ -115,6 +136,10 @@ def state_differences(scn, run: int, got: Any, side: str) -> list[Difference]:
             line += f"; eager leaves {show(traced[i][1])} in an object in the traced state"
             if not flat_state_differences(traced[i][1], g):
                 line, rule = f"{line}: {STAYED}", STALE_RESULT
+        before = _unmutated(scn, "states", run, i)
+        if before is not _NONE and rule == STATE_DIFFERS and isinstance(before, (list, tuple)) and \
+                len(before) == 2 and before[0] == key and not flat_state_differences(before[1], g):
+            line += f"; eager without the program's in-place changes leaves {show(before[1])}: {UNCHANGED}"
         extra = [d for d in detail if not d.startswith(f"{where} {key!r}: eager gave ")]
         out.append(Difference(rule, line + (f" [{'; '.join(extra)}]" if extra else "")))
     return out or Difference.each(STATE_DIFFERS, found)

@@ -27,6 +27,11 @@ Rows, after the seed document's Coverage Matrix ("Custom Op with torchbind input
   taking a tensor or a list of them (each element computed): a compiler that reuses the buffer the object holds (inductor before torch 2.15,
   ``torch/_inductor/lowering.py`` ``with_effects``) leaves other numbers in the object, a silent wrong result.
 
+* ``mutated``: the same calls, each floating-point tensor handed to the object changed in place by the program
+  right after the call (:attr:`Scenario.mutated`): an object that keeps the tensor holds the change in eager; the
+  seed's "Aliasing and mutation" limitation (aot_autograd functionalizes the mutation away from what the object
+  holds).
+
 Each row's :class:`~conformance.matrix.torchbind.scenarios.Scenario` is chosen so that run 1's eager output differs
 from the traced object's, where some example object allows it.
 """
@@ -48,11 +53,12 @@ from .sizes import dynamic_inputs
 from .sweep import sweep_objects
 
 __all__ = ["row_names", "scenario", "method_backward_rows", "OP_PREFIX", "SEQUENCE", "SEQUENCE_ATTR", "TENSORS_ATTR",
-           "DYNAMIC", "DYNAMIC_OPS", "COMPUTED", "row_family"]
+           "DYNAMIC", "DYNAMIC_OPS", "COMPUTED", "MUTATED", "row_family"]
 
 SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC = "sequence", "sequence.attr", "tensors.attr", "dynamic"
-DYNAMIC_OPS, COMPUTED = "dynamic.ops", "computed"
-_SEQUENCES = (SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC, DYNAMIC_OPS, COMPUTED)
+DYNAMIC_OPS, COMPUTED, MUTATED = "dynamic.ops", "computed", "mutated"
+_SEQUENCES = (SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC, DYNAMIC_OPS, COMPUTED, MUTATED)
+_HANDS_TENSORS = (COMPUTED, MUTATED)  # rows that change what the program hands the object
 _DYNAMIC = (DYNAMIC, DYNAMIC_OPS)
 # Results a program can return without anything being burned in as a constant (tensor lists are not: their
 # length is fixed when tracing).
@@ -70,8 +76,8 @@ def row_names(ctx: ClassContext) -> list[str]:
     operators = [Callee.python_operator(m).label for m in methods if m in OPERATORS]
     ops = [OP_PREFIX + op.short_name for op in ctx.info.ops]
     backward = [backward_row(OP_PREFIX + op.short_name) for op in ctx.info.ops if has_backward(op.qualname, op.schema)]
-    sequences = [r for r in _SEQUENCES if (r != DYNAMIC_OPS or _dynamic_ops(ctx)) and (r != COMPUTED or
-                                                                                        _takes_tensor(ctx))]
+    sequences = [r for r in _SEQUENCES if (r != DYNAMIC_OPS or _dynamic_ops(ctx)) and
+                 (r not in _HANDS_TENSORS or _takes_tensor(ctx))]
     return methods + operators + ops + backward + method_backward_rows(ctx) + sequences
 
 
@@ -192,6 +198,7 @@ def row_family(row: str) -> str:
         return "the gradients of a call"
     if row in _SEQUENCES:
         return {COMPUTED: "tensors computed in the program handed to the object, then more of the same size",
+                MUTATED: "tensors handed to the object, then changed in place by the program",
                 SEQUENCE_ATTR: "a sequence of calls on an attribute object",
                 TENSORS_ATTR: "a sequence of calls on an attribute object"}.get(row, f"the {row} sequence of calls")
     return "one op call" if row.startswith(OP_PREFIX) else "one method call"
@@ -247,15 +254,16 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
         base = examples[0]
         calls = _op_calls(ctx, base) if row == DYNAMIC_OPS else _sequence_calls(ctx, base,
                                                                                  tensors_only=row in (TENSORS_ATTR,
-                                                                                                      COMPUTED))
+                                                                                                      *_HANDS_TENSORS))
         if not calls:
             what = ("no method that returns a tensor or nothing" if row == TENSORS_ATTR
                     else "no op taking the class and a tensor" if row == DYNAMIC_OPS
                     else "no method of the class that the fake class defines and that returns no str")
             raise NotApplicable(f"{what} runs in eager on the example objects")
         variants = [calls]
-        if row == COMPUTED and not any(floating_tensor(v) for v in tensor_values(calls)):
-            raise NotApplicable("no call of the sequence takes a floating-point tensor to compute in the program")
+        if row in _HANDS_TENSORS and not any(floating_tensor(v) for v in tensor_values(calls)):
+            what = "compute in the program" if row == COMPUTED else "change in place after the call"
+            raise NotApplicable(f"no call of the sequence takes a floating-point tensor to {what}")
     else:
         variants = _calls_for(ctx, row)
     placement = "attr" if row in (SEQUENCE_ATTR, TENSORS_ATTR) else "input"
@@ -271,7 +279,7 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
                     sweep = sweep_objects((first, second), valid) if placement == "input" or swap else ()
                     scn = Scenario(qualname, row, placement, calls, first, second, (run0, run1),
                                    dynamic=row in _DYNAMIC, notes=notes, swap=swap, sweep=sweep,
-                                   computed=row == COMPUTED)
+                                   computed=row == COMPUTED, mutated=row == MUTATED)
                     try:
                         scn.reference  # noqa: B018 - eager must run the program itself (module-level code paths)
                     except Exception as exc:  # noqa: BLE001

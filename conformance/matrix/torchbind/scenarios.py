@@ -25,7 +25,7 @@ from ...torchbind.examples import Example, read_state, state_key
 from .sweep import SweepRun, eager_sweep
 
 __all__ = ["ProgramCall", "Scenario", "Reference", "NoEagerReference", "argument_objects", "tensor_values",
-           "computed_lines", "floating_tensor"]
+           "computed_lines", "floating_tensor", "mutation_line"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +116,11 @@ class Scenario:
     #: (returned, so it stays in the program): a compiler that reuses the buffer the object was handed leaves other
     #: numbers in the object (:func:`computed_lines`).
     computed: bool = False
+    #: Each floating-point tensor argument is changed in place by the program right after the call that takes it
+    #: (``x0.add_(1)``; each element of a list): an object that keeps the tensor without a copy holds the changed
+    #: values in eager, and a program that functionalizes the mutation away from what the object holds does not
+    #: (the seed's "Aliasing and mutation" limitation, :func:`mutation_line`).
+    mutated: bool = False
 
     # ----- the program --------------------------------------------------------------------------------------
     @functools.cached_property
@@ -132,13 +137,15 @@ class Scenario:
         results, labels = [], []
         inputs = iter(names)
         for i, call in enumerate(self.calls):
-            args, after = [], []
+            args, after, changed = [], [], []
             for value in (*call.args.args, *(v for _, v in call.args.kwargs)):
                 arg = next(inputs) if _is_tensor_input(value) else value.code
                 if self.computed and arg in names and floating_tensor(value):
                     (arg, handed), more = computed_lines(arg, listed=not isinstance(value.make(), torch.Tensor))
                     lines.append(f"        {handed}")
                     after.append(more)
+                elif self.mutated and arg in names and floating_tensor(value):
+                    changed.append(mutation_line(arg, listed=not isinstance(value.make(), torch.Tensor)))
                 args.append(arg)
             pos = args[: len(call.args.args)]
             kws = [(k, a) for (k, _), a in zip(call.args.kwargs, args[len(call.args.args):])]
@@ -156,6 +163,7 @@ class Scenario:
                 if source in names and source not in results:
                     results.append(source)
                     labels.append(f"{source} after {target} (the argument {name!r} the op writes)")
+            lines += [f"        {line}" for line in changed]  # after the call: the tensor the object was handed
             for name, more in after:  # the same size again, after the object was handed the computed tensor
                 lines.append(f"        {more}")
                 results.append(name)
@@ -222,6 +230,12 @@ class Scenario:
         return tuple(dims) if self.placement == "attr" else (None, *dims)
 
     # ----- eager reference ------------------------------------------------------------------------------------
+    @functools.cached_property
+    def unmutated(self) -> Reference | None:
+        """For a :attr:`mutated` program, eager's :attr:`reference` of the same program without its in-place
+        changes (what a backend that functionalizes them away from the object gives); ``None`` otherwise."""
+        return dataclasses.replace(self, mutated=False).reference if self.mutated else None
+
     @functools.cached_property
     def reference(self) -> Reference:
         """Outputs and states of plain eager runs (module called without any compilation), made three times —
@@ -421,6 +435,13 @@ def computed_lines(name: str, listed: bool = False) -> tuple[tuple[str, str], tu
 
     handed, more = f"c_{name}", f"m_{name}"
     return (handed, f"{handed} = {each('1.0')}"), (more, f"{more} = {each('2.0')}")
+
+
+def mutation_line(name: str, listed: bool = False) -> str:
+    """The line of a :attr:`Scenario.mutated` program that changes its input ``name`` in place after the call that
+    took it: ``x0.add_(1)``, or for a list (``Tensor[]``) each element (``for t in x0: t.add_(1)``, which dynamo
+    unrolls)."""
+    return f"for t in {name}: t.add_(1)" if listed else f"{name}.add_(1)"
 
 
 def tensor_values(calls: tuple[ProgramCall, ...]) -> tuple[Value, ...]:

@@ -1,0 +1,80 @@
+"""The ``mutated`` row: each floating-point tensor the program hands the object is changed in place right after the
+call (``obj.push(x0); x0.add_(1)``), the seed's "Aliasing and mutation" limitation, matched by evidence in both its
+forms. Shown first with plain torch: AOTAutograd fails its functional-graph assert where a method returns the
+tensor the program changed (``samples::TensorQueue``), and leaves the object holding the values from before the
+change where none does (``samples_lists::Batch``, the seed's own example)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import sample_classes.fakes_lists  # noqa: F401 - builds the namespace, registers FakeBatch
+from conformance.core.results import Status
+from conformance.matrix.explain import UNCHANGED
+from conformance.matrix.torchbind.rows import row_names
+from conformance.matrix.torchbind.run import run_cell
+
+from conftest import engine_of
+
+pytestmark = pytest.mark.process  # torch.compile
+
+
+def _push_change_read(q, x):
+    q.push(x)
+    x.add_(1)
+    return (q.top().clone(),)
+
+
+def _store_change_total(b, x):
+    b.store([x])
+    x.add_(1)
+    return (b.total(),)
+
+
+def _compiled(fn, *args):
+    torch._dynamo.reset()
+    try:
+        return torch.compile(fn, backend="aot_eager", fullgraph=True)(*args)
+    finally:
+        torch._dynamo.reset()
+
+
+def test_plain_torch_aot_autograd_cannot_functionalize_a_change_after_hand_off():
+    eager = _push_change_read(torch.classes.samples.TensorQueue(torch.zeros(3)), torch.zeros(3))
+    torch.testing.assert_close(eager[0], torch.ones(3))  # the queue holds the tensor the program changed
+    with pytest.raises(Exception) as raised:
+        _compiled(_push_change_read, torch.classes.samples.TensorQueue(torch.zeros(3)), torch.zeros(3))
+    # AOTAutograd copies the change back onto top()'s result: its functional-graph assert refuses the graph.
+    assert "AssertionError: n=copy_, n.args[0]=getitem_3" in str(raised.value), str(raised.value)[:500]
+    # Where no method returns the changed tensor, the object keeps the values from before the change.
+    x = torch.arange(3.0)
+    eager = _store_change_total(torch.classes.samples_lists.Batch([]), x.clone())
+    compiled = _compiled(_store_change_total, torch.classes.samples_lists.Batch([]), x.clone())
+    torch.testing.assert_close(eager[0], (x + 1).sum())
+    torch.testing.assert_close(compiled[0], x.sum())
+
+
+def test_the_assert_is_the_known_limitation_and_eager_and_export_pass():
+    ctx = engine_of().context("samples::TensorQueue")
+    assert row_names(ctx)[-1] == "mutated"
+    cell = run_cell(ctx, "mutated", "aot_eager")
+    assert "obj.push(x0)\n        x0.add_(1)\n" in cell.program, cell.program
+    assert (cell.status, cell.limitation) == (Status.UNSUPPORTED, "aliasing-mutation"), cell.reason
+    assert cell.reason.endswith("(observed for this class: AssertionError raised in "
+                                "torch/_functorch/_aot_autograd/functional_utils.py assert_functional_graph; the "
+                                "program changes in place a tensor it handed the object (the mutated row))"), cell.reason
+    for backend in ("eager", "export"):
+        assert run_cell(ctx, "mutated", backend).status is Status.PASSED, backend
+
+
+def test_a_silent_wrong_result_is_the_limitation_only_with_eagers_unchanged_value_as_evidence():
+    ctx = engine_of().context("samples_lists::Batch")
+    cell = run_cell(ctx, "mutated", "aot_eager")
+    assert "obj.store(x0)\n        for t in x0: t.add_(1)\n" in cell.program, cell.program
+    assert (cell.status, cell.limitation) == (Status.UNSUPPORTED, "aliasing-mutation"), cell.reason
+    first = cell.details[0]
+    assert first.startswith("run 0 output[0] (r2 = obj.total(), on the traced object): eager "), first
+    assert f"; eager without the program's in-place changes gives " in first and f": {UNCHANGED} [" in first, first
+    assert "the backend's value is what eager gives without the program's in-place changes" in cell.reason
+    assert run_cell(ctx, "mutated", "eager").status is Status.PASSED
