@@ -13,7 +13,7 @@ from .dynamic_evidence import automatic_dynamic_confirmed
 from .autograd_evidence import autograd_falls_through, method_autograd_not_implemented
 from .limitation_evidence import Limitation, explicit_dunders, failure_chain, raised_at
 from ..engine import torch_api
-from .explain import UNCHANGED
+from .explain import STAYED, UNCHANGED
 
 __all__ = ["Limitation", "LIMITATIONS", "find_limitation", "observation", "raised_at", "failure_chain"]
 
@@ -80,6 +80,17 @@ LIMITATIONS: tuple[Limitation, ...] = (
             difference=rf"^run \d (output|object state)[^;]*;.*: {UNCHANGED}",
             observed="the backend's value is what eager gives without the program's in-place changes",
             confirm=_mutated_after_hand_off, reason=_ALIASING_REASON, source=_ALIASING_SOURCE),),
+    ),
+    Limitation(
+        key="identity-operator",
+        backends=frozenset({"export", "export_strict", "export_saveload", "aoti"}),
+        difference=rf"^run 1 output\[\d+\] \(\S+ \+ 1 if r\d+ is \S+ else .* compared with is to .*: {STAYED}",
+        observed="on an object in another state, an `is` comparison of a returned tensor kept the traced object's answer",
+        reason="a tensor a method returns cannot be compared with is to one held by the object: tracing answers is "
+               "for the tensors it traces with, and export keeps that answer in the program (Python control flow is "
+               "specialised at trace time), so a run on an object in another state takes the traced branch",
+        source="the TorchBind design doc's Known Limitations, '\"is\" operator': 'we should not rely on comparing a "
+               "tensor with a tensor contained inside a script object with is' (torch 2.13)",
     ),
     # ----- Python custom classes (opaque objects): conformance.matrix.custom -----------------------------------------
     Limitation(

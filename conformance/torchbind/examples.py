@@ -18,6 +18,7 @@ build them the same way (the ``examples`` check verifies that).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from typing import Any
@@ -29,6 +30,7 @@ from .discovery import ClassInfo, qualname_of
 from ..core.breadcrumbs import CallAbandoned, Tracer
 from ..core.results import NotApplicable, exception_line
 from ..core.registry import Factory
+from ..engine.compare import flat_state_differences
 from ..engine.values import ArgumentSet, UnsupportedType, Value, argument_sets
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "ExampleSet",
     "build_examples",
     "state_key",
+    "deepcopy_differences",
     "read_state",
     "comparable_state",
 ]
@@ -178,6 +181,18 @@ def comparable_state(obj: torch.ScriptObject, tracer: Tracer | None = None) -> t
         with (tracer or _QUIET).calling(lambda: f"{script_name(obj)}.__getstate__()"):
             return obj.__getstate__(), flatten_error
     return None, flatten_error
+
+
+def deepcopy_differences(obj: torch.ScriptObject, tracer: Tracer | None = None,
+                         sides: tuple[str, str] = ("original", "deep copy")) -> tuple[Any, list[str]]:
+    """``(state, differences)``: ``obj``'s :func:`comparable_state` and how that of ``copy.deepcopy(obj)`` (through
+    ``def_pickle``: ``__getstate__``, then ``__setstate__``, as ``FakeScriptObject.__init__`` in
+    ``torch/_library/fake_class_registry.py`` and a saved program copy it) differs from it, as
+    :func:`conformance.engine.compare.flat_state_differences` lines (``sides`` name the two). Raises what the copy
+    or reading a state raises."""
+    before = comparable_state(obj, tracer)[0]
+    copied = comparable_state(copy.deepcopy(obj), tracer)[0]
+    return before, flat_state_differences(before, copied, "state", sides)
 
 
 def state_key(value: Any) -> Any:

@@ -9,10 +9,8 @@ copy means the traced program sees a different object. The state is compared thr
 
 from __future__ import annotations
 
-import copy
-
 from ...engine.compare import flat_state_differences
-from ...torchbind.examples import comparable_state
+from ...torchbind.examples import comparable_state, deepcopy_differences
 from ...core.results import Failure
 from ...torchbind.context import ClassContext
 from .. import with_targets
@@ -27,7 +25,6 @@ def deepcopy(ctx: ClassContext, _target: None) -> list[Failure]:
     """copy.deepcopy(obj), which torch does when it fakifies obj, preserves the state."""
     for example in ctx.require_examples():
         obj = example.build()
-        before = comparable_state(obj, ctx.tracer)[0]
         code = "\n".join(example.code())
         state = "__obj_flatten__" if ctx.info.has_flatten and not ctx.example_set.flatten_error else "__getstate__"
         repro = ctx.repro(example, ["import copy", "obj = make_obj()", f"print(obj.{state}())",
@@ -35,12 +32,10 @@ def deepcopy(ctx: ClassContext, _target: None) -> list[Failure]:
         try:
             with ctx.calling(lambda: f"copy.deepcopy of the example object {example.label} (def_pickle: "
                                  "__getstate__, then __setstate__ builds the copy)"):
-                clone = copy.deepcopy(obj)
-            copied = comparable_state(clone, ctx.tracer)[0]
+                before, diffs = deepcopy_differences(obj, ctx.tracer)
         except Exception as exc:  # noqa: BLE001
             return [Failure(f"copy.deepcopy raised {type(exc).__name__}: {exc}", target="__setstate__", example=code, repro=repro,
                             rule="deepcopy.raises")]
-        diffs = flat_state_differences(before, copied, "state", ("original", "deep copy"))
         if diffs:
             return [Failure("copy.deepcopy (through __getstate__/__setstate__) does not preserve the state",
                             target="__setstate__",

@@ -15,7 +15,6 @@ value is shown, the note of a cell that cannot tell) is :mod:`conformance.matrix
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import inspect
 import os
@@ -28,7 +27,7 @@ from ...engine.compare import (differs_in_kind, disagreement, flat_state_differe
 from ...engine.jit_types import return_type, value_mismatch
 from ...torchbind.calls import Call, Callee
 from ...torchbind.context import UNREADABLE, defined_on_fake, kept_fields, new_fake_mode
-from ...torchbind.examples import read_state
+from ...torchbind.examples import deepcopy_differences, read_state
 from ..cell import OUTPUT_DIFFERS, STALE_RESULT, STATE_DIFFERS, Difference
 from ..explain import STAYED, UNCHANGED, Agreement, FakeCause, show
 
@@ -194,9 +193,7 @@ def _pickling_loses(ctx, example) -> str | None:
         obj = example.build()
         with ctx.calling(f"copy.deepcopy of the example object {example.label}, checking its pickling for a failed "
                          "matrix cell", timed=False):
-            found = flat_state_differences(read_state(obj, example.tracer),
-                                           read_state(copy.deepcopy(obj), example.tracer), "state",
-                                           ("the object", "its copy"))
+            _, found = deepcopy_differences(obj, example.tracer, ("the object", "its copy"))
     except Exception:  # noqa: BLE001 - the deepcopy item reports a copy that raises
         return None
     return f"copy.deepcopy of the example object {example.label}: {'; '.join(found)}" if found else ""

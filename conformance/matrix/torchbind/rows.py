@@ -32,6 +32,9 @@ Rows, after the seed document's Coverage Matrix ("Custom Op with torchbind input
   seed's "Aliasing and mutation" limitation (aot_autograd functionalizes the mutation away from what the object
   holds).
 
+* ``identity``: those calls up to the first returning a tensor after one that took a tensor, the result compared
+  with ``is`` to each tensor handed to the object before (:attr:`Scenario.identity`, the seed's "is operator").
+
 Each row's :class:`~conformance.matrix.torchbind.scenarios.Scenario` is chosen so that run 1's eager output differs
 from the traced object's, where some example object allows it.
 """
@@ -53,11 +56,11 @@ from .sizes import dynamic_inputs
 from .sweep import sweep_objects
 
 __all__ = ["row_names", "scenario", "method_backward_rows", "OP_PREFIX", "SEQUENCE", "SEQUENCE_ATTR", "TENSORS_ATTR",
-           "DYNAMIC", "DYNAMIC_OPS", "COMPUTED", "MUTATED", "row_family"]
+           "DYNAMIC", "DYNAMIC_OPS", "COMPUTED", "MUTATED", "IDENTITY", "row_family"]
 
 SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC = "sequence", "sequence.attr", "tensors.attr", "dynamic"
-DYNAMIC_OPS, COMPUTED, MUTATED = "dynamic.ops", "computed", "mutated"
-_SEQUENCES = (SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC, DYNAMIC_OPS, COMPUTED, MUTATED)
+DYNAMIC_OPS, COMPUTED, MUTATED, IDENTITY = "dynamic.ops", "computed", "mutated", "identity"
+_SEQUENCES = (SEQUENCE, SEQUENCE_ATTR, TENSORS_ATTR, DYNAMIC, DYNAMIC_OPS, COMPUTED, MUTATED, IDENTITY)
 _HANDS_TENSORS = (COMPUTED, MUTATED)  # rows that change what the program hands the object
 _DYNAMIC = (DYNAMIC, DYNAMIC_OPS)
 # Results a program can return without anything being burned in as a constant (tensor lists are not: their
@@ -77,7 +80,7 @@ def row_names(ctx: ClassContext) -> list[str]:
     ops = [OP_PREFIX + op.short_name for op in ctx.info.ops]
     backward = [backward_row(OP_PREFIX + op.short_name) for op in ctx.info.ops if has_backward(op.qualname, op.schema)]
     sequences = [r for r in _SEQUENCES if (r != DYNAMIC_OPS or _dynamic_ops(ctx)) and
-                 (r not in _HANDS_TENSORS or _takes_tensor(ctx))]
+                 (r not in _HANDS_TENSORS or _takes_tensor(ctx)) and (r != IDENTITY or _identity_possible(ctx))]
     return methods + operators + ops + backward + method_backward_rows(ctx) + sequences
 
 
@@ -182,6 +185,26 @@ def _sequence_calls(ctx: ClassContext, base: Example, tensors_only: bool = False
     return tuple(calls)
 
 
+def _up_to_identity(calls: tuple[ProgramCall, ...]) -> tuple[ProgramCall, ...]:
+    """The calls of the ``identity`` row: the sequence up to its first call returning a tensor after a call that
+    took a single tensor (``push(x0), push(x1), pop()``), or ``()`` where there is none."""
+    took = False
+    for n, call in enumerate(calls):
+        if took and call.returns == "Tensor":
+            return calls[:n + 1]
+        took = took or any(isinstance(v.make(), torch.Tensor) for v in tensor_values((call,)))
+    return ()
+
+
+def _identity_possible(ctx: ClassContext) -> bool:
+    """Whether a method takes a tensor and one returns a tensor (read off the schemas), as ``identity`` needs."""
+    returns = any(str(return_type(ctx.info.methods[m])) == "Tensor" for m in ctx.info.user_methods
+                  if m not in _SKIPPED_METHODS and not m.startswith("__"))
+    return returns and any(a.type.isSubtypeOf(torch.TensorType.get()) for m in ctx.info.user_methods
+                           if m not in _SKIPPED_METHODS and not m.startswith("__")
+                           for a in ctx.info.methods[m].arguments[1:])
+
+
 def _takes_tensor(ctx: ClassContext) -> bool:
     """Whether a method of the class takes a tensor or a list of them (read off the schemas), as the ``computed``
     row needs."""
@@ -199,6 +222,7 @@ def row_family(row: str) -> str:
     if row in _SEQUENCES:
         return {COMPUTED: "tensors computed in the program handed to the object, then more of the same size",
                 MUTATED: "tensors handed to the object, then changed in place by the program",
+                IDENTITY: "a returned tensor compared with is to the tensor handed to the object",
                 SEQUENCE_ATTR: "a sequence of calls on an attribute object",
                 TENSORS_ATTR: "a sequence of calls on an attribute object"}.get(row, f"the {row} sequence of calls")
     return "one op call" if row.startswith(OP_PREFIX) else "one method call"
@@ -254,7 +278,8 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
         base = examples[0]
         calls = _op_calls(ctx, base) if row == DYNAMIC_OPS else _sequence_calls(ctx, base,
                                                                                  tensors_only=row in (TENSORS_ATTR,
-                                                                                                      *_HANDS_TENSORS))
+                                                                                                      *_HANDS_TENSORS,
+                                                                                                      IDENTITY))
         if not calls:
             what = ("no method that returns a tensor or nothing" if row == TENSORS_ATTR
                     else "no op taking the class and a tensor" if row == DYNAMIC_OPS
@@ -264,6 +289,11 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
         if row in _HANDS_TENSORS and not any(floating_tensor(v) for v in tensor_values(calls)):
             what = "compute in the program" if row == COMPUTED else "change in place after the call"
             raise NotApplicable(f"no call of the sequence takes a floating-point tensor to {what}")
+        if row == IDENTITY:
+            calls = _up_to_identity(calls)
+            if not calls:
+                raise NotApplicable("no call of the sequence returns a tensor after one that takes a tensor")
+            variants = [calls]
     else:
         variants = _calls_for(ctx, row)
     placement = "attr" if row in (SEQUENCE_ATTR, TENSORS_ATTR) else "input"
@@ -279,7 +309,7 @@ def _build_scenario(ctx: ClassContext, row: str) -> Scenario:
                     sweep = sweep_objects((first, second), valid) if placement == "input" or swap else ()
                     scn = Scenario(qualname, row, placement, calls, first, second, (run0, run1),
                                    dynamic=row in _DYNAMIC, notes=notes, swap=swap, sweep=sweep,
-                                   computed=row == COMPUTED, mutated=row == MUTATED)
+                                   computed=row == COMPUTED, mutated=row == MUTATED, identity=row == IDENTITY)
                     try:
                         scn.reference  # noqa: B018 - eager must run the program itself (module-level code paths)
                     except Exception as exc:  # noqa: BLE001

@@ -25,7 +25,7 @@ from ...torchbind.examples import Example, read_state, state_key
 from .sweep import SweepRun, eager_sweep
 
 __all__ = ["ProgramCall", "Scenario", "Reference", "NoEagerReference", "argument_objects", "tensor_values",
-           "computed_lines", "floating_tensor", "mutation_line"]
+           "computed_lines", "floating_tensor", "mutation_line", "identity_line"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +121,10 @@ class Scenario:
     #: values in eager, and a program that functionalizes the mutation away from what the object holds does not
     #: (the seed's "Aliasing and mutation" limitation, :func:`mutation_line`).
     mutated: bool = False
+    #: Each tensor result is compared with ``is`` to each single tensor handed to the object before it, as the seed
+    #: does (``x0 + 1 if r2 is x0 else x0 - 1``): eager compares the real tensors (a method that returns the tensor
+    #: it kept gives the very object), tracing compares the tensors it traces with (the seed's "is operator").
+    identity: bool = False
 
     # ----- the program --------------------------------------------------------------------------------------
     @functools.cached_property
@@ -136,8 +140,9 @@ class Scenario:
             lines += [f"    def forward(self, obj{''.join(', ' + n for n in names)}):"]
         results, labels = [], []
         inputs = iter(names)
+        handed: list[str] = []  # the single tensors handed to the object so far (for the identity row)
         for i, call in enumerate(self.calls):
-            args, after, changed = [], [], []
+            args, after, changed, before = [], [], [], list(handed)
             for value in (*call.args.args, *(v for _, v in call.args.kwargs)):
                 arg = next(inputs) if _is_tensor_input(value) else value.code
                 if self.computed and arg in names and floating_tensor(value):
@@ -146,6 +151,8 @@ class Scenario:
                     after.append(more)
                 elif self.mutated and arg in names and floating_tensor(value):
                     changed.append(mutation_line(arg, listed=not isinstance(value.make(), torch.Tensor)))
+                if self.identity and arg in names and isinstance(value.make(), torch.Tensor):
+                    handed.append(arg)
                 args.append(arg)
             pos = args[: len(call.args.args)]
             kws = [(k, a) for (k, _), a in zip(call.args.kwargs, args[len(call.args.args):])]
@@ -163,6 +170,11 @@ class Scenario:
                 if source in names and source not in results:
                     results.append(source)
                     labels.append(f"{source} after {target} (the argument {name!r} the op writes)")
+            if self.identity and call.returns == "Tensor":
+                for x in before:
+                    compared = identity_line(f"r{i}", x)
+                    results.append(f"({compared})")
+                    labels.append(f"{compared} ({target} compared with is to {x}, handed to the object before)")
             lines += [f"        {line}" for line in changed]  # after the call: the tensor the object was handed
             for name, more in after:  # the same size again, after the object was handed the computed tensor
                 lines.append(f"        {more}")
@@ -435,6 +447,12 @@ def computed_lines(name: str, listed: bool = False) -> tuple[tuple[str, str], tu
 
     handed, more = f"c_{name}", f"m_{name}"
     return (handed, f"{handed} = {each('1.0')}"), (more, f"{more} = {each('2.0')}")
+
+
+def identity_line(result: str, handed: str) -> str:
+    """The output of an :attr:`Scenario.identity` program comparing ``result`` with the tensor ``handed`` with
+    ``is``, as the seed's example does: ``x0 + 1 if r2 is x0 else x0 - 1``."""
+    return f"{handed} + 1 if {result} is {handed} else {handed} - 1"
 
 
 def mutation_line(name: str, listed: bool = False) -> str:

@@ -39,7 +39,8 @@ def test_rows_and_columns(samples):
     assert rows[:2] == ["push", "pop"]
     assert "op.for_each_add_" in rows and "for_each_add_" in rows
     # dynamic.ops: the class has ops taking it and a tensor, each with a Python fake
-    assert rows[-7:] == ["sequence", "sequence.attr", "tensors.attr", "dynamic", "dynamic.ops", "computed", "mutated"]
+    assert rows[-8:] == ["sequence", "sequence.attr", "tensors.attr", "dynamic", "dynamic.ops", "computed", "mutated",
+                         "identity"]
     assert [b.name for b in all_backends()] == ["eager", "aot_eager", "inductor", "aoti", "export",
                                                 "export_strict", "export_saveload", "autocast"]
 

@@ -57,7 +57,7 @@ def test_plain_torch_aot_autograd_cannot_functionalize_a_change_after_hand_off()
 
 def test_the_assert_is_the_known_limitation_and_eager_and_export_pass():
     ctx = engine_of().context("samples::TensorQueue")
-    assert row_names(ctx)[-1] == "mutated"
+    assert "mutated" in row_names(ctx)
     cell = run_cell(ctx, "mutated", "aot_eager")
     assert "obj.push(x0)\n        x0.add_(1)\n" in cell.program, cell.program
     assert (cell.status, cell.limitation) == (Status.UNSUPPORTED, "aliasing-mutation"), cell.reason
@@ -78,3 +78,47 @@ def test_a_silent_wrong_result_is_the_limitation_only_with_eagers_unchanged_valu
     assert f"; eager without the program's in-place changes gives " in first and f": {UNCHANGED} [" in first, first
     assert "the backend's value is what eager gives without the program's in-place changes" in cell.reason
     assert run_cell(ctx, "mutated", "eager").status is Status.PASSED
+
+
+# ----- identity: a returned tensor compared with is (the seed's "is operator") --------------------------------------
+
+
+class _PushPopIs(torch.nn.Module):
+    def forward(self, q, x):
+        q.push(x)
+        r = q.pop()
+        return (x + 1 if r is x else x - 1,)
+
+
+def test_plain_torch_export_keeps_the_traced_answer_of_is_and_torch_compile_does_not():
+    x = torch.zeros(2)  # _holding(): a queue whose pop() returns a tensor pushed before, not x
+    assert _PushPopIs()(torch.classes.samples.TensorQueue(torch.zeros(2)), x)[0].tolist() == [1.0, 1.0]
+    program = torch.export.export(_PushPopIs(), (torch.classes.samples.TensorQueue(torch.zeros(2)), x),
+                                  strict=False).module()
+    eager_other = _PushPopIs()(_holding(), x)[0]
+    assert eager_other.tolist() == [-1.0, -1.0]
+    # The traced branch, `+ 1` (of x, or of the popped tensor export took for x): never eager's `x - 1`.
+    assert program(_holding(), x)[0].tolist() in ([1.0, 1.0], [8.0, 8.0])
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(_PushPopIs(), backend="aot_eager", fullgraph=True)
+        assert compiled(torch.classes.samples.TensorQueue(torch.zeros(2)), x)[0].tolist() == [1.0, 1.0]
+        assert compiled(_holding(), x)[0].tolist() == [-1.0, -1.0]
+    finally:
+        torch._dynamo.reset()
+
+
+def _holding():
+    q = torch.classes.samples.TensorQueue(torch.zeros(2))
+    q.push(torch.full((2,), 7.0))
+    return q
+
+
+def test_the_identity_row_compares_with_is_and_export_is_the_known_limitation():
+    ctx = engine_of().context("samples::TensorQueue")
+    cell = run_cell(ctx, "identity", "export")
+    assert "r2 = obj.pop()\n        return (r2, (x0 + 1 if r2 is x0 else x0 - 1), " in cell.program, cell.program
+    assert (cell.status, cell.limitation) == (Status.UNSUPPORTED, "identity-operator"), cell.reason
+    assert cell.details[0].startswith("run 1 output[1] (x0 + 1 if r2 is x0 else x0 - 1 (obj.pop() compared with is "
+                                      "to x0, handed to the object before), on an object in another state): eager ")
+    assert run_cell(ctx, "identity", "aot_eager").status is Status.PASSED
