@@ -283,6 +283,16 @@ def undated_report(path) -> dict:
     return doc
 
 
+def compiled_once(fn, *args, backend: str = "aot_eager"):
+    """Plain torch: ``torch.compile(fn, backend=backend, fullgraph=True)(*args)`` between two
+    ``torch._dynamo.reset()`` calls, so that no earlier compile's cache serves it and none is left behind."""
+    torch._dynamo.reset()
+    try:
+        return torch.compile(fn, backend=backend, fullgraph=True)(*args)
+    finally:
+        torch._dynamo.reset()
+
+
 def engine_of(register=None, settings=None):
     """An engine with a registry of its own holding exactly what ``register()`` registers with
     ``@conformance.examples`` / ``conformance.strategy`` (nothing when ``None``); the process's registry is left as

@@ -15,7 +15,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import conformance
 from conformance.core.results import Status
 from conformance.runner import plan, run_target
-from conftest import engine_of
+from conftest import compiled_once, engine_of
 
 GUARD = "samples_multi::StreamGuard"
 
@@ -69,13 +69,6 @@ def _stream_plus(g, x):
     return x + g.stream_id()
 
 
-def _compiled(fn, *args):
-    torch._dynamo.reset()
-    try:
-        return torch.compile(fn, backend="aot_eager", fullgraph=True)(*args)
-    finally:
-        torch._dynamo.reset()
-
 
 def _guards():
     return [torch.classes.samples_multi.StreamGuard(1, 7)]
@@ -95,7 +88,7 @@ def test_a_field_kept_in_another_form_that_no_program_reads_is_a_note(multi):
         assert dict(g.__obj_flatten__())["stream"] == 7
         assert maybe_to_fake_obj(FakeTensorMode(), g).wrapped_obj.stream == "7"
         x = torch.zeros(2)
-        assert torch.equal(_compiled(_stream_plus, g, x), _stream_plus(g, x))
+        assert torch.equal(compiled_once(_stream_plus, g, x), _stream_plus(g, x))
         verdicts = _verdicts()
     rt = verdicts[("roundtrip", None)]
     assert rt.status is Status.PASSED, rt.render()
@@ -110,7 +103,7 @@ def test_swapped_fields_a_getter_reads_still_fail(multi):
         # Plain torch: the compiled program reads the fake's stream_id(), the device index.
         g = torch.classes.samples_multi.StreamGuard(1, 7)
         x = torch.zeros(2)
-        assert _compiled(_stream_plus, g, x).tolist() == [1.0, 1.0]
+        assert compiled_once(_stream_plus, g, x).tolist() == [1.0, 1.0]
         assert _stream_plus(g, x).tolist() == [7.0, 7.0]
         verdicts = _verdicts()
     # no getter of the key's own name (stream_id() reads "stream"): roundtrip notes it, agreement fails it

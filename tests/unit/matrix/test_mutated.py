@@ -15,7 +15,7 @@ from conformance.matrix.explain import UNCHANGED
 from conformance.matrix.torchbind.rows import row_names
 from conformance.matrix.torchbind.run import run_cell
 
-from conftest import engine_of
+from conftest import compiled_once, engine_of
 
 pytestmark = pytest.mark.process  # torch.compile
 
@@ -32,25 +32,18 @@ def _store_change_total(b, x):
     return (b.total(),)
 
 
-def _compiled(fn, *args):
-    torch._dynamo.reset()
-    try:
-        return torch.compile(fn, backend="aot_eager", fullgraph=True)(*args)
-    finally:
-        torch._dynamo.reset()
-
 
 def test_plain_torch_aot_autograd_cannot_functionalize_a_change_after_hand_off():
     eager = _push_change_read(torch.classes.samples.TensorQueue(torch.zeros(3)), torch.zeros(3))
     torch.testing.assert_close(eager[0], torch.ones(3))  # the queue holds the tensor the program changed
     with pytest.raises(Exception) as raised:
-        _compiled(_push_change_read, torch.classes.samples.TensorQueue(torch.zeros(3)), torch.zeros(3))
+        compiled_once(_push_change_read, torch.classes.samples.TensorQueue(torch.zeros(3)), torch.zeros(3))
     # AOTAutograd copies the change back onto top()'s result: its functional-graph assert refuses the graph.
     assert "AssertionError: n=copy_, n.args[0]=getitem_3" in str(raised.value), str(raised.value)[:500]
     # Where no method returns the changed tensor, the object keeps the values from before the change.
     x = torch.arange(3.0)
     eager = _store_change_total(torch.classes.samples_lists.Batch([]), x.clone())
-    compiled = _compiled(_store_change_total, torch.classes.samples_lists.Batch([]), x.clone())
+    compiled = compiled_once(_store_change_total, torch.classes.samples_lists.Batch([]), x.clone())
     torch.testing.assert_close(eager[0], (x + 1).sum())
     torch.testing.assert_close(compiled[0], x.sum())
 
@@ -75,7 +68,7 @@ def test_a_silent_wrong_result_is_the_limitation_only_with_eagers_unchanged_valu
     assert (cell.status, cell.limitation) == (Status.UNSUPPORTED, "aliasing-mutation"), cell.reason
     first = cell.details[0]
     assert first.startswith("run 0 output[0] (r2 = obj.total(), on the traced object): eager "), first
-    assert f"; eager without the program's in-place changes gives " in first and f": {UNCHANGED} [" in first, first
+    assert "; eager without the program's in-place changes gives " in first and f": {UNCHANGED} [" in first, first
     assert "the backend's value is what eager gives without the program's in-place changes" in cell.reason
     assert run_cell(ctx, "mutated", "eager").status is Status.PASSED
 

@@ -23,7 +23,7 @@ import conformance
 from conformance.torchbind import differential as engine
 from conformance.runner import plan, run_target
 from conformance.core.settings import Settings
-from conftest import engine_of
+from conftest import compiled_once, engine_of
 
 GUARD, STATS = "samples_observe::StreamGuard", "samples_observe::RunningStats"
 SETTINGS = Settings(examples=30)
@@ -52,13 +52,6 @@ def fresh_stats_only():
     """The newcomer's examples: one fresh object, no derived states."""
     conformance.examples(STATS, derive=False)(fresh_stats)
 
-
-def compiled(fn, *args):
-    torch._dynamo.reset()
-    try:
-        return torch.compile(fn, backend="aot_eager", fullgraph=True)(*args)
-    finally:
-        torch._dynamo.reset()
 
 
 def bound_guard():
@@ -180,7 +173,7 @@ def test_observers_are_proven_on_the_states_two_calls_reach(observe):
             latch.arm()
             return x + latch.is_armed()
 
-        assert compiled(armed, torch.classes.samples_observe.Latch(), torch.zeros(1)).tolist() == [0.0]
+        assert compiled_once(armed, torch.classes.samples_observe.Latch(), torch.zeros(1)).tolist() == [0.0]
         assert armed(torch.classes.samples_observe.Latch(), torch.zeros(1)).tolist() == [1.0]
         outcome = differential(LATCH)
     assert outcome.status == "failed", outcome.render()
@@ -230,7 +223,7 @@ def test_observers_are_audited_on_the_states_the_sequences_reach(observe):
             d.arm()
             return x + d.is_armed()
 
-        assert compiled(armed, torch.classes.samples_observe.Debounce(), torch.zeros(1)).tolist() == [0.0]
+        assert compiled_once(armed, torch.classes.samples_observe.Debounce(), torch.zeros(1)).tolist() == [0.0]
         assert armed(torch.classes.samples_observe.Debounce(), torch.zeros(1)).tolist() == [1.0]
         outcome = differential(DEBOUNCE)
     assert outcome.status == "failed", outcome.render()
@@ -265,7 +258,7 @@ def test_the_audit_is_what_finds_the_debounce_bug_and_a_drift_is_audited_whateve
 def test_correct_running_stats_pass_with_no_false_failure_on_reset(observe):
     # Plain torch: reset() then count() inside one compiled program agrees with eager.
     x = torch.zeros(2)
-    assert torch.equal(compiled(count_after_reset, x, stats(1.0, 2.0)), count_after_reset(x, stats(1.0, 2.0)))
+    assert torch.equal(compiled_once(count_after_reset, x, stats(1.0, 2.0)), count_after_reset(x, stats(1.0, 2.0)))
     for register in (None, fresh_stats_only):
         outcome = differential(STATS, register)
         assert outcome.status == "passed", outcome.render()
@@ -275,7 +268,7 @@ def test_a_fake_reset_that_keeps_the_count_is_found(observe):
     x = torch.zeros(2)
     with observe.BROKEN["stats_reset_keeps_count"].installed():
         # Plain torch: the compiled program reads the count the fake kept; eager reads 0.
-        assert compiled(count_after_reset, x, stats(1.0, 2.0)).tolist() == [2.0, 2.0]
+        assert compiled_once(count_after_reset, x, stats(1.0, 2.0)).tolist() == [2.0, 2.0]
         assert count_after_reset(x, stats(1.0, 2.0)).tolist() == [0.0, 0.0]
         outcome = differential(STATS, fresh_stats_only)
     assert outcome.status == "failed"
@@ -290,7 +283,7 @@ def test_a_fake_bind_that_forgets_the_handle_is_found(observe):
     x = torch.zeros(2)
     with observe.BROKEN["guard_bind_forgets"].installed():
         # Plain torch: bind() then is_bound() in one compiled program gives 0 where eager gives 1.
-        assert compiled(is_bound_after_bind, x, torch.classes.samples_observe.StreamGuard(0)).tolist() == [0.0, 0.0]
+        assert compiled_once(is_bound_after_bind, x, torch.classes.samples_observe.StreamGuard(0)).tolist() == [0.0, 0.0]
         outcome = differential(GUARD)
     assert is_bound_after_bind(x, torch.classes.samples_observe.StreamGuard(0)).tolist() == [1.0, 1.0]
     assert outcome.status == "failed"
@@ -305,9 +298,9 @@ def test_a_fake_bind_that_forgets_the_handle_is_found(observe):
 def test_the_correct_guard_fails_on_the_handle_its_flatten_omits(observe):
     # Plain torch: within one program the correct fake keeps the handle (compiled agrees with eager) ...
     x = torch.zeros(2)
-    assert compiled(is_bound_after_bind, x, torch.classes.samples_observe.StreamGuard(0)).tolist() == [1.0, 1.0]
+    assert compiled_once(is_bound_after_bind, x, torch.classes.samples_observe.StreamGuard(0)).tolist() == [1.0, 1.0]
     # ... but a program traced from a bound guard sees it unbound: __obj_flatten__ omits the handle.
-    assert compiled(lambda x, g: x + int(g.is_bound()), x, bound_guard()).tolist() == [0.0, 0.0]
+    assert compiled_once(lambda x, g: x + int(g.is_bound()), x, bound_guard()).tolist() == [0.0, 0.0]
     assert (x + int(bound_guard().is_bound())).tolist() == [1.0, 1.0]
     outcome = differential(GUARD)
     assert outcome.status == "failed"
