@@ -18,10 +18,12 @@ build them the same way (the ``examples`` check verifies that).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ContextManager
 
 import torch
 
@@ -184,14 +186,18 @@ def comparable_state(obj: torch.ScriptObject, tracer: Tracer | None = None) -> t
 
 
 def deepcopy_differences(obj: torch.ScriptObject, tracer: Tracer | None = None,
-                         sides: tuple[str, str] = ("original", "deep copy")) -> tuple[Any, list[str]]:
+                         sides: tuple[str, str] = ("original", "deep copy"),
+                         copying: Callable[[], ContextManager] = contextlib.nullcontext) -> tuple[Any, list[str]]:
     """``(state, differences)``: ``obj``'s :func:`comparable_state` and how that of ``copy.deepcopy(obj)`` (through
     ``def_pickle``: ``__getstate__``, then ``__setstate__``, as ``FakeScriptObject.__init__`` in
     ``torch/_library/fake_class_registry.py`` and a saved program copy it) differs from it, as
-    :func:`conformance.engine.compare.flat_state_differences` lines (``sides`` name the two). Raises what the copy
-    or reading a state raises."""
+    :func:`conformance.engine.compare.flat_state_differences` lines (``sides`` name the two). ``copying()``: the
+    context the copy itself is made in (the caller's tracer label). Raises what the copy or reading a state
+    raises."""
     before = comparable_state(obj, tracer)[0]
-    copied = comparable_state(copy.deepcopy(obj), tracer)[0]
+    with copying():
+        clone = copy.deepcopy(obj)
+    copied = comparable_state(clone, tracer)[0]
     return before, flat_state_differences(before, copied, "state", sides)
 
 

@@ -119,9 +119,9 @@ def test_ctrl_c_writes_the_partial_report_marked_incomplete(pytester, samples):
     result = run_inprocess(pytester, *COUNTER, "--torchbind-report=m.json", no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     doc = json.loads((pytester.path / "m.json").read_text())
-    assert doc["incomplete"] == "interrupted: 3 of 12 cells ran"
+    assert doc["incomplete"] == "interrupted: 3 of 14 cells ran"
     assert sum(len(c["cells"]) for c in doc["classes"]) == 3
-    result.stdout.fnmatch_lines(["*TorchBind coverage matrix*", "incomplete report — interrupted: 3 of 12 cells ran"])
+    result.stdout.fnmatch_lines(["*TorchBind coverage matrix*", "incomplete report — interrupted: 3 of 14 cells ran"])
 
 
 @needs_torch_testlib
@@ -217,7 +217,7 @@ def test_sigterm_stops_the_run_like_ctrl_c(pytester, samples):
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
     assert "KeyboardInterrupt: terminated by SIGTERM" in out
     doc = json.loads((pytester.path / "m.json").read_text())
-    assert doc["incomplete"] == "interrupted: 3 of 12 cells ran", out[-3000:]
+    assert doc["incomplete"] == "interrupted: 3 of 14 cells ran", out[-3000:]
     assert (pytester.path / "j.xml").exists()
     assert not [pid for pid in workers if _alive(pid)], "a worker process outlived the run"
 

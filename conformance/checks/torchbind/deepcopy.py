@@ -30,9 +30,9 @@ def deepcopy(ctx: ClassContext, _target: None) -> list[Failure]:
         repro = ctx.repro(example, ["import copy", "obj = make_obj()", f"print(obj.{state}())",
                                     f"print(copy.deepcopy(obj).{state}())"])
         try:
-            with ctx.calling(lambda: f"copy.deepcopy of the example object {example.label} (def_pickle: "
-                                 "__getstate__, then __setstate__ builds the copy)"):
-                before, diffs = deepcopy_differences(obj, ctx.tracer)
+            before, diffs = deepcopy_differences(obj, ctx.tracer, copying=lambda: ctx.calling(
+                lambda: f"copy.deepcopy of the example object {example.label} (def_pickle: __getstate__, then "
+                        "__setstate__ builds the copy)"))
         except Exception as exc:  # noqa: BLE001
             return [Failure(f"copy.deepcopy raised {type(exc).__name__}: {exc}", target="__setstate__", example=code, repro=repro,
                             rule="deepcopy.raises")]
