@@ -197,6 +197,8 @@ def deepcopy_differences(obj: torch.ScriptObject, tracer: Tracer | None = None,
     before = comparable_state(obj, tracer)[0]
     with copying():
         clone = copy.deepcopy(obj)
+    # The copy stays alive until its state is compared: a state may hold tensors whose memory the object owns (read
+    # from a copy that was already freed, quantized::EmbeddingPackedParamsBase's gave other values).
     copied = comparable_state(clone, tracer)[0]
     return before, flat_state_differences(before, copied, "state", sides)
 
