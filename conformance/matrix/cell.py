@@ -265,6 +265,12 @@ class Rows:
                 cell.status, cell.reason = Status.UNTOLD, unsure[0]
             return compared
         found_limitation = observation(backend.name, scn, matched)
+        left = _unexplained(backend, scn, found) if found_limitation is not None and isinstance(matched, str) else []
+        if left:  # a limitation seen in one output explains that output, not the others
+            cell.details = [f"known limitation {found_limitation[0].key} explains {evidence[0]!r}, not the output "
+                            "lines before it"] + cell.details
+            evidence = [d.line for d in left] + [e for e in evidence if e not in {d.line for d in left}]
+            failure_details, matched, rule, found_limitation = evidence, left[0].line, left[0].rule, None
         if found_limitation is not None:
             limitation, seen = found_limitation
             cell.status, cell.limitation = Status.UNSUPPORTED, limitation.key
@@ -292,6 +298,17 @@ class Rows:
             cell.rule = FOLLOWS_FROM_FAKE
         cell.details += self.notes(scn)
         return compared
+
+
+def _unexplained(backend: Backend, scn, found: list[Difference]) -> list[Difference]:
+    """The lines of a cell's outputs (``run N output[i] ...``) that no known limitation explains, where one
+    explains the cell's first line, an output too: a limitation seen in one output (an int result export burned in)
+    says nothing of another (a list result of the same program whose length export fixed)."""
+    outputs = (OUTPUT_DIFFERS, STALE_RESULT)
+    if not found or found[0].rule not in outputs:
+        return []
+    return [d for d in found[1:] if d.rule in outputs and d.line.startswith("run ") and
+            observation(backend.name, scn, d.line) is None]
 
 
 def _autocast_hint(backend: Backend, rule: str) -> list[str]:

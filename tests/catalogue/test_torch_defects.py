@@ -147,3 +147,27 @@ def test_a_fake_wrong_in_values_only_is_not_named_for_torchs_own_exception():
                                       "C++ returned "), cell.details[0]
     assert ("see torchbind[samples.TensorQueue]::agreement[size]), but in values only, which does not explain this "
             "cell's SerializeError raised in torch/_export/serde/serialize.py") in cell.details[0]
+
+
+class _SizeAndClone(torch.nn.Module):
+    def forward(self, q, x):
+        q.push(x)
+        return q.size(), q.clone_queue()
+
+
+def test_a_limitation_seen_in_one_output_does_not_hide_torchs_defect_in_another():
+    """The ``sequence`` program returns ``size()`` (an int export burns in: limitation ``burned-in-constants``) and
+    ``clone_queue()`` (a list whose length export fixes: torch's defect, T on its own row). Plain torch shows both
+    on an object in another state; the cell is T for the list, and says the limitation explains the int line only."""
+    program = torch.export.export(_SizeAndClone(), (torch.classes.samples.TensorQueue(torch.zeros(2)),
+                                                    torch.ones(2)), strict=False).module()
+    other = torch.classes.samples.TensorQueue(torch.zeros(2))
+    other.push(torch.full((2,), 5.0))
+    size, cloned = program(other, torch.ones(2))
+    assert size == 1 and len(cloned) == 1  # eager: 2 and 2
+    cell = run_cell(engine_of().context(QUEUE), "sequence", "export")
+    assert (cell.status, cell.rule) == (Status.TORCH_DEFECT, "matrix.torch-defect"), (cell.status, cell.reason)
+    assert "= obj.clone_queue(), on an object in another state): eager [" in cell.reason, cell.reason
+    [note] = [d for d in cell.details if d.startswith("known limitation burned-in-constants explains ")]
+    assert "= obj.size(), on an object in another state): eager " in note and note.endswith(
+        ", not the output lines before it"), note
