@@ -90,9 +90,8 @@ def method_backward_rows(ctx: ClassContext) -> list[str]:
     ``explicit-dunder-call`` limitation), that takes a tensor and returns one. Where eager's output on the row's
     inputs does not require grad, the row's cells are n/a, saying so."""
     tensor = lambda t: "Tensor" in str(t)  # noqa: E731 - Tensor, Tensor?, Tensor[]
-    return [backward_row(m) for m in ctx.info.user_methods
-            if m not in _SKIPPED_METHODS and not m.startswith("__")
-            and any(tensor(a.type) for a in ctx.info.methods[m].arguments[1:])
+    return [backward_row(m) for m in _named_methods(ctx)
+            if any(tensor(a.type) for a in ctx.info.methods[m].arguments[1:])
             and tensor(return_type(ctx.info.methods[m]))]
 
 
@@ -196,22 +195,31 @@ def _up_to_identity(calls: tuple[ProgramCall, ...]) -> tuple[ProgramCall, ...]:
     return ()
 
 
+def _named_methods(ctx: ClassContext) -> list[str]:
+    """The class's methods a program calls by name, read off the schemas: dunders (rows of their own, through their
+    operator) and :data:`_SKIPPED_METHODS` left out."""
+    return [m for m in ctx.info.user_methods if m not in _SKIPPED_METHODS and not m.startswith("__")]
+
+
+def _takes(ctx: ClassContext, accepts) -> bool:
+    """Whether some named method (:func:`_named_methods`) has an argument whose schema type ``accepts``."""
+    return any(accepts(a.type) for m in _named_methods(ctx) for a in ctx.info.methods[m].arguments[1:])
+
+
+def _is_tensor(t) -> bool:
+    return t.isSubtypeOf(torch.TensorType.get())
+
+
 def _identity_possible(ctx: ClassContext) -> bool:
     """Whether a method takes a tensor and one returns a tensor (read off the schemas), as ``identity`` needs."""
-    returns = any(str(return_type(ctx.info.methods[m])) == "Tensor" for m in ctx.info.user_methods
-                  if m not in _SKIPPED_METHODS and not m.startswith("__"))
-    return returns and any(a.type.isSubtypeOf(torch.TensorType.get()) for m in ctx.info.user_methods
-                           if m not in _SKIPPED_METHODS and not m.startswith("__")
-                           for a in ctx.info.methods[m].arguments[1:])
+    return any(str(return_type(ctx.info.methods[m])) == "Tensor" for m in _named_methods(ctx)) and \
+        _takes(ctx, _is_tensor)
 
 
 def _takes_tensor(ctx: ClassContext) -> bool:
     """Whether a method of the class takes a tensor or a list of them (read off the schemas), as the ``computed``
-    row needs."""
-    tensor = torch.TensorType.get()
-    return any(a.type.isSubtypeOf(tensor) or isinstance(a.type, torch.ListType) and
-               a.type.getElementType().isSubtypeOf(tensor) for m in ctx.info.user_methods if m not in _SKIPPED_METHODS
-               and not m.startswith("__") for a in ctx.info.methods[m].arguments[1:])
+    and ``mutated`` rows need."""
+    return _takes(ctx, lambda t: _is_tensor(t) or isinstance(t, torch.ListType) and _is_tensor(t.getElementType()))
 
 
 def row_family(row: str) -> str:

@@ -245,8 +245,14 @@ class Scenario:
     @functools.cached_property
     def unmutated(self) -> Reference | None:
         """For a :attr:`mutated` program, eager's :attr:`reference` of the same program without its in-place
-        changes (what a backend that functionalizes them away from the object gives); ``None`` otherwise."""
-        return dataclasses.replace(self, mutated=False).reference if self.mutated else None
+        changes (what a backend that functionalizes them away from the object gives); ``None`` otherwise, and
+        where eager rejects that program (computed once either way)."""
+        if not self.mutated:
+            return None
+        try:
+            return dataclasses.replace(self, mutated=False).reference
+        except Exception:  # noqa: BLE001 - nothing to compare with
+            return None
 
     @functools.cached_property
     def reference(self) -> Reference:
